@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Installs everything ftrace-harness needs on Debian 12 (bookworm), as root.
+#
+# Linux 7.3 comes from Debian's trixie-backports suite. That suite is added with a
+# low pin so that nothing else on the machine upgrades from it, and the source
+# package is fetched with `apt-get download` + `dpkg-deb -x` rather than
+# `apt-get install -t trixie-backports`, which would drag linux-libc-dev 7.3 in.
+#
+# The mirror is never hard-coded: the trixie-backports entry reuses the URI that
+# this machine's bookworm source already points at.
+set -euo pipefail
+
+SRC_ROOT=${FTH_SRC_ROOT:-/var/cache/fth/src}
+KVER=${FTH_KERNEL_SERIES:-7.3}
+
+sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+log() { printf 'deps: %s\n' "$*" >&2; }
+
+mirror_uri() {
+	local uri=""
+	if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+		uri=$(awk '/^URIs:/ && !/security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+	fi
+	if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+		uri=$(awk '$1=="deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list)
+	fi
+	if [ -z "$uri" ]; then
+		echo "deps: cannot find this machine's bookworm apt mirror in /etc/apt/sources.list{,.d/debian.sources}; add trixie-backports by hand (see README)" >&2
+		exit 1
+	fi
+	printf '%s\n' "$uri"
+}
+
+add_backports() {
+	local list=/etc/apt/sources.list.d/fth-trixie-backports.sources
+	local pin=/etc/apt/preferences.d/fth-trixie-backports
+	if [ ! -f "$list" ]; then
+		local uri; uri=$(mirror_uri)
+		log "adding trixie-backports from $uri (pinned to 50)"
+		sudo_ tee "$list" >/dev/null <<EOT
+Types: deb
+URIs: $uri
+Suites: trixie-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOT
+	fi
+	# Pin 50: below the default 500 of bookworm, so no installed package is ever
+	# upgraded from trixie; only explicit name/suite requests reach it.
+	sudo_ tee "$pin" >/dev/null <<EOT
+Package: *
+Pin: release n=trixie-backports
+Pin-Priority: 50
+EOT
+}
+
+PKGS=(
+	# kernel build
+	build-essential flex bison bc libelf-dev libssl-dev dwarves ccache cpio kmod
+	python3 rsync xz-utils zstd
+	# boot
+	qemu-system-x86 qemu-utils
+)
+
+main() {
+	add_backports
+	log "apt-get update"
+	# Unreachable third-party sources only warn; a broken Debian index is fatal below.
+	sudo_ apt-get update -qq || true
+	log "installing: ${PKGS[*]}"
+	sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PKGS[@]}"
+
+	local tarball="$SRC_ROOT/usr/src/linux-source-$KVER.tar.xz"
+	local tree="$SRC_ROOT/linux-source-$KVER"
+	if [ -f "$tree/Makefile" ] && [ -f "$tree/.fth-unpacked" ]; then
+		log "kernel source already at $tree"
+		return
+	fi
+	sudo_ mkdir -p "$SRC_ROOT"
+	if [ ! -f "$tarball" ]; then
+		log "downloading linux-source-$KVER from trixie-backports"
+		local tmp; tmp=$(mktemp -d)
+		(cd "$tmp" && apt-get download "linux-source-$KVER/trixie-backports")
+		sudo_ dpkg-deb -x "$tmp"/linux-source-"$KVER"_*.deb "$SRC_ROOT"
+		rm -rf "$tmp"
+	fi
+	log "unpacking $tarball"
+	sudo_ rm -rf "$tree"
+	sudo_ tar -C "$SRC_ROOT" -xf "$tarball"
+	sudo_ touch "$tree/.fth-unpacked"
+	log "kernel source ready at $tree"
+}
+
+main "$@"
