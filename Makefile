@@ -1,0 +1,43 @@
+# ftrace-harness. `make deps` once, then `make test`, or `make test-arch=<arch>`.
+GO      ?= go
+FTH     := bin/fth
+# Passed through to `fth run` by `make test-arch=<arch>` and `make run`.
+FTH_RUN_FLAGS ?=
+
+.PHONY: default deps fth test test-unit test-e2e run vet clean
+
+# `make test-arch=x86_64` sets a variable and runs the default goal, so the
+# default goal is where an arch run starts.
+default:
+ifdef test-arch
+	$(MAKE) --no-print-directory run ARCH=$(test-arch)
+else
+	$(MAKE) --no-print-directory fth
+endif
+
+deps:
+	bash scripts/deps.sh
+
+fth:
+	$(GO) build -o $(FTH) ./harness/cmd/fth
+
+vet:
+	$(GO) vet ./...
+
+# The whole suite: unit tests and end-to-end boots of real kernels.
+test: vet
+	$(GO) test -timeout 80m ./...
+
+# Unit tests only (-short skips every test that builds or boots a kernel).
+test-unit:
+	$(GO) test -short ./...
+
+test-e2e:
+	$(GO) test -timeout 80m -v -run . ./tests/...
+
+ARCH ?= x86_64
+run: fth
+	$(FTH) run --arch $(ARCH) $(FTH_RUN_FLAGS)
+
+clean:
+	rm -rf bin out

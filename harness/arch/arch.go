@@ -1,0 +1,199 @@
+// Package arch is the one place that knows about architectures: how to build a
+// kernel for one, how to boot it under QEMU, and which ftrace features it has.
+// Adding an architecture means adding one row to the table and one kconfig
+// fragment (kconfigs/arch/<name>).
+package arch
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Name is an architecture name as the harness spells it (Linux's uname -m
+// spelling, except ppc64le).
+type Name string
+
+// The architectures the harness knows.
+const (
+	X86_64  Name = "x86_64"
+	ARM64   Name = "arm64"
+	RISCV64 Name = "riscv64"
+	PPC64LE Name = "ppc64le"
+)
+
+// ErrUnknown is wrapped by Lookup for a name that has no row.
+var ErrUnknown = errors.New("unknown architecture")
+
+// Feature is an ftrace capability that only some architectures have.
+type Feature string
+
+// Features the variant matrix selects on.
+const (
+	CallOps     Feature = "call-ops"
+	DirectCalls Feature = "direct-calls"
+)
+
+// Arch is everything the harness needs to know about one architecture.
+type Arch struct {
+	Name Name
+	// GOARCH is what the guest agent is built for.
+	GOARCH string
+	// KernelArch is the kernel's ARCH= value.
+	KernelArch string
+	// CrossCompile is the CROSS_COMPILE prefix when the host is not this arch.
+	CrossCompile string
+	// CrossPackage is the Debian package that provides CrossCompile-gcc.
+	CrossPackage string
+	// Image is the kernel image QEMU boots, relative to the build directory.
+	Image string
+	// MakeTarget builds Image.
+	MakeTarget string
+
+	// QEMU is the emulator binary, and QEMUPackage the Debian package holding it.
+	QEMU        string
+	QEMUPackage string
+	Machine     string
+	CPU         string
+	// Console is the guest device of the serial console (console= value).
+	Console string
+	// VirtioSerial is the virtio-serial controller device for this machine.
+	VirtioSerial string
+	// Cmdline is appended to every boot's kernel command line.
+	Cmdline []string
+	// KVMCapable says whether KVM can run this guest on this host arch at all.
+	KVMCapable bool
+
+	// Features lists the ftrace capabilities Linux offers on this arch.
+	Features []Feature
+	// TimeoutScale multiplies every guest deadline: some arches emulate slower.
+	TimeoutScale float64
+}
+
+// Has reports whether a offers feature f.
+func (a *Arch) Has(f Feature) bool { return slices.Contains(a.Features, f) }
+
+// Fragment is the kconfig fragment for this arch, relative to kconfigs/.
+func (a *Arch) Fragment() string { return "arch/" + string(a.Name) }
+
+// table holds one row per architecture. Facts here were measured on QEMU 7.2
+// and Linux 7.3; see README.md for the measurements behind them.
+var table = []Arch{
+	{
+		Name:         X86_64,
+		GOARCH:       "amd64",
+		KernelArch:   "x86_64",
+		CrossCompile: "x86_64-linux-gnu-",
+		CrossPackage: "gcc-x86-64-linux-gnu",
+		Image:        "arch/x86/boot/bzImage",
+		MakeTarget:   "bzImage",
+		QEMU:         "qemu-system-x86_64",
+		QEMUPackage:  "qemu-system-x86",
+		Machine:      "q35",
+		CPU:          "max",
+		Console:      "ttyS0",
+		VirtioSerial: "virtio-serial-pci",
+		KVMCapable:   true,
+		// x86 has no CALL_OPS: it patches a 5-byte call through an INT3 state.
+		Features:     []Feature{DirectCalls},
+		TimeoutScale: 1,
+	},
+	{
+		Name:         ARM64,
+		GOARCH:       "arm64",
+		KernelArch:   "arm64",
+		CrossCompile: "aarch64-linux-gnu-",
+		CrossPackage: "gcc-aarch64-linux-gnu",
+		Image:        "arch/arm64/boot/Image",
+		MakeTarget:   "Image",
+		QEMU:         "qemu-system-aarch64",
+		QEMUPackage:  "qemu-system-arm",
+		Machine:      "virt",
+		// pauth and SVE make TCG markedly slower and add nothing to ftrace.
+		CPU:          "max,pauth=off,sve=off",
+		Console:      "ttyAMA0",
+		VirtioSerial: "virtio-serial-pci",
+		Features:     []Feature{CallOps, DirectCalls},
+		TimeoutScale: 2,
+	},
+	{
+		Name:         RISCV64,
+		GOARCH:       "riscv64",
+		KernelArch:   "riscv",
+		CrossCompile: "riscv64-linux-gnu-",
+		CrossPackage: "gcc-riscv64-linux-gnu",
+		Image:        "arch/riscv/boot/Image",
+		MakeTarget:   "Image",
+		QEMU:         "qemu-system-riscv64",
+		QEMUPackage:  "qemu-system-misc",
+		Machine:      "virt",
+		CPU:          "rv64",
+		Console:      "ttyS0",
+		VirtioSerial: "virtio-serial-pci",
+		// QEMU 7.2's OpenSBI has no DBCN, so earlycon=sbi prints nothing, and its
+		// device tree has only the old riscv,isa property.
+		Cmdline:      []string{"earlycon=uart8250,mmio,0x10000000", "riscv_isa_fallback"},
+		Features:     []Feature{CallOps, DirectCalls},
+		TimeoutScale: 2,
+	},
+	{
+		Name:         PPC64LE,
+		GOARCH:       "ppc64le",
+		KernelArch:   "powerpc",
+		CrossCompile: "powerpc64le-linux-gnu-",
+		CrossPackage: "gcc-powerpc64le-linux-gnu",
+		Image:        "vmlinux",
+		MakeTarget:   "vmlinux",
+		QEMU:         "qemu-system-ppc64",
+		QEMUPackage:  "qemu-system-ppc",
+		Machine:      "pseries",
+		CPU:          "power9",
+		Console:      "hvc0",
+		VirtioSerial: "virtio-serial-pci",
+		Features:     []Feature{CallOps, DirectCalls},
+		TimeoutScale: 3,
+	},
+}
+
+// All returns every known architecture, in table order.
+func All() []Arch { return slices.Clone(table) }
+
+// Names returns the names of every known architecture.
+func Names() []Name {
+	names := make([]Name, len(table))
+	for i := range table {
+		names[i] = table[i].Name
+	}
+	return names
+}
+
+// Lookup returns the row for name. Both the harness spelling and GOARCH are
+// accepted, since developers type either.
+func Lookup(name string) (Arch, error) {
+	for _, a := range table {
+		if string(a.Name) == name || a.GOARCH == name {
+			return a, nil
+		}
+	}
+	known := make([]string, len(table))
+	for i, a := range table {
+		known[i] = string(a.Name)
+	}
+	return Arch{}, fmt.Errorf("%w %q: choose one of %s", ErrUnknown, name, strings.Join(known, ", "))
+}
+
+// HostName maps a uname -m machine string to an arch name.
+func HostName(machine string) (Name, bool) {
+	switch machine {
+	case "x86_64", "amd64":
+		return X86_64, true
+	case "aarch64", "arm64":
+		return ARM64, true
+	case "riscv64":
+		return RISCV64, true
+	case "ppc64le":
+		return PPC64LE, true
+	}
+	return "", false
+}

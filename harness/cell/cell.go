@@ -1,0 +1,326 @@
+// Package cell runs one matrix cell: boot a built kernel and initramfs, watch
+// the console and the agent channel, enforce deadlines, and combine everything
+// into a verdict written to the cell's directory as it happens.
+package cell
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// Spec is everything a cell needs beyond the built artifacts.
+type Spec struct {
+	VM qemu.Config
+	// AgentArgs become fth.<key>=<value> kernel parameters, which the agent reads.
+	AgentArgs map[string]string
+	// Deadline bounds the whole boot, scaled by the arch's TimeoutScale.
+	Deadline time.Duration
+	// Silence is the no-output watchdog: before the agent says hello, the
+	// console must speak this often; after, the agent must (it reports
+	// liveness every 2 s).
+	Silence time.Duration
+	// PauseAfter, if set, stops the VM over QMP that long after the agent's
+	// hello: a host-side hang injection to prove the watchdog works.
+	PauseAfter time.Duration
+}
+
+// agentCmdline renders AgentArgs in a stable order, so repros are comparable.
+func agentCmdline(args map[string]string) []string {
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("fth.%s=%s", k, args[k]))
+	}
+	return out
+}
+
+type outcome int
+
+const (
+	outExited outcome = iota
+	outDone
+	outHang
+	outDeadline
+	outInterrupted
+)
+
+type lineMsg struct {
+	agent bool
+	text  string
+}
+
+// Run boots the VM described by spec and records everything in w. The returned
+// error is an infrastructure error (QEMU would not start); kernel misbehaviour
+// is a verdict, not an error.
+func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec) error {
+	spec.VM.Cmdline = append(spec.VM.Cmdline, agentCmdline(spec.AgentArgs)...)
+	scale := spec.VM.Arch.TimeoutScale
+	deadline := time.Duration(float64(spec.Deadline) * scale)
+	silence := time.Duration(float64(spec.Silence) * scale)
+	_ = w.Update(func(r *results.Result) {
+		r.Accel = string(spec.VM.Accel)
+		r.CPUs = spec.VM.CPUs
+		r.Cmdline = spec.VM.KernelCmdline()
+		r.Repro = spec.VM.Repro()
+	})
+
+	conLog, err := results.CreateLineLog(w.Path("console.log"))
+	if err != nil {
+		return err
+	}
+	defer conLog.Close()
+	evLog, err := results.CreateLineLog(w.Path("events.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer evLog.Close()
+
+	start := time.Now()
+	vm, err := qemu.Start(ctx, log, spec.VM)
+	if err != nil {
+		return err
+	}
+	defer vm.Close()
+
+	lines := make(chan lineMsg, 256)
+	readersDone := make(chan struct{}, 2)
+	go readLines(vm.Console(), false, lines, readersDone)
+	go readLines(vm.Agent(), true, lines, readersDone)
+
+	det := console.NewDetector()
+	addFindings := func(fs []console.Finding) {
+		if len(fs) == 0 {
+			return
+		}
+		_ = w.Update(func(r *results.Result) {
+			for _, f := range fs {
+				log.Warn("kernel report", "title", f.Title, "line", f.StartLine)
+				r.Findings = append(r.Findings, results.Finding{
+					Kind: string(f.Kind), Title: f.Title, Function: f.Function,
+					StartLine: f.StartLine, EndLine: f.EndLine, Report: f.Report, Stack: f.Stack,
+				})
+			}
+		})
+	}
+
+	var (
+		hello, done     bool
+		lastOut         = time.Now()
+		lastProgressLog time.Time
+		pauseAt         <-chan time.Time
+		tick            = time.NewTicker(time.Second)
+		overall         = time.After(deadline)
+		res             outcome
+	)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case m := <-lines:
+			if !m.agent {
+				lastOut = maybe(lastOut, !hello)
+				_ = conLog.Line(m.text)
+				addFindings(det.Line(m.text))
+				continue
+			}
+			lastOut = time.Now()
+			_ = evLog.Line(m.text)
+			var ev event.Event
+			if err := json.Unmarshal([]byte(m.text), &ev); err != nil {
+				log.Debug("agent: not an event", "line", m.text)
+				continue
+			}
+			switch ev.Kind {
+			case event.KindHello:
+				hello = true
+				boot := time.Since(start)
+				log.Info("agent ready", "boot", boot.Round(time.Millisecond), "kernel", ev.Hello.KernelRelease, "preempt", ev.Hello.PreemptModel)
+				_ = w.Update(func(r *results.Result) {
+					r.Timings.BootToAgentSeconds = boot.Seconds()
+					r.PreemptModel = ev.Hello.PreemptModel
+					r.Seed = ev.Hello.Args["seed"]
+				})
+				if spec.PauseAfter > 0 {
+					pauseAt = time.After(spec.PauseAfter)
+				}
+			case event.KindInventory:
+				log.Info("inventory", "traceable", ev.Inventory.Traceable, "btf", ev.Inventory.WithBTF, "candidates", ev.Inventory.Candidates, "selected", ev.Inventory.Selected)
+				_ = w.Update(func(r *results.Result) { r.Inventory = ev.Inventory })
+			case event.KindProgress:
+				if time.Since(lastProgressLog) > 5*time.Second {
+					lastProgressLog = time.Now()
+					log.Info("progress", "phase", ev.Progress.Phase, "done", ev.Progress.Done, "total", ev.Progress.Total)
+				}
+			case event.KindPhase:
+				p := ev.Phase
+				log.Info("phase done", "phase", p.Name, "ok", p.Succeeded, "failed", p.Failed, "median", p.Latency.Median, "p99", p.Latency.P99, "wall", p.Wall)
+				_ = w.Update(func(r *results.Result) {
+					if r.Phases == nil {
+						r.Phases = map[string]*event.Phase{}
+					}
+					r.Phases[p.Name] = p
+				})
+			case event.KindLiveness:
+				_ = w.Update(func(r *results.Result) { r.Liveness = mergeLiveness(r.Liveness, ev.Liveness) })
+			case event.KindLog:
+				log.Info("agent: " + ev.Log)
+			case event.KindDone:
+				done = true
+				_ = w.Update(func(r *results.Result) {
+					ok := ev.Done.OK
+					r.AgentOK, r.AgentReason = &ok, ev.Done.Reason
+				})
+				res = outDone
+				break loop
+			}
+		case <-readersDone:
+			// The console closes when QEMU exits; the agent socket too.
+			select {
+			case <-vm.Exited():
+				res = outExited
+				break loop
+			case <-time.After(2 * time.Second):
+			}
+		case <-pauseAt:
+			log.Info("pausing the VM over QMP (hang injection)")
+			if err := vm.Pause(ctx); err != nil {
+				log.Warn("pause failed", "err", err)
+			}
+		case <-tick.C:
+			if time.Since(lastOut) > silence {
+				res = outHang
+				break loop
+			}
+		case <-overall:
+			res = outDeadline
+			break loop
+		case <-ctx.Done():
+			res = outInterrupted
+			break loop
+		}
+	}
+
+	switch res {
+	case outHang, outDeadline:
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		dump := vm.Diagnose(dctx)
+		cancel()
+		if err := os.WriteFile(w.Path("registers.txt"), []byte(dump), 0o644); err != nil {
+			log.Warn("write register dump", "err", err)
+		}
+		_ = w.Update(func(r *results.Result) { r.Registers = "registers.txt" })
+		vm.Kill()
+	case outDone:
+		// The agent powers the guest off after done; give the console a moment
+		// to deliver any last report, then stop waiting.
+		select {
+		case <-vm.Exited():
+		case <-time.After(10 * time.Second):
+		}
+	}
+	vm.Close()
+	drain(lines, conLog, evLog, det, addFindings)
+	addFindings(det.Flush())
+
+	elapsed := time.Since(start)
+	return w.Update(func(r *results.Result) {
+		r.Timings.GuestSeconds = elapsed.Seconds()
+		r.Verdict, r.Reason = verdict(r, res, done, silence, deadline, vm)
+		if res == outHang {
+			r.Findings = append(r.Findings, results.Finding{Kind: "hang", Title: fmt.Sprintf("hang: no output for %s", silence)})
+			if r.Verdict == results.Fail && r.Reason == "" {
+				r.Reason = r.Findings[0].Title
+			}
+		}
+	})
+}
+
+func maybe(t time.Time, update bool) time.Time {
+	if update {
+		return time.Now()
+	}
+	return t
+}
+
+func verdict(r *results.Result, res outcome, done bool, silence, deadline time.Duration, vm *qemu.Instance) (results.Verdict, string) {
+	switch {
+	case len(r.Findings) > 0:
+		return results.Fail, r.Findings[0].Title
+	case res == outHang:
+		return results.Fail, fmt.Sprintf("hang: no output for %s", silence)
+	case res == outInterrupted:
+		return results.Error, "interrupted"
+	case res == outDeadline:
+		return results.Error, fmt.Sprintf("cell deadline of %s passed while the guest was still talking", deadline)
+	case !done:
+		msg := "the guest stopped before the agent reported done, and the console shows no report"
+		if s := strings.TrimSpace(vm.Stderr()); s != "" {
+			msg += "; qemu stderr: " + s
+		}
+		return results.Error, msg
+	case r.Liveness != nil && len(r.Liveness.Stalled) > 0:
+		return results.Fail, fmt.Sprintf("liveness: %d hammer thread(s) stalled", len(r.Liveness.Stalled))
+	case r.AgentOK != nil && !*r.AgentOK:
+		return results.Fail, "agent: " + r.AgentReason
+	}
+	return results.Pass, ""
+}
+
+func mergeLiveness(prev, cur *event.Liveness) *event.Liveness {
+	if prev == nil {
+		c := *cur
+		return &c
+	}
+	out := *prev
+	out.Threads = cur.Threads
+	out.Iterations += cur.Iterations
+	out.Stalled = append(out.Stalled, cur.Stalled...)
+	return &out
+}
+
+func readLines(r io.Reader, agent bool, out chan<- lineMsg, done chan<- struct{}) {
+	defer func() { done <- struct{}{} }()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		out <- lineMsg{agent: agent, text: strings.TrimRight(sc.Text(), "\r")}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		out <- lineMsg{agent: false, text: fmt.Sprintf("fth: reading %s: %v", map[bool]string{true: "agent", false: "console"}[agent], err)}
+	}
+}
+
+// drain records what the readers still hold after QEMU is gone.
+func drain(lines <-chan lineMsg, conLog, evLog *results.LineLog, det *console.Detector, add func([]console.Finding)) {
+	for {
+		select {
+		case m := <-lines:
+			if m.agent {
+				_ = evLog.Line(m.text)
+			} else {
+				_ = conLog.Line(m.text)
+				add(det.Line(m.text))
+			}
+		case <-time.After(500 * time.Millisecond):
+			return
+		}
+	}
+}

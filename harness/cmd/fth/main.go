@@ -1,0 +1,100 @@
+// Command fth is the ftrace-harness CLI: it builds kernels and initramfs images,
+// boots them under QEMU, stresses ftrace and BPF trampolines in the guest, and
+// records a verdict per cell.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes. A failing kernel (1) is told apart from a harness or
+// infrastructure error (2) and from bad usage (3).
+const (
+	exitPass  = 0
+	exitFail  = 1
+	exitError = 2
+	exitUsage = 3
+)
+
+// errUsage marks errors caused by the command line.
+var errUsage = errors.New("usage")
+
+// errCellsFailed is returned when at least one cell's verdict is fail.
+var errCellsFailed = errors.New("kernel failures found")
+
+const usage = `fth: find bugs in Linux live code patching (ftrace, BPF trampolines)
+
+usage: fth <command> [flags]
+
+commands:
+  build    build (or fetch from cache) a kernel for --arch from kconfig fragments
+  image    build (or fetch from cache) the guest initramfs for --arch
+  run      build, boot under QEMU, run the attach storm, record a verdict
+  triage   find and title every kernel report in a console log
+
+Run 'fth <command> -h' for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return exitPass
+	case errors.Is(err, flag.ErrHelp):
+		return exitPass
+	case errors.Is(err, errCellsFailed):
+		fmt.Fprintln(stderr, "fth:", err)
+		return exitFail
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "fth:", err)
+		return exitUsage
+	default:
+		fmt.Fprintln(stderr, "fth:", err)
+		return exitError
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: no command given", errUsage)
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "build":
+		return cmdBuild(ctx, rest, stdout, stderr)
+	case "image":
+		return cmdImage(ctx, rest, stdout, stderr)
+	case "run":
+		return cmdRun(ctx, rest, stdout, stderr)
+	case "triage":
+		return cmdTriage(ctx, rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+}
+
+func newLogger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}

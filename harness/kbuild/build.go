@@ -1,0 +1,298 @@
+// Package kbuild turns a kernel source tree plus kconfig fragments into a
+// verified, cached kernel build.
+//
+// The flow is: parse fragments → check every symbol exists with the right type
+// (before any build starts) → look up the content-keyed cache → configure with
+// the tree's own merge_config.sh on allnoconfig → verify every requested value
+// survived → make, out of tree, through ccache → write the manifest last.
+package kbuild
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/internal/proc"
+)
+
+// Request says what to build.
+type Request struct {
+	Arch arch.Arch
+	// Source is the kernel tree (see OpenSource).
+	Source Source
+	// KconfigDir is the kconfigs/ directory; Fragments are names relative to it,
+	// applied in order on top of allnoconfig.
+	KconfigDir string
+	Fragments  []string
+	// CacheDir holds kernels/<arch>-<key>/ entries and the ccache directory.
+	CacheDir string
+	// Jobs is make -j; 0 means the number of CPUs.
+	Jobs int
+	// Progress, if set, is called from time to time during make.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of a running build.
+type Progress struct {
+	// Steps counts the make lines seen so far (CC, LD, BTF ...).
+	Steps   int
+	Current string
+	Elapsed time.Duration
+}
+
+// BuildError is a failed make, with the tail of its output.
+type BuildError struct {
+	Step string
+	Err  error
+	Tail []string
+}
+
+func (e *BuildError) Error() string {
+	return fmt.Sprintf("%s failed: %v\n--- last %d lines of output ---\n%s", e.Step, e.Err, len(e.Tail), strings.Join(e.Tail, "\n"))
+}
+
+func (e *BuildError) Unwrap() error { return e.Err }
+
+// Build returns the kernel req describes, from the cache when an intact entry
+// exists, building it otherwise.
+func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
+	frags, err := LoadFragments(req.KconfigDir, req.Fragments)
+	if err != nil {
+		return Kernel{}, err
+	}
+	want := Merge(frags)
+	idx, err := IndexTree(req.Source.Dir)
+	if err != nil {
+		return Kernel{}, err
+	}
+	if err := Precheck(want, idx); err != nil {
+		return Kernel{}, fmt.Errorf("fragments %s ask for what Linux %s cannot give (nothing was built): %w", strings.Join(req.Fragments, " + "), req.Source.Version, err)
+	}
+	tc, err := DetectToolchain(ctx, req.Arch)
+	if err != nil {
+		return Kernel{}, err
+	}
+	key := Key(req.Source, req.Arch.Name, frags, tc)
+	entry := filepath.Join(req.CacheDir, "kernels", fmt.Sprintf("%s-%s", req.Arch.Name, key[:16]))
+	if err := os.MkdirAll(entry, 0o755); err != nil {
+		return Kernel{}, fmt.Errorf("kernel cache: %w", err)
+	}
+	unlock, err := lock(ctx, log, entry)
+	if err != nil {
+		return Kernel{}, err
+	}
+	defer unlock()
+
+	k, err := loadManifest(entry)
+	switch {
+	case err == nil:
+		k.Cached = true
+		log.Info("kernel cached", "arch", req.Arch.Name, "release", k.Release, "entry", entry)
+		return k, nil
+	case errors.Is(err, os.ErrNotExist):
+	default:
+		log.Warn("kernel cache entry is corrupt, rebuilding", "entry", entry, "err", err)
+		_ = os.Remove(filepath.Join(entry, manifestName))
+	}
+
+	start := time.Now()
+	b := &builder{req: req, tc: tc, out: filepath.Join(entry, "build"), log: log}
+	if err := b.configure(ctx, frags); err != nil {
+		return Kernel{}, err
+	}
+	cfgText, err := os.ReadFile(filepath.Join(b.out, ".config"))
+	if err != nil {
+		return Kernel{}, err
+	}
+	final := ParseConfig(cfgText)
+	if err := Verify(want, final, idx); err != nil {
+		return Kernel{}, fmt.Errorf("configure %s with %s (nothing was built): %w", req.Arch.Name, strings.Join(req.Fragments, " + "), err)
+	}
+	if err := b.make(ctx, req.Arch.MakeTarget); err != nil {
+		return Kernel{}, err
+	}
+	release, err := os.ReadFile(filepath.Join(b.out, "include/config/kernel.release"))
+	if err != nil {
+		return Kernel{}, fmt.Errorf("read kernel release: %w", err)
+	}
+	k = Kernel{
+		Arch:          req.Arch.Name,
+		Key:           key,
+		SourceDir:     req.Source.Dir,
+		SourceVersion: req.Source.Version,
+		Release:       strings.TrimSpace(string(release)),
+		Image:         filepath.Join(b.out, req.Arch.Image),
+		Vmlinux:       filepath.Join(b.out, "vmlinux"),
+		BuildDir:      b.out,
+		Fragments:     req.Fragments,
+		ConfigSHA256:  sha256Hex(cfgText),
+		Verified:      map[string]string{},
+		Toolchain:     tc.Version,
+		BuiltAt:       time.Now().UTC(),
+		BuildTime:     time.Since(start).Seconds(),
+	}
+	for _, s := range want {
+		k.Verified["CONFIG_"+s.Symbol] = final[s.Symbol]
+	}
+	if k.ImageSHA256, err = fileSHA256(k.Image); err != nil {
+		return Kernel{}, fmt.Errorf("built image: %w", err)
+	}
+	st, err := os.Stat(k.Vmlinux)
+	if err != nil {
+		return Kernel{}, fmt.Errorf("built vmlinux: %w", err)
+	}
+	k.VmlinuxSize = st.Size()
+	if err := writeManifest(entry, k); err != nil {
+		return Kernel{}, fmt.Errorf("write kernel manifest: %w", err)
+	}
+	log.Info("kernel built", "arch", req.Arch.Name, "release", k.Release, "seconds", int(k.BuildTime), "entry", entry)
+	return k, nil
+}
+
+// lock serialises builds of one entry across harness processes (two matrix
+// cells, or two terminals), so neither sees the other's half-written tree.
+func lock(ctx context.Context, log *slog.Logger, entry string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(entry, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for waited := false; ; waited = true {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", entry, err)
+		}
+		if !waited {
+			log.Info("waiting for another build of the same kernel", "entry", entry)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+type builder struct {
+	req Request
+	tc  Toolchain
+	out string
+	log *slog.Logger
+}
+
+func (b *builder) env() []string {
+	env := append(os.Environ(),
+		"ARCH="+b.req.Arch.KernelArch,
+		"CROSS_COMPILE="+b.tc.CrossCompile,
+		"CCACHE_DIR="+filepath.Join(b.req.CacheDir, "ccache"),
+		// Fixed build metadata keeps init/version.o and ccache hits stable.
+		"KBUILD_BUILD_USER=fth",
+		"KBUILD_BUILD_HOST=fth",
+		"KBUILD_BUILD_TIMESTAMP=1970-01-01",
+	)
+	return env
+}
+
+func (b *builder) configure(ctx context.Context, frags []Fragment) error {
+	if err := os.MkdirAll(b.out, 0o755); err != nil {
+		return err
+	}
+	// A stale .config from an earlier, different request would leak into the
+	// merge; merge_config.sh -n starts from allnoconfig plus the fragments only.
+	_ = os.Remove(filepath.Join(b.out, ".config"))
+	args := []string{"-n", "-O", b.out}
+	for _, f := range frags {
+		args = append(args, filepath.Join(b.req.KconfigDir, f.Name))
+	}
+	b.log.Info("configuring", "arch", b.req.Arch.Name, "fragments", strings.Join(b.req.Fragments, " "))
+	return b.run(ctx, "merge_config", filepath.Join(b.req.Source.Dir, "scripts/kconfig/merge_config.sh"), args, nil)
+}
+
+func (b *builder) make(ctx context.Context, target string) error {
+	jobs := b.req.Jobs
+	if jobs <= 0 {
+		jobs = runtime.NumCPU()
+	}
+	args := []string{"-C", b.req.Source.Dir, "O=" + b.out, "CC=" + b.tc.CC, fmt.Sprintf("-j%d", jobs), target}
+	b.log.Info("building kernel", "arch", b.req.Arch.Name, "target", target, "jobs", jobs, "out", b.out)
+	return b.run(ctx, "make "+target, "make", args, b.req.Progress)
+}
+
+// stepRe matches kbuild's quiet output lines: "  CC      kernel/fork.o".
+var stepRe = regexp.MustCompile(`^\s{2}([A-Z][A-Z0-9_-]*)\s+(\S.*)$`)
+
+const tailLines = 40
+
+func (b *builder) run(ctx context.Context, step, name string, args []string, progress func(Progress)) error {
+	cmd := proc.Command(ctx, 10*time.Second, name, args...)
+	cmd.Dir = b.req.Source.Dir
+	cmd.Env = b.env()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	start := time.Now()
+	var (
+		mu   sync.Mutex
+		tail []string
+		p    Progress
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		last := time.Now()
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			tail = append(tail, line)
+			if len(tail) > tailLines {
+				tail = tail[len(tail)-tailLines:]
+			}
+			if m := stepRe.FindStringSubmatch(line); m != nil {
+				p.Steps++
+				p.Current = m[1] + " " + m[2]
+			}
+			p.Elapsed = time.Since(start)
+			snap := p
+			mu.Unlock()
+			if progress != nil && time.Since(last) >= 5*time.Second {
+				last = time.Now()
+				progress(snap)
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Start()
+	if err == nil {
+		err = cmd.Wait()
+	}
+	pw.Close()
+	<-done
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: interrupted after %s: %w", step, time.Since(start).Round(time.Second), ctx.Err())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return &BuildError{Step: step, Err: err, Tail: append([]string(nil), tail...)}
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package kbuild
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+)
+
+// keyVersion changes when the build recipe changes in a way that invalidates
+// every cached kernel.
+const keyVersion = "fth-kbuild-1"
+
+// ErrCorruptCache is wrapped when a cache entry exists but fails its checks.
+var ErrCorruptCache = errors.New("corrupt kernel cache entry")
+
+// Key identifies a kernel build by content: the source tree, the merged
+// fragments (text, in order), the arch and the toolchain.
+func Key(src Source, a arch.Name, frags []Fragment, tc Toolchain) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\nsrc %s\narch %s\ntoolchain %s\ncross %s\n", keyVersion, src.Identity, a, tc.Version, tc.CrossCompile)
+	for _, f := range frags {
+		fmt.Fprintf(h, "fragment %s %d\n", f.Name, len(f.Text))
+		h.Write(f.Text)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Kernel is a built kernel, as recorded in its cache entry's manifest.
+type Kernel struct {
+	Arch          arch.Name `json:"arch"`
+	Key           string    `json:"key"`
+	SourceDir     string    `json:"source_dir"`
+	SourceVersion string    `json:"source_version"`
+	// Release is the kernel's uname -r.
+	Release string `json:"release"`
+	// Image is what QEMU boots; Vmlinux has the symbols and DWARF.
+	Image       string   `json:"image"`
+	ImageSHA256 string   `json:"image_sha256"`
+	Vmlinux     string   `json:"vmlinux"`
+	VmlinuxSize int64    `json:"vmlinux_size"`
+	BuildDir    string   `json:"build_dir"`
+	Fragments   []string `json:"fragments"`
+	// ConfigSHA256 is the hash of the final .config.
+	ConfigSHA256 string `json:"config_sha256"`
+	// Verified holds every requested symbol with its verified final value.
+	Verified  map[string]string `json:"verified"`
+	Toolchain string            `json:"toolchain"`
+	BuiltAt   time.Time         `json:"built_at"`
+	BuildTime float64           `json:"build_seconds"`
+
+	// Cached is true when this build was found in the cache.
+	Cached bool `json:"-"`
+}
+
+// manifestName is written last, by rename, so its presence means the entry
+// is complete; a build killed half way leaves no manifest.
+const manifestName = "manifest.json"
+
+func loadManifest(entry string) (Kernel, error) {
+	b, err := os.ReadFile(filepath.Join(entry, manifestName))
+	if err != nil {
+		return Kernel{}, err
+	}
+	var k Kernel
+	if err := json.Unmarshal(b, &k); err != nil {
+		return Kernel{}, fmt.Errorf("%w: %s: manifest: %v", ErrCorruptCache, entry, err)
+	}
+	sum, err := fileSHA256(k.Image)
+	if err != nil {
+		return Kernel{}, fmt.Errorf("%w: %s: %v", ErrCorruptCache, entry, err)
+	}
+	if sum != k.ImageSHA256 {
+		return Kernel{}, fmt.Errorf("%w: %s: %s changed since it was built", ErrCorruptCache, entry, k.Image)
+	}
+	if st, err := os.Stat(k.Vmlinux); err != nil || st.Size() != k.VmlinuxSize {
+		return Kernel{}, fmt.Errorf("%w: %s: vmlinux missing or truncated", ErrCorruptCache, entry)
+	}
+	return k, nil
+}
+
+func writeManifest(entry string, k Kernel) error {
+	b, err := json.MarshalIndent(k, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(entry, manifestName), b)
+}
+
+// WriteFileAtomic writes b to a temporary file beside path, syncs it and
+// renames it over path, so a reader sees the old content or the new, never half.
+func WriteFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

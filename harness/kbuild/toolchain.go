@@ -1,0 +1,81 @@
+package kbuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"strings"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+)
+
+// ErrMissingTool is wrapped when a build tool is not installed.
+var ErrMissingTool = errors.New("missing build tool")
+
+// Toolchain is the compiler and helpers a build uses.
+type Toolchain struct {
+	// CrossCompile is the CROSS_COMPILE prefix, "" for a native build.
+	CrossCompile string
+	// CC is the compiler make is told to use, with ccache in front when present.
+	CC string
+	// Version is the compiler's first --version line, plus pahole's version:
+	// both change the output, so both are part of the cache key.
+	Version string
+}
+
+// hostTools are needed for any kernel build, with the package that has each.
+var hostTools = []struct{ bin, pkg string }{
+	{"make", "make"},
+	{"flex", "flex"},
+	{"bison", "bison"},
+	{"bc", "bc"},
+	{"pahole", "dwarves"},
+	{"perl", "perl"},
+}
+
+// DetectToolchain finds the tools to build for a, and fails naming the Debian
+// package to install for the first one missing.
+func DetectToolchain(ctx context.Context, a arch.Arch) (Toolchain, error) {
+	for _, t := range hostTools {
+		if _, err := exec.LookPath(t.bin); err != nil {
+			return Toolchain{}, fmt.Errorf("%w: %s not found: apt-get install %s (or run make deps)", ErrMissingTool, t.bin, t.pkg)
+		}
+	}
+	tc := Toolchain{}
+	if host, _ := arch.HostName(runtime.GOARCH); host != a.Name {
+		tc.CrossCompile = a.CrossCompile
+	}
+	gcc := tc.CrossCompile + "gcc"
+	if _, err := exec.LookPath(gcc); err != nil {
+		pkg := "gcc"
+		if tc.CrossCompile != "" {
+			pkg = a.CrossPackage
+		}
+		return Toolchain{}, fmt.Errorf("%w: %s not found, needed to build for %s: apt-get install %s", ErrMissingTool, gcc, a.Name, pkg)
+	}
+	tc.CC = gcc
+	if _, err := exec.LookPath("ccache"); err == nil {
+		tc.CC = "ccache " + gcc
+	}
+	gv, err := firstLine(ctx, gcc, "--version")
+	if err != nil {
+		return Toolchain{}, err
+	}
+	pv, err := firstLine(ctx, "pahole", "--version")
+	if err != nil {
+		return Toolchain{}, err
+	}
+	tc.Version = gv + "; pahole " + pv
+	return tc, nil
+}
+
+func firstLine(ctx context.Context, name string, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, name, args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line), nil
+}

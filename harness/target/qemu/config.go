@@ -1,0 +1,143 @@
+// Package qemu boots a kernel and initramfs under QEMU, with the serial console
+// on QEMU's stdout, the agent's events on a virtio-serial port, and QMP on a
+// unix socket for status, register dumps and teardown.
+package qemu
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+)
+
+// Accel selects how QEMU executes the guest.
+type Accel string
+
+// Accelerators. TCG's thread mode matters to the bugs this harness hunts: with
+// one thread, vCPUs interleave only at TB boundaries; with many they really run
+// in parallel, which also exposes QEMU's own cross-modifying-code handling.
+const (
+	AccelAuto      Accel = "auto"
+	AccelKVM       Accel = "kvm"
+	AccelTCGSingle Accel = "tcg-single"
+	AccelTCGMulti  Accel = "tcg-multi"
+)
+
+// ErrBadAccel is wrapped by ParseAccel.
+var ErrBadAccel = errors.New("unknown accelerator")
+
+// ParseAccel validates an --accel value.
+func ParseAccel(s string) (Accel, error) {
+	switch a := Accel(s); a {
+	case AccelAuto, AccelKVM, AccelTCGSingle, AccelTCGMulti:
+		return a, nil
+	}
+	return "", fmt.Errorf("%w %q: use auto, kvm, tcg-single or tcg-multi", ErrBadAccel, s)
+}
+
+func (a Accel) qemuArg() string {
+	switch a {
+	case AccelKVM:
+		return "kvm"
+	case AccelTCGMulti:
+		return "tcg,thread=multi"
+	default:
+		return "tcg,thread=single"
+	}
+}
+
+// AgentPortName is the virtio-serial port the guest agent looks for.
+const AgentPortName = "fth.agent"
+
+// Config describes one VM. It holds no state: Args derives the command line.
+type Config struct {
+	Arch   arch.Arch
+	Kernel string
+	Initrd string
+	// Cmdline is appended after the harness's own kernel parameters.
+	Cmdline []string
+	CPUs    int
+	// MemoryMB is the guest RAM.
+	MemoryMB int
+	// Accel must be resolved (not AccelAuto) before Args is called.
+	Accel Accel
+	// SocketDir holds qmp.sock and agent.sock; keep it short (unix socket paths
+	// are limited to 108 bytes).
+	SocketDir string
+}
+
+// QMPSocket is the path of the QMP socket.
+func (c Config) QMPSocket() string { return filepath.Join(c.SocketDir, "qmp.sock") }
+
+// AgentSocket is the path of the agent channel's socket.
+func (c Config) AgentSocket() string { return filepath.Join(c.SocketDir, "agent.sock") }
+
+// KernelCmdline is the full guest command line.
+func (c Config) KernelCmdline() string {
+	params := []string{
+		"console=" + c.Arch.Console,
+		// An oops does not panic (PANIC_ON_OOPS=n), but a real panic reboots at
+		// once, and -no-reboot turns that into QEMU exiting.
+		"panic=-1",
+		// Stable addresses make console stacks symbolizable against vmlinux.
+		"nokaslr",
+		"printk.time=1",
+	}
+	params = append(params, c.Arch.Cmdline...)
+	params = append(params, c.Cmdline...)
+	return strings.Join(params, " ")
+}
+
+// Args is the QEMU command line, without the binary. It is a pure function of
+// c, so it can be golden-tested and printed as a repro.
+func (c Config) Args() []string {
+	args := []string{
+		"-machine", c.Arch.Machine,
+		"-accel", c.Accel.qemuArg(),
+		"-cpu", c.Arch.CPU,
+		"-smp", strconv.Itoa(c.CPUs),
+		"-m", strconv.Itoa(c.MemoryMB),
+		"-kernel", c.Kernel,
+		"-append", c.KernelCmdline(),
+		"-display", "none",
+		"-monitor", "none",
+		"-no-reboot",
+		"-qmp", "unix:" + c.QMPSocket() + ",server=on,wait=off",
+		"-chardev", "stdio,id=con0,signal=off",
+		"-serial", "chardev:con0",
+		// The agent channel waits for the harness to connect, so no event the
+		// guest writes early is lost.
+		"-chardev", "socket,id=agent0,path=" + c.AgentSocket() + ",server=on,wait=on",
+		"-device", c.Arch.VirtioSerial + ",id=vser0",
+		"-device", "virtserialport,bus=vser0.0,chardev=agent0,name=" + AgentPortName,
+		"-nodefaults",
+	}
+	if c.Initrd != "" {
+		args = append(args, "-initrd", c.Initrd)
+	}
+	return args
+}
+
+// Repro is the command line a developer can paste to boot the same VM by hand.
+// QEMU then waits for a reader on the agent socket: `socat - UNIX-CONNECT:<path>`.
+func (c Config) Repro() string {
+	var b strings.Builder
+	b.WriteString(c.Arch.QEMU)
+	for _, a := range c.Args() {
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=,:+@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

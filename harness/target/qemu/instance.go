@@ -1,0 +1,270 @@
+package qemu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/digitalocean/go-qemu/qmp"
+
+	"github.com/ftrace-harness/fth/harness/internal/proc"
+)
+
+// ErrQEMU is wrapped by every failure to start or talk to QEMU: an
+// infrastructure error, not a kernel finding.
+var ErrQEMU = errors.New("qemu")
+
+// Instance is one running VM.
+type Instance struct {
+	cfg     Config
+	cmd     *exec.Cmd
+	console io.ReadCloser
+	agent   net.Conn
+	mon     *qmp.SocketMonitor
+	log     *slog.Logger
+	stderr  *tailBuffer
+
+	exited  chan struct{}
+	exitErr error
+	once    sync.Once
+}
+
+// Start launches QEMU and connects the agent channel and QMP. The caller must
+// Close the instance; cancelling ctx also kills QEMU.
+func Start(ctx context.Context, log *slog.Logger, cfg Config) (*Instance, error) {
+	if cfg.Accel == AccelAuto || cfg.Accel == "" {
+		return nil, fmt.Errorf("%w: accelerator not resolved (probe first)", ErrQEMU)
+	}
+	bin, err := exec.LookPath(cfg.Arch.QEMU)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s not found: apt-get install %s (or run make deps)", ErrQEMU, cfg.Arch.QEMU, cfg.Arch.QEMUPackage)
+	}
+	cmd := proc.Command(ctx, 5*time.Second, bin, cfg.Args()...)
+	console, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr := &tailBuffer{max: 8 << 10}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: start %s: %v", ErrQEMU, bin, err)
+	}
+	inst := &Instance{cfg: cfg, cmd: cmd, console: console, log: log, stderr: stderr, exited: make(chan struct{})}
+	go func() {
+		inst.exitErr = cmd.Wait()
+		close(inst.exited)
+	}()
+	if err := inst.connect(ctx); err != nil {
+		inst.Kill()
+		<-inst.exited
+		return nil, fmt.Errorf("%w: %v; qemu stderr: %s", ErrQEMU, err, strings.TrimSpace(stderr.String()))
+	}
+	return inst, nil
+}
+
+func (i *Instance) connect(ctx context.Context) error {
+	// The agent chardev has wait=on: QEMU blocks before starting the guest until
+	// this connection exists.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.Dial("unix", i.cfg.AgentSocket())
+		if err == nil {
+			i.agent = c
+			break
+		}
+		select {
+		case <-i.exited:
+			return fmt.Errorf("exited before opening the agent socket: %v", i.exitErr)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agent socket %s did not appear within 15s: %v", i.cfg.AgentSocket(), err)
+		}
+	}
+	mon, err := qmp.NewSocketMonitor("unix", i.cfg.QMPSocket(), 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("qmp dial: %v", err)
+	}
+	if err := mon.Connect(); err != nil {
+		return fmt.Errorf("qmp handshake: %v", err)
+	}
+	i.mon = mon
+	// go-qemu's event channel is unbuffered and its reader blocks on it: drain it
+	// or every later command stalls.
+	events, err := mon.Events(ctx)
+	if err == nil {
+		go func() {
+			for ev := range events {
+				i.log.Debug("qmp event", "event", ev.Event)
+			}
+		}()
+	}
+	return nil
+}
+
+// Console returns QEMU's stdout, which carries the guest serial console.
+func (i *Instance) Console() io.Reader { return i.console }
+
+// Agent returns the agent channel.
+func (i *Instance) Agent() io.Reader { return i.agent }
+
+// Exited is closed when QEMU has exited.
+func (i *Instance) Exited() <-chan struct{} { return i.exited }
+
+// ExitError is QEMU's exit status, valid after Exited is closed.
+func (i *Instance) ExitError() error { return i.exitErr }
+
+// Stderr returns the last few KiB QEMU wrote to stderr.
+func (i *Instance) Stderr() string { return i.stderr.String() }
+
+// Config returns the configuration the VM was started with.
+func (i *Instance) Config() Config { return i.cfg }
+
+func (i *Instance) run(ctx context.Context, cmd qmp.Command) ([]byte, error) {
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		out, err := i.mon.Run(b)
+		ch <- result{out, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: qmp %s: %v", ErrQEMU, cmd.Execute, r.err)
+		}
+		return r.out, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: qmp %s: %v", ErrQEMU, cmd.Execute, ctx.Err())
+	}
+}
+
+// Status returns QMP query-status's status, e.g. "running" or "paused".
+func (i *Instance) Status(ctx context.Context) (string, error) {
+	out, err := i.run(ctx, qmp.Command{Execute: "query-status"})
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		Return struct {
+			Status string `json:"status"`
+		} `json:"return"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return "", fmt.Errorf("%w: query-status reply %q: %v", ErrQEMU, out, err)
+	}
+	return r.Return.Status, nil
+}
+
+// HMP runs a human monitor command and returns its text output.
+func (i *Instance) HMP(ctx context.Context, command string) (string, error) {
+	out, err := i.run(ctx, qmp.Command{Execute: "human-monitor-command", Args: map[string]string{"command-line": command}})
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		Return string `json:"return"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return "", fmt.Errorf("%w: %s reply: %v", ErrQEMU, command, err)
+	}
+	return r.Return, nil
+}
+
+// Diagnose returns what QEMU can tell about a guest that stopped talking: its
+// run state and every vCPU's registers.
+func (i *Instance) Diagnose(ctx context.Context) string {
+	var b strings.Builder
+	if st, err := i.Status(ctx); err == nil {
+		fmt.Fprintf(&b, "status: %s\n\n", st)
+	} else {
+		fmt.Fprintf(&b, "status: %v\n\n", err)
+	}
+	regs, err := i.HMP(ctx, "info registers -a")
+	if err != nil {
+		fmt.Fprintf(&b, "info registers -a: %v\n", err)
+	} else {
+		b.WriteString(regs)
+	}
+	return b.String()
+}
+
+// Pause stops every vCPU (QMP stop), as a hang would.
+func (i *Instance) Pause(ctx context.Context) error {
+	_, err := i.run(ctx, qmp.Command{Execute: "stop"})
+	return err
+}
+
+// Kill ends QEMU's process group at once.
+func (i *Instance) Kill() { proc.KillGroup(i.cmd) }
+
+// Close asks QEMU to quit over QMP, and kills it if it has not exited within a
+// few seconds. It always leaves no QEMU process behind.
+func (i *Instance) Close() error {
+	i.once.Do(func() {
+		select {
+		case <-i.exited:
+		default:
+			if i.mon != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, _ = i.run(ctx, qmp.Command{Execute: "quit"})
+				cancel()
+			}
+			select {
+			case <-i.exited:
+			case <-time.After(3 * time.Second):
+				i.Kill()
+				<-i.exited
+			}
+		}
+		if i.mon != nil {
+			_ = i.mon.Disconnect()
+		}
+		if i.agent != nil {
+			_ = i.agent.Close()
+		}
+		_ = os.Remove(i.cfg.QMPSocket())
+		_ = os.Remove(i.cfg.AgentSocket())
+	})
+	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

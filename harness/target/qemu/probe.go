@@ -1,0 +1,100 @@
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/internal/proc"
+)
+
+// DefaultTCG is the accelerator used when KVM is unusable. thread=single is
+// the sound default: mass attach under thread=multi has hung guests and given
+// int3 oopses that never happen under thread=single (see README, "TCG modes").
+const DefaultTCG = AccelTCGSingle
+
+// ProbeTimeout bounds the KVM probe boot. A working KVM prints the banner in
+// well under a second.
+const ProbeTimeout = 15 * time.Second
+
+// ProbeResult records whether KVM booted a kernel on this host.
+type ProbeResult struct {
+	BootID string `json:"boot_id"`
+	KVM    bool   `json:"kvm"`
+	Reason string `json:"reason"`
+}
+
+// ResolveAccel turns AccelAuto into a concrete accelerator. KVM is used only if
+// a bounded test boot of kernel under KVM printed its banner; the result is
+// cached per host boot in cacheDir, since a host's KVM does not heal mid-boot.
+func ResolveAccel(ctx context.Context, log *slog.Logger, want Accel, a arch.Arch, kernel, cacheDir string) (Accel, string, error) {
+	if want != AccelAuto {
+		return want, "requested", nil
+	}
+	if host, _ := arch.HostName(runtime.GOARCH); host != a.Name || !a.KVMCapable {
+		return DefaultTCG, fmt.Sprintf("KVM cannot run %s guests on a %s host", a.Name, runtime.GOARCH), nil
+	}
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		return DefaultTCG, "no /dev/kvm", nil
+	}
+	bootID, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	cache := filepath.Join(cacheDir, "kvm-probe.json")
+	var pr ProbeResult
+	if b, err := os.ReadFile(cache); err == nil && json.Unmarshal(b, &pr) == nil && pr.BootID == strings.TrimSpace(string(bootID)) {
+		log.Debug("kvm probe cached", "kvm", pr.KVM, "reason", pr.Reason)
+	} else {
+		log.Info("probing KVM with a bounded boot", "timeout", ProbeTimeout)
+		pr = probeKVM(ctx, a, kernel)
+		pr.BootID = strings.TrimSpace(string(bootID))
+		if b, err := json.Marshal(pr); err == nil {
+			_ = os.MkdirAll(cacheDir, 0o755)
+			_ = os.WriteFile(cache, b, 0o644)
+		}
+	}
+	if pr.KVM {
+		return AccelKVM, pr.Reason, nil
+	}
+	return DefaultTCG, pr.Reason, nil
+}
+
+func probeKVM(ctx context.Context, a arch.Arch, kernel string) ProbeResult {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	cmd := proc.Command(ctx, time.Second, a.QEMU,
+		"-machine", a.Machine, "-accel", "kvm", "-cpu", "host", "-m", "256",
+		"-kernel", kernel, "-append", "console="+a.Console+" panic=-1",
+		"-display", "none", "-monitor", "none", "-nodefaults", "-no-reboot",
+		"-chardev", "stdio,id=con0,signal=off", "-serial", "chardev:con0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return ProbeResult{Reason: err.Error()}
+	}
+	stderr := &tailBuffer{max: 4 << 10}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return ProbeResult{Reason: err.Error()}
+	}
+	defer func() {
+		proc.KillGroup(cmd)
+		_ = cmd.Wait()
+	}()
+	start := time.Now()
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "Linux version") {
+			return ProbeResult{KVM: true, Reason: fmt.Sprintf("KVM booted a kernel to its banner in %s", time.Since(start).Round(time.Millisecond))}
+		}
+	}
+	if ctx.Err() != nil {
+		return ProbeResult{Reason: fmt.Sprintf("KVM printed no kernel banner within %s (it hangs on this host)", ProbeTimeout)}
+	}
+	return ProbeResult{Reason: fmt.Sprintf("KVM boot failed: %s", strings.TrimSpace(stderr.String()))}
+}

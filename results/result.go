@@ -1,0 +1,225 @@
+// Package results defines what a run leaves on disk: per cell a console.log,
+// an events.jsonl and a result.json; per run a summary.json. Every file is
+// written as the run goes (append, or write-then-rename), so a harness that
+// crashes or is killed still leaves a readable record.
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// SchemaVersion is bumped on any incompatible change to Result.
+const SchemaVersion = 1
+
+// Verdict is a cell's outcome.
+type Verdict string
+
+// Verdicts. Fail means the kernel misbehaved; error means the harness or its
+// infrastructure could not reach a judgement.
+const (
+	Running Verdict = "running"
+	Pass    Verdict = "pass"
+	Fail    Verdict = "fail"
+	Error   Verdict = "error"
+	Skip    Verdict = "skip"
+)
+
+// Kernel describes the kernel a cell ran.
+type Kernel struct {
+	Release       string   `json:"release"`
+	SourceVersion string   `json:"source_version"`
+	SourceDir     string   `json:"source_dir"`
+	ConfigSHA256  string   `json:"config_sha256"`
+	Image         string   `json:"image"`
+	Vmlinux       string   `json:"vmlinux"`
+	Toolchain     string   `json:"toolchain"`
+	Fragments     []string `json:"fragments"`
+	// Verified maps every requested symbol (CONFIG_…) to its value in the
+	// final .config, so a reader can tell which variant really ran.
+	Verified map[string]string `json:"verified"`
+	Cached   bool              `json:"cached"`
+}
+
+// Finding is a kernel report found on the console, or a hang.
+type Finding struct {
+	Kind      string   `json:"kind"`
+	Title     string   `json:"title"`
+	Function  string   `json:"function,omitempty"`
+	StartLine int      `json:"start_line,omitempty"`
+	EndLine   int      `json:"end_line,omitempty"`
+	Report    string   `json:"report,omitempty"`
+	Stack     []string `json:"stack,omitempty"`
+}
+
+// Timings are wall-clock seconds for each step of a cell.
+type Timings struct {
+	KernelSeconds float64 `json:"kernel_seconds"`
+	ImageSeconds  float64 `json:"image_seconds"`
+	// BootToAgentSeconds runs from QEMU start to the agent's hello event.
+	BootToAgentSeconds float64 `json:"boot_to_agent_seconds,omitempty"`
+	GuestSeconds       float64 `json:"guest_seconds,omitempty"`
+	TotalSeconds       float64 `json:"total_seconds"`
+}
+
+// Result is one cell's result.json.
+type Result struct {
+	Schema int    `json:"schema"`
+	RunID  string `json:"run_id"`
+	Cell   string `json:"cell"`
+	Arch   string `json:"arch"`
+	// Scenario names what the guest was asked to do, e.g. "attach-storm".
+	Scenario string `json:"scenario"`
+	Kernel   Kernel `json:"kernel"`
+	// Accel is the QEMU accelerator actually used, and AccelReason why.
+	Accel       string `json:"accel"`
+	AccelReason string `json:"accel_reason,omitempty"`
+	CPUs        int    `json:"cpus"`
+	// PreemptModel is what the guest reported in /sys/kernel/debug/sched/preempt.
+	PreemptModel string `json:"preempt_model,omitempty"`
+	Cmdline      string `json:"cmdline"`
+	// Repro boots the same VM by hand.
+	Repro string `json:"repro"`
+	Seed  string `json:"seed,omitempty"`
+
+	Inventory *event.Inventory        `json:"inventory,omitempty"`
+	Phases    map[string]*event.Phase `json:"phases,omitempty"`
+	Liveness  *event.Liveness         `json:"liveness,omitempty"`
+	// AgentOK and AgentReason are the agent's own view; the verdict also weighs
+	// the console and liveness.
+	AgentOK     *bool  `json:"agent_ok,omitempty"`
+	AgentReason string `json:"agent_reason,omitempty"`
+
+	Findings []Finding `json:"findings"`
+	// Registers is the file holding the vCPU register dump taken on a hang.
+	Registers string `json:"registers,omitempty"`
+
+	Verdict Verdict `json:"verdict"`
+	Reason  string  `json:"reason,omitempty"`
+
+	Timings   Timings   `json:"timings"`
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+}
+
+// Title is the headline of a result: the first finding's title, else the reason.
+func (r *Result) Title() string {
+	if len(r.Findings) > 0 {
+		return r.Findings[0].Title
+	}
+	return r.Reason
+}
+
+// CellWriter owns one cell directory and keeps result.json current.
+type CellWriter struct {
+	Dir string
+
+	mu     sync.Mutex
+	result Result
+}
+
+// NewCellWriter creates dir and writes an initial result.json.
+func NewCellWriter(dir string, r Result) (*CellWriter, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cell directory: %w", err)
+	}
+	r.Schema = SchemaVersion
+	if r.Verdict == "" {
+		r.Verdict = Running
+	}
+	w := &CellWriter{Dir: dir, result: r}
+	return w, w.flush()
+}
+
+// Update applies fn to the result and rewrites result.json atomically.
+func (w *CellWriter) Update(fn func(*Result)) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fn(&w.result)
+	return w.flush()
+}
+
+// Result returns a copy of the current result.
+func (w *CellWriter) Result() Result {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.result
+}
+
+// Path returns the path of a file in the cell directory.
+func (w *CellWriter) Path(name string) string { return filepath.Join(w.Dir, name) }
+
+func (w *CellWriter) flush() error {
+	b, err := json.MarshalIndent(&w.result, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(w.Dir, "result.json"), append(b, '\n'))
+}
+
+// ReadResult loads a result.json.
+func ReadResult(path string) (Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Result{}, err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// WriteFileAtomic writes b beside path, syncs, and renames it over path.
+func WriteFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// LineLog appends lines to a file, flushing each one so nothing is lost if the
+// harness dies.
+type LineLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// CreateLineLog creates (or truncates) path.
+func CreateLineLog(path string) (*LineLog, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &LineLog{f: f}, nil
+}
+
+// Line appends one line (a newline is added).
+func (l *LineLog) Line(s string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.f.WriteString(s + "\n")
+	return err
+}
+
+// Close closes the file.
+func (l *LineLog) Close() error { return l.f.Close() }

@@ -1,0 +1,212 @@
+// Package e2e boots real kernels: it runs the fth binary end to end (build →
+// image → boot → stress → verdict) and checks the verdicts and the files it
+// leaves. `go test -short` skips it.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/results"
+)
+
+var fthBin string
+
+func TestMain(m *testing.M) {
+	// -short is parsed by m.Run, too late for us; read it from the args.
+	for _, a := range os.Args {
+		if a == "-test.short" || a == "-test.short=true" {
+			os.Exit(m.Run())
+		}
+	}
+	dir, err := os.MkdirTemp("", "fth-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	fthBin = filepath.Join(dir, "fth")
+	cmd := exec.Command("go", "build", "-o", fthBin, "../../harness/cmd/fth")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		panic("build fth: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type fthRun struct {
+	exit   int
+	stdout string
+	stderr string
+	cell   string // the cell directory
+	result results.Result
+	took   time.Duration
+}
+
+// runFth runs `fth run` with args into a fresh out directory under out/e2e.
+func runFth(t *testing.T, timeout time.Duration, args ...string) fthRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots a kernel; skipped with -short")
+	}
+	out, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
+	os.RemoveAll(out)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	full := append([]string{"run", "--arch", "x86_64", "--out", out, "--run-id", "r"}, args...)
+	cmd := exec.CommandContext(ctx, fthBin, full...)
+	cmd.Dir = "../.."
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := fthRun{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.exit = ee.ExitCode()
+	default:
+		t.Fatalf("fth run: %v", err)
+	}
+	t.Logf("fth %s: exit %d in %s\nstdout:\n%s", strings.Join(full, " "), r.exit, r.took.Round(time.Second), r.stdout)
+	cells, _ := filepath.Glob(filepath.Join(out, "r", "*", "result.json"))
+	if len(cells) == 1 {
+		r.cell = filepath.Dir(cells[0])
+		res, err := results.ReadResult(cells[0])
+		if err != nil {
+			t.Fatalf("result.json: %v", err)
+		}
+		r.result = res
+	}
+	if t.Failed() || r.exit != 0 {
+		t.Logf("stderr:\n%s", r.stderr)
+	}
+	return r
+}
+
+func (r fthRun) mustCell(t *testing.T) {
+	t.Helper()
+	if r.cell == "" {
+		t.Fatalf("no cell directory with a result.json was written")
+	}
+	for _, f := range []string{"console.log", "events.jsonl", "result.json"} {
+		if st, err := os.Stat(filepath.Join(r.cell, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty in %s", f, r.cell)
+		}
+	}
+}
+
+// (a) The x86_64 7.3 kernel passes with at least 2000 trampolines attached
+// under preempt=full.
+func TestX86AttachStormPasses(t *testing.T) {
+	r := runFth(t, 45*time.Minute, "--n", "2000")
+	r.mustCell(t)
+	res := r.result
+	if r.exit != 0 || res.Verdict != results.Pass {
+		t.Fatalf("exit %d, verdict %s (%s), want a pass", r.exit, res.Verdict, res.Reason)
+	}
+	attach := res.Phases["attach"]
+	if attach == nil || attach.Succeeded < 2000 {
+		t.Fatalf("attach phase = %+v, want ≥ 2000 attached", attach)
+	}
+	if res.PreemptModel != "full" {
+		t.Errorf("preempt model = %q, want full", res.PreemptModel)
+	}
+	if !strings.HasPrefix(res.Kernel.Release, "7.3") && os.Getenv("KERNEL_SRC") == "" {
+		t.Errorf("kernel release = %q, want the Debian 7.3 tree", res.Kernel.Release)
+	}
+	for _, sym := range []string{"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS", "CONFIG_PREEMPT_DYNAMIC", "CONFIG_DEBUG_INFO_BTF"} {
+		if res.Kernel.Verified[sym] != "y" {
+			t.Errorf("result.json kernel.verified[%s] = %q, want y", sym, res.Kernel.Verified[sym])
+		}
+	}
+	if res.Accel == "" || res.Accel == "auto" {
+		t.Errorf("accel = %q, want the resolved mode", res.Accel)
+	}
+	if d := res.Phases["detach"]; d == nil || d.Succeeded != attach.Succeeded {
+		t.Errorf("detach phase = %+v, want every attached trampoline detached", d)
+	}
+	if !strings.Contains(r.stdout, "pass") {
+		t.Errorf("summary table does not show the verdict:\n%s", r.stdout)
+	}
+}
+
+// (b) A crash injected in the guest is a fail with a crash title.
+func TestX86InjectedCrashFails(t *testing.T) {
+	r := runFth(t, 20*time.Minute, "--n", "100", "--crash", "sysrq-c")
+	r.mustCell(t)
+	res := r.result
+	if r.exit != 1 || res.Verdict != results.Fail {
+		t.Fatalf("exit %d, verdict %s (%s), want exit 1 and fail", r.exit, res.Verdict, res.Reason)
+	}
+	if len(res.Findings) == 0 || res.Findings[0].Title == "" {
+		t.Fatalf("findings = %+v, want a titled crash", res.Findings)
+	}
+	if !strings.Contains(strings.ToLower(res.Title()), "sysrq") {
+		t.Errorf("title = %q, want it to name the sysrq crash", res.Title())
+	}
+}
+
+// (c) A hang (the VM stopped over QMP) is caught by the watchdog, with a
+// register dump saved.
+func TestX86HangDetected(t *testing.T) {
+	r := runFth(t, 20*time.Minute, "--n", "50", "--hold", "60s", "--pause-after", "3s", "--silence", "15s")
+	r.mustCell(t)
+	res := r.result
+	if r.exit != 1 || res.Verdict != results.Fail || !strings.HasPrefix(res.Reason, "hang") {
+		t.Fatalf("exit %d, verdict %s (%s), want a hang fail", r.exit, res.Verdict, res.Reason)
+	}
+	regs, err := os.ReadFile(filepath.Join(r.cell, "registers.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both vCPUs' instruction pointers, and the paused state QMP reported.
+	if c := bytes.Count(regs, []byte("RIP=")); c != 2 {
+		t.Errorf("registers.txt has %d RIP= lines, want 2 (one per vCPU):\n%s", c, regs)
+	}
+	if !bytes.Contains(regs, []byte("status: paused")) {
+		t.Errorf("registers.txt lacks the QMP status:\n%.300s", regs)
+	}
+}
+
+// (d) A fragment asking for a symbol the kernel lacks fails before any build
+// starts, naming the symbol and why.
+func TestBadFragmentFailsBeforeBuild(t *testing.T) {
+	frag, _ := filepath.Abs("testdata/impossible")
+	kdir := t.TempDir()
+	for _, f := range []string{"base", "arch/x86_64"} {
+		os.MkdirAll(filepath.Join(kdir, filepath.Dir(f)), 0o755)
+		b, err := os.ReadFile(filepath.Join("../../kconfigs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(kdir, f), b, 0o644)
+	}
+	b, _ := os.ReadFile(frag)
+	os.WriteFile(filepath.Join(kdir, "impossible"), b, 0o644)
+	cache := t.TempDir()
+	r := runFth(t, 5*time.Minute, "--kconfigs", kdir, "--fragments", "base,arch/x86_64,impossible", "--cache", cache)
+	if r.exit != 2 {
+		t.Fatalf("exit %d, want 2 (error)", r.exit)
+	}
+	for _, want := range []string{"CONFIG_TRACEFS", "impossible:3", "not available on this kernel version", "nothing was built"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if entries, _ := filepath.Glob(filepath.Join(cache, "kernels", "*", "build")); len(entries) != 0 {
+		t.Errorf("a build directory was created: %v", entries)
+	}
+	if r.took > time.Minute {
+		t.Errorf("took %s: the check must come before configuring or building", r.took)
+	}
+}
