@@ -243,7 +243,7 @@ loop:
 	elapsed := time.Since(start)
 	return w.Update(func(r *results.Result) {
 		r.Timings.GuestSeconds = elapsed.Seconds()
-		r.Verdict, r.Reason = verdict(r, res, done, silence, deadline, vm)
+		r.Verdict, r.Reason = verdict(r, res, done, silence, deadline, vm.Stderr())
 		if res == outHang {
 			r.Findings = append(r.Findings, results.Finding{Kind: "hang", Title: fmt.Sprintf("hang: no output for %s", silence)})
 			if r.Verdict == results.Fail && r.Reason == "" {
@@ -260,7 +260,9 @@ func maybe(t time.Time, update bool) time.Time {
 	return t
 }
 
-func verdict(r *results.Result, res outcome, done bool, silence, deadline time.Duration, vm *qemu.Instance) (results.Verdict, string) {
+// verdict combines the console findings, how the boot ended, the agent's own
+// view and liveness. The guest never decides alone.
+func verdict(r *results.Result, res outcome, done bool, silence, deadline time.Duration, qemuStderr string) (results.Verdict, string) {
 	switch {
 	case len(r.Findings) > 0:
 		return results.Fail, r.Findings[0].Title
@@ -272,7 +274,7 @@ func verdict(r *results.Result, res outcome, done bool, silence, deadline time.D
 		return results.Error, fmt.Sprintf("cell deadline of %s passed while the guest was still talking", deadline)
 	case !done:
 		msg := "the guest stopped before the agent reported done, and the console shows no report"
-		if s := strings.TrimSpace(vm.Stderr()); s != "" {
+		if s := strings.TrimSpace(qemuStderr); s != "" {
 			msg += "; qemu stderr: " + s
 		}
 		return results.Error, msg

@@ -203,6 +203,10 @@ func (b *builder) env() []string {
 		"ARCH="+b.req.Arch.KernelArch,
 		"CROSS_COMPILE="+b.tc.CrossCompile,
 		"CCACHE_DIR="+filepath.Join(b.req.CacheDir, "ccache"),
+		// With debug info on, ccache hashes the working directory (the O= dir)
+		// by default, so two cache entries would never share a compile. The
+		// source tree stays at one path, so its absolute paths are stable.
+		"CCACHE_NOHASHDIR=1",
 		// Fixed build metadata keeps init/version.o and ccache hits stable.
 		"KBUILD_BUILD_USER=fth",
 		"KBUILD_BUILD_HOST=fth",

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/hammer"
+	"github.com/ftrace-harness/fth/stress/inventory"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/report"
+)
+
+// agent holds one run's state, so that finish can release whatever the steps
+// got to create.
+type agent struct {
+	sys  system
+	opts options.Options
+	w    *report.Writer
+
+	selected  int
+	attached  int
+	set       *attach.Set
+	ham       *hammer.Hammer
+	hamDone   bool
+	detachedN bool // the detach phase ran with a count, leaving links on purpose
+}
+
+// run is the whole agent: it always emits Done (when any channel can be
+// opened) and, if poweroff is set, reboots the guest after it.
+func run(ctx context.Context, args []string, sys system) error {
+	cmdline, err := sys.readFile(cmdlinePath)
+	if err != nil {
+		cmdline = nil // not in a VM, or no /proc: flags only
+	}
+	env := options.Env{NumCPU: sys.numCPU, Poweroff: sys.ppid == 1 && inVM(sys, string(cmdline))}
+	opts, optErr := options.Parse(args, string(cmdline), env, sys.stderr)
+	if optErr != nil {
+		// The channel and poweroff still follow the defaults, so the host
+		// learns why the run failed instead of timing out.
+		opts = options.Defaults(env)
+	}
+	opts.ResolveSeed(sys.now())
+
+	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
+	if err != nil {
+		fmt.Fprintf(sys.stderr, "agent: %v; writing events to stdout\n", err)
+		ch, _ = report.Open("-", "", "", sys.stdout)
+	}
+	defer ch.Close()
+	if ch.Warning != "" {
+		fmt.Fprintf(sys.stderr, "agent: warning: %s\n", ch.Warning)
+	}
+
+	a := &agent{sys: sys, opts: opts, w: report.NewWriter(ch.W), set: attach.NewSet()}
+	// debugfs first: Hello reads the preemption model from it.
+	mountErr := sys.mountFS()
+	a.hello(ch.Path, optErr == nil)
+	if mountErr != nil {
+		report.Logf(a.w, "mount: %v", mountErr)
+	}
+	if ch.Warning != "" {
+		report.Logf(a.w, "warning: %s", ch.Warning)
+	}
+
+	runErr := optErr
+	if runErr == nil {
+		runErr = a.execute(ctx)
+	}
+	return a.finish(runErr)
+}
+
+// inVM reports whether the agent runs inside the harness VM. It gates the
+// poweroff default: rebooting must never be the default on a developer's
+// machine, even for a process that got reparented to PID 1.
+func inVM(sys system, cmdline string) bool {
+	if sys.getenv("FTH_IN_VM") == "1" {
+		return true
+	}
+	if len(options.ParseCmdline(cmdline)) > 0 {
+		return true
+	}
+	_, err := report.FindPort(sys.virtioDir, report.PortName)
+	return err == nil
+}
+
+func (a *agent) hello(path string, optsOK bool) {
+	h := &event.Hello{KernelRelease: a.sys.release(), CPUs: a.sys.numCPU}
+	if b, err := a.sys.readFile(preemptPath); err == nil {
+		h.PreemptModel = parsePreempt(string(b))
+	}
+	if optsOK {
+		// Args holds options only, as given ("auto" rather than the port
+		// found), so that they reproduce the run on another VM.
+		h.Args = a.opts.Args()
+	}
+	_ = a.w.Emit(event.Event{Kind: event.KindHello, Hello: h})
+	report.Logf(a.w, "events on %s", path)
+}
+
+// execute runs steps 2 to 7. An error means a phase could not run.
+func (a *agent) execute(ctx context.Context) error {
+	// One cache for the whole run: the inventory and every program load
+	// share the single parse of vmlinux BTF it holds.
+	cache := btf.NewCache()
+	t0 := a.sys.now()
+	spec, err := cache.Kernel()
+	if err != nil {
+		return fmt.Errorf("inventory: load vmlinux BTF: %w", err)
+	}
+	report.Logf(a.w, "vmlinux BTF parsed in %v", a.sys.now().Sub(t0).Round(time.Millisecond))
+
+	t0 = a.sys.now()
+	inv, err := inventory.Take(ctx, spec, inventory.Filter{MaxArgs: a.opts.MaxArgs, Deny: inventory.DefaultDeny}, inventory.DefaultPaths)
+	if err != nil {
+		return fmt.Errorf("inventory: %w", err)
+	}
+	funcs := selectFuncs(inv.Candidates, a.opts.N, a.opts.Seed)
+	a.selected = len(funcs)
+	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(len(funcs))})
+	report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
+
+	a.ham, err = hammer.Start(ctx, hammer.Config{Threads: a.opts.Threads, Stall: a.opts.Stall, Seed: a.opts.Seed, Emit: a.w})
+	if err != nil {
+		return fmt.Errorf("hammer: %w", err)
+	}
+
+	if err := attach.PrepareLimits(len(funcs)); err != nil {
+		report.Logf(a.w, "limits: %v", err)
+	}
+	at, err := attach.New(attach.Config{Cache: cache, Emit: a.w})
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	if _, err := at.Load(ctx, a.set, funcs); err != nil {
+		return fmt.Errorf("load phase: %w", err)
+	}
+	ph, err := at.Attach(ctx, a.set)
+	a.attached = ph.Succeeded
+	if err != nil {
+		return fmt.Errorf("attach phase: %w", err)
+	}
+
+	if a.opts.Crash == options.CrashSysrqC {
+		report.Logf(a.w, "crash=sysrq-c: %d trampolines attached, crashing the kernel now", a.attached)
+		a.sys.sync()
+		a.sys.sleep(flushDelay)
+		if err := a.sys.sysrqCrash(); err != nil {
+			return fmt.Errorf("crash=sysrq-c: write 'c' to %s: %w", sysrqPath, err)
+		}
+		return fmt.Errorf("crash=sysrq-c: the kernel survived writing 'c' to %s", sysrqPath)
+	}
+
+	if err := hold(ctx, a.opts.Hold); err != nil {
+		return fmt.Errorf("hold: %w", err)
+	}
+
+	if _, err := at.Detach(ctx, a.set, a.opts.Detach); err != nil {
+		return fmt.Errorf("detach phase: %w", err)
+	}
+	a.detachedN = a.opts.Detach != options.All
+
+	a.stopHammer()
+	return nil
+}
+
+// hold keeps everything attached for d with the hammer running.
+func hold(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *agent) stopHammer() {
+	if a.ham == nil || a.hamDone {
+		return
+	}
+	a.hamDone = true
+	l := a.ham.Stop()
+	_ = a.w.Emit(event.Event{Kind: event.KindLiveness, Liveness: &l})
+}
+
+// finish stops what still runs, emits Done, powers off if asked, and
+// releases the links. Links left on purpose by detach=<count> stay attached
+// through the reboot; on any other path they are closed first.
+func (a *agent) finish(runErr error) error {
+	a.stopHammer()
+	var stalls map[int64]time.Duration
+	if a.ham != nil {
+		stalls = a.ham.Stalls()
+	}
+	done := a.verdict(runErr, stalls)
+	_ = a.w.Emit(event.Event{Kind: event.KindDone, Done: &done})
+	err := runErr
+	if err == nil && !done.OK {
+		err = errors.New(done.Reason)
+	}
+
+	keep := runErr == nil && a.detachedN
+	if !keep {
+		if cerr := a.set.Close(); cerr != nil {
+			fmt.Fprintf(a.sys.stderr, "agent: %v\n", cerr)
+		}
+	}
+	if werr := a.w.Err(); werr != nil {
+		fmt.Fprintf(a.sys.stderr, "agent: the host may have missed events: %v\n", werr)
+	}
+	if a.opts.Poweroff {
+		a.sys.sync()
+		a.sys.sleep(flushDelay)
+		if rerr := a.sys.reboot(); rerr != nil {
+			fmt.Fprintf(a.sys.stderr, "agent: reboot: %v\n", rerr)
+		}
+	}
+	if cerr := a.set.Close(); cerr != nil {
+		fmt.Fprintf(a.sys.stderr, "agent: %v\n", cerr)
+	}
+	return err
+}
+
+// verdict is the agent's own view of the run. Attach failures alone do not
+// make it fail: they are data for the host.
+// stalls are the hammer threads ever seen stalled, by TID.
+func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done {
+	if runErr != nil {
+		return event.Done{Reason: runErr.Error()}
+	}
+	var reasons []string
+	if a.selected > 0 && a.attached == 0 {
+		reasons = append(reasons, fmt.Sprintf("no trampoline attached (0 of %d selected)", a.selected))
+	}
+	if len(stalls) > 0 {
+		tids := slices.Sorted(maps.Keys(stalls))
+		parts := make([]string, len(tids))
+		for i, tid := range tids {
+			parts[i] = fmt.Sprintf("tid %d for %v", tid, stalls[tid].Round(time.Millisecond))
+		}
+		reasons = append(reasons, fmt.Sprintf("%d hammer thread(s) stalled beyond %v: %s", len(stalls), a.opts.Stall, strings.Join(parts, ", ")))
+	}
+	if len(reasons) > 0 {
+		return event.Done{Reason: strings.Join(reasons, "; ")}
+	}
+	return event.Done{OK: true}
+}
+
+// selectFuncs picks n of candidates (options.All for every one) in an order
+// fixed by seed. candidates must be sorted, so that seed and kernel determine
+// the selection.
+func selectFuncs(candidates []string, n int, seed int64) []string {
+	out := slices.Clone(candidates)
+	// The second PCG word only separates this stream from the hammer's,
+	// which uses the same seed.
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x66746873656c6563))
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	if n != options.All && n < len(out) {
+		out = out[:n]
+	}
+	return out
+}
+
+func formatReasons(m map[inventory.Reason]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}

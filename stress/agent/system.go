@@ -1,0 +1,90 @@
+package main
+
+import (
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/stress/inventory"
+	"github.com/ftrace-harness/fth/stress/report"
+)
+
+// Kernel files the agent reads directly.
+const (
+	cmdlinePath = "/proc/cmdline"
+	preemptPath = "/sys/kernel/debug/sched/preempt"
+	sysrqPath   = "/proc/sysrq-trigger"
+	mountinfo   = "/proc/self/mountinfo"
+)
+
+// flushDelay gives the host time to read the last events before the guest
+// goes away: virtio-serial writes complete when the data is queued, not when
+// the host has read it.
+const flushDelay = 300 * time.Millisecond
+
+// system is everything run touches outside the process, so tests can run the
+// agent's control flow without a VM.
+type system struct {
+	stdout, stderr io.Writer
+	readFile       func(string) ([]byte, error)
+	getenv         func(string) string
+	virtioDir      string
+	devDir         string
+	ppid           int
+	numCPU         int
+	now            func() time.Time
+	release        func() string
+	mountFS        func() error
+	sync           func()
+	sleep          func(time.Duration)
+	reboot         func() error
+	sysrqCrash     func() error
+}
+
+func realSystem() system {
+	return system{
+		stdout:    os.Stdout,
+		stderr:    os.Stderr,
+		readFile:  os.ReadFile,
+		getenv:    os.Getenv,
+		virtioDir: report.VirtioPortsDir,
+		devDir:    report.DevDir,
+		ppid:      os.Getppid(),
+		numCPU:    runtime.NumCPU(),
+		now:       time.Now,
+		release:   kernelRelease,
+		mountFS:   func() error { return inventory.MountFS(mountinfo, inventory.DefaultMounts) },
+		sync:      unix.Sync,
+		sleep:     time.Sleep,
+		// QEMU runs with -no-reboot, so a restart ends it; a restart
+		// also needs no ACPI or PSCI support in the guest kernel.
+		reboot: func() error { return unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART) },
+		sysrqCrash: func() error {
+			return os.WriteFile(sysrqPath, []byte("c"), 0)
+		},
+	}
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// parsePreempt returns the selected model from /sys/kernel/debug/sched/preempt,
+// whose content lists the models with the current one in parentheses, e.g.
+// "none voluntary (full) lazy". "" if none is marked.
+func parsePreempt(s string) string {
+	for _, f := range strings.Fields(s) {
+		if len(f) > 2 && f[0] == '(' && f[len(f)-1] == ')' {
+			return f[1 : len(f)-1]
+		}
+	}
+	return ""
+}

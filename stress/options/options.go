@@ -1,0 +1,408 @@
+// Package options defines the agent's options and reads them from two sources:
+// command-line flags and the kernel command line, where a key fth.<name>=<value>
+// sets the option <name>. The host passes everything on the kernel command
+// line so that a run is reproduced by one command line; flags exist for running
+// the agent by hand.
+//
+// Precedence, lowest first: defaults, kernel command line, flags.
+package options
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// All is the value of Options.N and Options.Detach meaning "every one".
+const All = -1
+
+// CmdlinePrefix starts every agent key on the kernel command line.
+const CmdlinePrefix = "fth."
+
+// Crash modes.
+const (
+	// CrashNone does not crash the guest.
+	CrashNone = ""
+	// CrashSysrqC writes 'c' to /proc/sysrq-trigger after the attach phase,
+	// so that the host's crash detection can be tested against a known panic.
+	CrashSysrqC = "sysrq-c"
+)
+
+// MaxArgsLimit is the largest parameter count any kernel accepts for a
+// trampoline target (MAX_BPF_FUNC_ARGS).
+const MaxArgsLimit = 12
+
+// Options are the agent's settings.
+type Options struct {
+	// N is how many trampolines to attach, or All for every candidate.
+	N int
+	// Seed drives every random choice; 0 means "pick one from the clock"
+	// (see ResolveSeed), and the chosen seed is reported back.
+	Seed int64
+	// Hold is how long everything stays attached with the hammer running.
+	Hold time.Duration
+	// Detach is how many links to detach with timing, or All. Links not
+	// detached stay attached until the guest reboots.
+	Detach int
+	// Threads is the number of hammer threads.
+	Threads int
+	// Stall is the liveness bound: a hammer thread that does not progress
+	// for longer is reported stalled.
+	Stall time.Duration
+	// Crash is CrashNone or CrashSysrqC.
+	Crash string
+	// Events is where events go: "" auto-detects the virtio-serial port,
+	// "-" or "stdout" is stdout, anything else a file path.
+	Events string
+	// Poweroff reboots the guest (QEMU runs with -no-reboot, so this ends
+	// it) after the last event.
+	Poweroff bool
+	// MaxArgs is the largest parameter count of a function to trace. The
+	// kernel's limit depends on the architecture and version; 6 is safe
+	// everywhere trampolines exist.
+	MaxArgs int
+}
+
+// Env is what the defaults depend on.
+type Env struct {
+	// NumCPU is the number of usable CPUs.
+	NumCPU int
+	// Poweroff is the default of the poweroff option: true when the agent
+	// is the child of PID 1 inside the harness VM.
+	Poweroff bool
+}
+
+// Defaults returns the options before any source is applied.
+func Defaults(env Env) Options {
+	cpus := max(env.NumCPU, 1)
+	return Options{
+		N:        2000,
+		Hold:     5 * time.Second,
+		Detach:   All,
+		Threads:  2 * cpus,
+		Stall:    20 * time.Second,
+		Crash:    CrashNone,
+		Poweroff: env.Poweroff,
+		MaxArgs:  6,
+	}
+}
+
+// field describes one option: how to set it from text and how to print it
+// back so that printing then setting gives the same value.
+type field struct {
+	name   string
+	usage  string
+	isBool bool
+	set    func(o *Options, v string) error
+	get    func(o *Options) string
+}
+
+// fields is the option table shared by flags, the kernel command line and
+// Args. It is never modified.
+var fields = []field{
+	{
+		name:  "n",
+		usage: "trampolines to attach: a `count`, or \"all\" for every candidate",
+		set:   func(o *Options, v string) (err error) { o.N, err = countOrAll(v); return err },
+		get:   func(o *Options) string { return formatCountOrAll(o.N) },
+	},
+	{
+		name:  "seed",
+		usage: "random `seed`; 0 picks one from the clock (reported back in hello)",
+		set: func(o *Options, v string) error {
+			s, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return errors.New("want a 64-bit integer")
+			}
+			o.Seed = s
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatInt(o.Seed, 10) },
+	},
+	{
+		name:  "hold",
+		usage: "`duration` to keep everything attached with the hammer running",
+		set:   func(o *Options, v string) (err error) { o.Hold, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.Hold.String() },
+	},
+	{
+		name:  "detach",
+		usage: "links to detach with timing: \"all\", or a `count` (the rest stay attached until reboot)",
+		set:   func(o *Options, v string) (err error) { o.Detach, err = countOrAll(v); return err },
+		get:   func(o *Options) string { return formatCountOrAll(o.Detach) },
+	},
+	{
+		name:  "threads",
+		usage: "hammer `threads`; the default is 2 per CPU",
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 4096 {
+				return errors.New("want an integer from 1 to 4096")
+			}
+			o.Threads = n
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.Threads) },
+	},
+	{
+		name:  "stall",
+		usage: "a hammer thread without progress for longer than this `duration` is reported stalled",
+		set:   func(o *Options, v string) (err error) { o.Stall, err = duration(v, true); return err },
+		get:   func(o *Options) string { return o.Stall.String() },
+	},
+	{
+		name:  "crash",
+		usage: "`mode`: \"none\", or \"sysrq-c\" to crash the kernel after attaching (tests crash detection)",
+		set: func(o *Options, v string) error {
+			switch v {
+			case "", "none":
+				o.Crash = CrashNone
+			case CrashSysrqC:
+				o.Crash = CrashSysrqC
+			default:
+				return errors.New(`want "none" or "sysrq-c"`)
+			}
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Crash == CrashNone {
+				return "none"
+			}
+			return o.Crash
+		},
+	},
+	{
+		name:  "events",
+		usage: "event output `path`: \"auto\" (virtio-serial port fth.agent, else stdout), \"-\" for stdout, or a file",
+		set: func(o *Options, v string) error {
+			if v == "auto" {
+				v = ""
+			}
+			o.Events = v
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Events == "" {
+				return "auto"
+			}
+			return o.Events
+		},
+	},
+	{
+		name:   "poweroff",
+		usage:  "reboot the guest after the last event; the default is true as PID 1's child in the VM",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.Poweroff = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Poweroff) },
+	},
+	{
+		name:  "maxargs",
+		usage: "largest parameter `count` of a traced function",
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > MaxArgsLimit {
+				return fmt.Errorf("want an integer from 0 to %d", MaxArgsLimit)
+			}
+			o.MaxArgs = n
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.MaxArgs) },
+	},
+}
+
+func lookup(name string) (*field, bool) {
+	for i := range fields {
+		if fields[i].name == name {
+			return &fields[i], true
+		}
+	}
+	return nil, false
+}
+
+func countOrAll(v string) (int, error) {
+	if v == "all" {
+		return All, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, errors.New(`want "all" or an integer >= 0`)
+	}
+	return n, nil
+}
+
+func formatCountOrAll(n int) string {
+	if n == All {
+		return "all"
+	}
+	return strconv.Itoa(n)
+}
+
+func duration(v string, positive bool) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, errors.New("want a duration such as 500ms, 5s or 2m")
+	case positive && d <= 0:
+		return 0, errors.New("want a duration > 0")
+	case d < 0:
+		return 0, errors.New("want a duration >= 0")
+	}
+	return d, nil
+}
+
+// Names returns the option names in table order.
+func Names() []string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.name
+	}
+	return out
+}
+
+// Set sets the option name from its text form, as the flag or cmdline would.
+func (o *Options) Set(name, value string) error {
+	f, ok := lookup(name)
+	if !ok {
+		return fmt.Errorf("unknown option %q", name)
+	}
+	if err := f.set(o, value); err != nil {
+		return fmt.Errorf("option %s=%q: %w", name, value, err)
+	}
+	return nil
+}
+
+// Validate checks values that a caller may have set without Set.
+func (o *Options) Validate() error {
+	var errs []error
+	check := func(bad bool, name, msg string) {
+		if bad {
+			errs = append(errs, fmt.Errorf("option %s: %s", name, msg))
+		}
+	}
+	check(o.N < All, "n", `want "all" or an integer >= 0`)
+	check(o.Detach < All, "detach", `want "all" or an integer >= 0`)
+	check(o.Hold < 0, "hold", "want a duration >= 0")
+	check(o.Threads < 1 || o.Threads > 4096, "threads", "want an integer from 1 to 4096")
+	check(o.Stall <= 0, "stall", "want a duration > 0")
+	check(o.Crash != CrashNone && o.Crash != CrashSysrqC, "crash", `want "none" or "sysrq-c"`)
+	check(o.MaxArgs < 0 || o.MaxArgs > MaxArgsLimit, "maxargs", fmt.Sprintf("want an integer from 0 to %d", MaxArgsLimit))
+	return errors.Join(errs...)
+}
+
+// Args returns every option as name=value text. Setting each pair with Set
+// (or passing fth.<name>=<value> on the kernel command line) reproduces o.
+func (o *Options) Args() map[string]string {
+	m := make(map[string]string, len(fields))
+	for _, f := range fields {
+		m[f.name] = f.get(o)
+	}
+	return m
+}
+
+// Cmdline formats o as kernel command-line keys, in table order, for a
+// one-line reproduction.
+func (o *Options) Cmdline() string {
+	parts := make([]string, 0, len(fields))
+	for _, f := range fields {
+		v := f.get(o)
+		if strings.ContainsAny(v, " \t\"") {
+			v = `"` + v + `"`
+		}
+		parts = append(parts, CmdlinePrefix+f.name+"="+v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// ResolveSeed replaces a zero seed with one taken from now, so that every run
+// has a seed it can report and be reproduced with.
+func (o *Options) ResolveSeed(now time.Time) {
+	if o.Seed != 0 {
+		return
+	}
+	o.Seed = now.UnixNano()
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+}
+
+// flagValue binds one option to a flag.FlagSet.
+type flagValue struct {
+	o *Options
+	f *field
+}
+
+// String prints the current value, as flag.PrintDefaults shows it.
+func (v flagValue) String() string {
+	if v.o == nil {
+		return ""
+	}
+	return v.f.get(v.o)
+}
+
+// Set parses s into the option.
+func (v flagValue) Set(s string) error { return v.f.set(v.o, s) }
+
+// IsBoolFlag lets -poweroff stand for -poweroff=true.
+func (v flagValue) IsBoolFlag() bool { return v.f.isBool }
+
+// Parse returns the effective options: defaults from env, then fth.* keys from
+// the kernel command line cmdline (the contents of /proc/cmdline), then args.
+// Flag usage and errors go to output. A bad value is an error naming the key
+// and where it came from.
+func Parse(args []string, cmdline string, env Env, output io.Writer) (Options, error) {
+	o := Defaults(env)
+
+	for _, kv := range ParseCmdline(cmdline) {
+		if err := o.applyCmdline(kv); err != nil {
+			return o, err
+		}
+	}
+
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(output)
+	for i := range fields {
+		fs.Var(flagValue{&o, &fields[i]}, fields[i].name, fields[i].usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("options: flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("options: flags: unexpected argument %q", fs.Arg(0))
+	}
+	if err := o.Validate(); err != nil {
+		return o, fmt.Errorf("options: %w", err)
+	}
+	return o, nil
+}
+
+func (o *Options) applyCmdline(kv KV) error {
+	name := strings.TrimPrefix(kv.Key, CmdlinePrefix)
+	f, ok := lookup(name)
+	if !ok {
+		// A typo must not silently fall back to a default: the run would
+		// report results for options nobody asked for.
+		return fmt.Errorf("options: cmdline %s: unknown key (known: %s%s)", kv.Key, CmdlinePrefix, strings.Join(Names(), ", "+CmdlinePrefix))
+	}
+	v := kv.Value
+	if !kv.HasValue {
+		if !f.isBool {
+			return fmt.Errorf("options: cmdline %s: missing value (write %s=<value>)", kv.Key, kv.Key)
+		}
+		v = "true"
+	}
+	if err := f.set(o, v); err != nil {
+		return fmt.Errorf("options: cmdline %s=%q: %w", kv.Key, v, err)
+	}
+	return nil
+}

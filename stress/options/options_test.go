@@ -1,0 +1,237 @@
+package options
+
+import (
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var env4 = Env{NumCPU: 4, Poweroff: true}
+
+func TestParseCmdline(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []KV
+	}{
+		{"empty", "", nil},
+		{"no fth keys", "console=ttyS0 root=/dev/vda quiet", nil},
+		{"simple", "console=ttyS0 fth.n=100 fth.seed=42\n", []KV{
+			{"fth.n", "100", true}, {"fth.seed", "42", true},
+		}},
+		{"bare key", "fth.poweroff quiet", []KV{{"fth.poweroff", "", false}}},
+		{"quoted value", `fth.events="/tmp/a b" x=1`, []KV{{"fth.events", "/tmp/a b", true}}},
+		{"quoted param", `"fth.crash=sysrq-c" panic=-1`, []KV{{"fth.crash", "sysrq-c", true}}},
+		{"tabs and repeats", "fth.n=1\tfth.n=2", []KV{{"fth.n", "1", true}, {"fth.n", "2", true}}},
+		{"after double dash", "quiet -- fth.hold=1s", []KV{{"fth.hold", "1s", true}}},
+		{"empty value", "fth.events=", []KV{{"fth.events", "", true}}},
+		{"prefix must match", "xfth.n=3 fthn=3", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ParseCmdline(tt.in)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ParseCmdline(%q) = %#v, want %#v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	o, err := Parse(nil, "", env4, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{N: 2000, Hold: 5 * time.Second, Detach: All, Threads: 8, Stall: 20 * time.Second, Poweroff: true, MaxArgs: 6}
+	if o != want {
+		t.Errorf("defaults = %+v, want %+v", o, want)
+	}
+	if d := Defaults(Env{}); d.Threads != 2 || d.Poweroff {
+		t.Errorf("Defaults(zero env) = %+v, want 2 threads and no poweroff", d)
+	}
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		cmdline string
+		check   func(t *testing.T, o Options)
+		wantErr string // substring; "" means success
+	}{
+		{
+			name:    "cmdline sets everything",
+			cmdline: "console=ttyS0 fth.n=all fth.seed=-7 fth.hold=1m fth.detach=10 fth.threads=3 fth.stall=2s fth.crash=sysrq-c fth.events=/dev/vport1p1 fth.poweroff=false fth.maxargs=8",
+			check: func(t *testing.T, o Options) {
+				want := Options{N: All, Seed: -7, Hold: time.Minute, Detach: 10, Threads: 3, Stall: 2 * time.Second, Crash: CrashSysrqC, Events: "/dev/vport1p1", Poweroff: false, MaxArgs: 8}
+				if o != want {
+					t.Errorf("got %+v, want %+v", o, want)
+				}
+			},
+		},
+		{
+			name:    "flags override cmdline",
+			args:    []string{"-n", "5", "-hold=0s", "-poweroff=false"},
+			cmdline: "fth.n=100 fth.hold=9s fth.seed=3",
+			check: func(t *testing.T, o Options) {
+				if o.N != 5 || o.Hold != 0 || o.Seed != 3 || o.Poweroff {
+					t.Errorf("got %+v", o)
+				}
+			},
+		},
+		{
+			name:    "last cmdline key wins",
+			cmdline: "fth.n=1 fth.n=2",
+			check: func(t *testing.T, o Options) {
+				if o.N != 2 {
+					t.Errorf("n = %d, want 2", o.N)
+				}
+			},
+		},
+		{
+			name:    "bare bool key",
+			cmdline: "fth.poweroff",
+			args:    nil,
+			check: func(t *testing.T, o Options) {
+				if !o.Poweroff {
+					t.Error("poweroff = false")
+				}
+			},
+		},
+		{
+			name: "bare bool flag",
+			args: []string{"-poweroff"},
+			check: func(t *testing.T, o Options) {
+				if !o.Poweroff {
+					t.Error("poweroff = false")
+				}
+			},
+		},
+		{
+			name:    "aliases",
+			cmdline: "fth.crash=none fth.events=auto fth.detach=0 fth.n=0",
+			check: func(t *testing.T, o Options) {
+				if o.Crash != CrashNone || o.Events != "" || o.Detach != 0 || o.N != 0 {
+					t.Errorf("got %+v", o)
+				}
+			},
+		},
+		{name: "bad n cmdline", cmdline: "fth.n=lots", wantErr: `cmdline fth.n="lots": want "all" or an integer >= 0`},
+		{name: "negative n", cmdline: "fth.n=-3", wantErr: "fth.n"},
+		{name: "bad seed", cmdline: "fth.seed=1.5", wantErr: `fth.seed="1.5": want a 64-bit integer`},
+		{name: "bad hold", cmdline: "fth.hold=5", wantErr: `fth.hold="5": want a duration`},
+		{name: "negative hold", cmdline: "fth.hold=-1s", wantErr: "fth.hold"},
+		{name: "zero stall", cmdline: "fth.stall=0s", wantErr: `fth.stall="0s": want a duration > 0`},
+		{name: "bad detach", cmdline: "fth.detach=some", wantErr: "fth.detach"},
+		{name: "zero threads", cmdline: "fth.threads=0", wantErr: "fth.threads"},
+		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none" or "sysrq-c"`},
+		{name: "bad poweroff", cmdline: "fth.poweroff=maybe", wantErr: "fth.poweroff"},
+		{name: "maxargs too big", cmdline: "fth.maxargs=13", wantErr: "fth.maxargs"},
+		{name: "unknown key", cmdline: "fth.hodl=5s", wantErr: "fth.hodl: unknown key"},
+		{name: "missing value", cmdline: "fth.n", wantErr: "fth.n: missing value"},
+		{name: "bad flag", args: []string{"-threads=x"}, wantErr: "-threads"},
+		{name: "unknown flag", args: []string{"-bogus"}, wantErr: "bogus"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := Parse(tt.args, tt.cmdline, env4, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, o)
+		})
+	}
+}
+
+func TestArgsRoundTrip(t *testing.T) {
+	orig := Options{N: 17, Seed: 99, Hold: 1500 * time.Millisecond, Detach: 3, Threads: 5, Stall: 7 * time.Second, Crash: CrashSysrqC, Events: "/tmp/with space", Poweroff: true, MaxArgs: 4}
+	args := orig.Args()
+	if len(args) != len(Names()) {
+		t.Fatalf("Args has %d keys, want %d", len(args), len(Names()))
+	}
+	// Through Set.
+	got := Defaults(Env{NumCPU: 1})
+	for k, v := range args {
+		if err := got.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got != orig {
+		t.Errorf("Set(Args()) = %+v, want %+v", got, orig)
+	}
+	// Through the kernel command line.
+	got, err := Parse(nil, "console=ttyS0 "+orig.Cmdline(), Env{NumCPU: 1}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != orig {
+		t.Errorf("Parse(Cmdline()) = %+v, want %+v\ncmdline: %s", got, orig, orig.Cmdline())
+	}
+	// Defaults print in their documented form.
+	def := Defaults(env4)
+	a := def.Args()
+	for k, want := range map[string]string{"n": "2000", "detach": "all", "crash": "none", "events": "auto", "hold": "5s", "stall": "20s", "threads": "8", "seed": "0", "poweroff": "true", "maxargs": "6"} {
+		if a[k] != want {
+			t.Errorf("Args()[%s] = %q, want %q", k, a[k], want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := Defaults(env4)
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Options)
+		want   string
+	}{
+		{"n", func(o *Options) { o.N = -2 }, "option n"},
+		{"detach", func(o *Options) { o.Detach = -5 }, "option detach"},
+		{"hold", func(o *Options) { o.Hold = -time.Second }, "option hold"},
+		{"threads", func(o *Options) { o.Threads = 0 }, "option threads"},
+		{"stall", func(o *Options) { o.Stall = 0 }, "option stall"},
+		{"crash", func(o *Options) { o.Crash = "boom" }, "option crash"},
+		{"maxargs", func(o *Options) { o.MaxArgs = 99 }, "option maxargs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := good
+			tt.mutate(&o)
+			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if err := good.Set("nope", "1"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("Set(nope) = %v", err)
+	}
+}
+
+func TestResolveSeed(t *testing.T) {
+	now := time.Unix(0, 12345)
+	o := Options{}
+	o.ResolveSeed(now)
+	if o.Seed != 12345 {
+		t.Errorf("seed = %d", o.Seed)
+	}
+	o.ResolveSeed(time.Unix(0, 999))
+	if o.Seed != 12345 {
+		t.Errorf("a set seed changed to %d", o.Seed)
+	}
+	z := Options{}
+	z.ResolveSeed(time.Unix(0, 0))
+	if z.Seed == 0 {
+		t.Error("seed stayed 0")
+	}
+}
