@@ -1,0 +1,209 @@
+package console
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the TITLE/KIND headers of testdata files from the parser's output")
+
+// corpusCase is one testdata/<arch>/<case> file: a header of TITLE/KIND
+// pairs, one per expected finding, a blank line, then a raw console log.
+type corpusCase struct {
+	path string
+	want []expectation
+	log  []byte
+}
+
+type expectation struct {
+	Title string
+	Kind  Kind
+}
+
+func corpusFiles(t *testing.T) []string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join("testdata", "*", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, m := range matches {
+		// testdata/fuzz/ belongs to the fuzzer.
+		if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() && !strings.HasPrefix(m, filepath.Join("testdata", "fuzz")) {
+			files = append(files, m)
+		}
+	}
+	if len(files) == 0 {
+		t.Fatal("no testdata/<arch>/<case> files")
+	}
+	return files
+}
+
+func readCase(path string) (corpusCase, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return corpusCase{}, err
+	}
+	c := corpusCase{path: path}
+	rest := data
+	for {
+		line, after, found := bytes.Cut(rest, []byte("\n"))
+		if !found {
+			return c, fmt.Errorf("%s: header not terminated by a blank line", path)
+		}
+		rest = after
+		if len(line) == 0 {
+			break
+		}
+		key, value, ok := strings.Cut(string(line), ": ")
+		switch {
+		case !ok:
+			return c, fmt.Errorf("%s: malformed header line %q", path, line)
+		case key == "TITLE":
+			c.want = append(c.want, expectation{Title: value})
+		case key == "KIND":
+			if len(c.want) == 0 || c.want[len(c.want)-1].Kind != "" {
+				return c, fmt.Errorf("%s: KIND without its TITLE", path)
+			}
+			c.want[len(c.want)-1].Kind = Kind(value)
+		default:
+			return c, fmt.Errorf("%s: unknown header key %q", path, key)
+		}
+	}
+	for _, w := range c.want {
+		if w.Kind == "" {
+			return c, fmt.Errorf("%s: TITLE %q without KIND", path, w.Title)
+		}
+	}
+	c.log = rest
+	return c, nil
+}
+
+func writeCase(path string, got []Finding, log []byte) error {
+	var b bytes.Buffer
+	for _, f := range got {
+		fmt.Fprintf(&b, "TITLE: %s\nKIND: %s\n", f.Title, f.Kind)
+	}
+	b.WriteString("\n")
+	b.Write(log)
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+func TestCorpus(t *testing.T) {
+	for _, path := range corpusFiles(t) {
+		t.Run(filepath.ToSlash(strings.TrimPrefix(path, "testdata"+string(filepath.Separator))), func(t *testing.T) {
+			c, err := readCase(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := Parse(c.log)
+			checkInvariants(t, c.log, got)
+			if *update {
+				if err := writeCase(path, got, c.log); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var gotExp []expectation
+			for _, f := range got {
+				gotExp = append(gotExp, expectation{Title: f.Title, Kind: f.Kind})
+			}
+			if !reflect.DeepEqual(gotExp, c.want) {
+				t.Errorf("findings differ\ngot:\n%s\nwant:\n%s", formatExp(gotExp), formatExp(c.want))
+				for _, f := range got {
+					t.Logf("%d-%d %s [%s] stack=%v", f.StartLine, f.EndLine, f.Title, f.Kind, f.Stack)
+				}
+			}
+		})
+	}
+}
+
+func formatExp(es []expectation) string {
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "  %s [%s]\n", e.Title, e.Kind)
+	}
+	return b.String()
+}
+
+// checkInvariants checks what must hold for any log: line numbers are in
+// range and ordered, and Report is exactly those lines.
+func checkInvariants(t *testing.T, log []byte, got []Finding) {
+	t.Helper()
+	lines := logLines(log)
+	prevStart := 0
+	for _, f := range got {
+		if f.StartLine < 1 || f.StartLine > f.EndLine || f.EndLine > len(lines) {
+			t.Errorf("%q: lines %d-%d out of range 1-%d", f.Title, f.StartLine, f.EndLine, len(lines))
+			continue
+		}
+		if f.StartLine < prevStart {
+			t.Errorf("%q: starts at %d, before the previous finding's %d", f.Title, f.StartLine, prevStart)
+		}
+		prevStart = f.StartLine
+		want := strings.Join(lines[f.StartLine-1:f.EndLine], "\n")
+		if f.Report != strings.ReplaceAll(want, "\r", "") {
+			t.Errorf("%q: Report is not lines %d-%d", f.Title, f.StartLine, f.EndLine)
+		}
+		if f.Title == "" || f.Kind == "" {
+			t.Errorf("finding at %d has no title or kind", f.StartLine)
+		}
+	}
+}
+
+func logLines(log []byte) []string {
+	text := strings.TrimSuffix(string(log), "\n")
+	if text == "" {
+		return nil
+	}
+	return strings.Split(text, "\n")
+}
+
+// TestDetectorMatchesParse feeds every corpus log to a Detector a line at a
+// time; live detection must find exactly what Parse finds.
+func TestDetectorMatchesParse(t *testing.T) {
+	endMarker := regexp.MustCompile(endTrace)
+	for _, path := range corpusFiles(t) {
+		c, err := readCase(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Parse(c.log)
+		d := NewDetector()
+		var got []Finding
+		lines := logLines(c.log)
+		for i, line := range lines {
+			for _, f := range d.Line(line) {
+				// Live detection must not wait past an end marker, and
+				// cannot know a report before its last line.
+				if i+1 < f.EndLine {
+					t.Errorf("%s: %q emitted at line %d, before its end %d", path, f.Title, i+1, f.EndLine)
+				}
+				if endMarker.MatchString(splitLine(0, lines[f.EndLine-1]).text) && i+1 != f.EndLine {
+					t.Errorf("%s: %q ends with an end marker at %d but was emitted at %d", path, f.Title, f.EndLine, i+1)
+				}
+				got = append(got, f)
+			}
+		}
+		got = append(got, d.Flush()...)
+		sortFindings(got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Detector found %d reports, Parse %d, or they differ", path, len(got), len(want))
+		}
+	}
+}
+
+func sortFindings(fs []Finding) {
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].StartLine < fs[j-1].StartLine; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
+}

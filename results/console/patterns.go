@@ -1,0 +1,225 @@
+package console
+
+// This file is data: which console lines start a report, how each report is
+// titled, which lines still belong to an open report, and which stack frames
+// never name the culprit. The code that uses it is in rules.go, detector.go,
+// stack.go and title.go. The tables are returned by functions so that the
+// only package-level state is their compiled form in rules.go.
+//
+// Every regexp is matched against a line's message, i.e. after the optional
+// "[  12.345678]" timestamp and "[  T123]" / "[    C1]" caller id.
+
+// funcRule says where the function named in a report's title comes from.
+type funcRule int
+
+const (
+	// funcNone: the title names no function.
+	funcNone funcRule = iota
+	// funcGroup: the named group "func" of the header or of a detail line,
+	// because the kernel itself names the culprit there (WARNING, KASAN).
+	funcGroup
+	// funcIP: the kernel instruction pointer line (RIP:, pc :, epc :, NIP,
+	// PC is at), because oopses, lockups and stalls are about where the CPU
+	// was; when that is a helper (kcov, fortify), the first useful frame
+	// after the interrupt entry instead.
+	funcIP
+	// funcStack: the first call-trace frame that is not reporting, locking,
+	// scheduling or interrupt machinery.
+	funcStack
+	// funcWorkqueue: the work function of the first "Workqueue:" line, the
+	// only place a workqueue lockup names what is stuck.
+	funcWorkqueue
+)
+
+// patternSpec describes one kind of report header.
+type patternSpec struct {
+	// Kind is the crash class of reports this header starts.
+	Kind Kind
+	// Header recognises the report's first line. Named groups feed Title.
+	Header string
+	// Details are matched against the report's first few lines (including
+	// the header); the first match of each adds its named groups, for
+	// reports whose header says too little (ftrace bug).
+	Details []string
+	// Title is the title template: "{name}" is replaced by the named group
+	// of that name, normalised; "{func}" by the function chosen by Func. When
+	// no function is found, " in {func}" is dropped.
+	Title string
+	// Func chooses the title's function.
+	Func funcRule
+	// Absorb lists header lines that continue this report instead of
+	// starting a new one, when they come within absorbWindow lines of the
+	// header: the die line after "kernel BUG at", the WARNING ftrace_bug()
+	// prints after its own banner.
+	Absorb []string
+	// End recognises the report's last line; "" means endTrace.
+	End string
+	// UntilEnd keeps the report open across free-form sections (a KASAN
+	// report's allocation stacks and memory dump), until End, a new header
+	// in the same context or MaxLines.
+	UntilEnd bool
+	// MaxLines bounds the report's length; 0 means defaultMaxLines.
+	MaxLines int
+}
+
+// Fragments shared by several patterns.
+const (
+	// funcName is a kernel symbol as printed in a header, capturing "func".
+	funcName = `(?P<func>[A-Za-z_][\w.]*)`
+	// offset is the "+0x1a/0x40" after a symbol.
+	offset = `\+0x[0-9a-f]+/0x[0-9a-f]+`
+	// dieLine is the line die() prints: "Oops: 0000 [#1] SMP",
+	// "invalid opcode: 0000 [#1]", "Internal error: Oops - BUG: f2000800 [#1]".
+	dieLine = `^[A-Za-z][^\[]*\[#\d+\]`
+	// endTrace ends WARNINGs and oopses ("---[ end trace 0000000000000000 ]---")
+	// and panics ("---[ end Kernel panic - not syncing: ... ]---").
+	endTrace = `^-+\[ end (?:trace|Kernel panic)`
+	// lockdepMaxLines bounds deadlock reports, whose dependency chains put
+	// the call trace well past defaultMaxLines.
+	lockdepMaxLines = 250
+	// sanitizerEnd closes KASAN, KMSAN, KCSAN, KFENCE and UBSAN reports.
+	sanitizerEnd = `^={10,}$|^-+\[ end trace`
+	// ftraceFailure is what ftrace_bug() says went wrong.
+	ftraceFailure = `(?P<what>ftrace (?:faulted on (?:modifying|writing|unknown error)|failed to modify))`
+	// ftraceSite is the faulting call site ftrace_bug() prints: "[<ffff...>] func+0x4/0x20".
+	ftraceSite = `\[<[0-9a-f]+>\] ` + funcName + `\+0x`
+)
+
+// headerPatterns is the header table. Order matters: the first match wins,
+// so specific headers come before the generic "WARNING:" and "BUG:" ones.
+func headerPatterns() []patternSpec {
+	oopsDie := []string{dieLine}
+	return []patternSpec{
+		// ftrace_bug() prints a banner, the failure, the call site, the
+		// record flags and then WARNs: one bug, titled from the call site.
+		{
+			Kind:    KindFtraceBug,
+			Header:  `^-+\[ ftrace bug \]-+$`,
+			Details: []string{`^` + ftraceFailure, ftraceSite},
+			Title:   "ftrace bug: {what} in {func}",
+			Func:    funcGroup,
+			Absorb:  []string{`^ftrace (?:faulted|failed)`, `^WARNING: .*\bftrace_bug` + offset},
+		},
+		// Kernels before the banner start with the failure line itself.
+		{
+			Kind:    KindFtraceBug,
+			Header:  `^` + ftraceFailure,
+			Details: []string{ftraceSite},
+			Title:   "ftrace bug: {what} in {func}",
+			Func:    funcGroup,
+			Absorb:  []string{`^WARNING: .*\bftrace_bug` + offset},
+		},
+
+		// Lockdep prints "WARNING:" headers that are not WARN() splats.
+		{Kind: KindLockdep, Header: `^WARNING: possible circular locking dependency detected`, Title: "possible deadlock in {func}", Func: funcStack, MaxLines: lockdepMaxLines},
+		{Kind: KindLockdep, Header: `^WARNING: possible recursive locking detected`, Title: "possible deadlock in {func}", Func: funcStack, MaxLines: lockdepMaxLines},
+		{Kind: KindLockdep, Header: `^WARNING: (?:HARD|SOFT)IRQ-safe -> (?:HARD|SOFT)IRQ-unsafe lock order detected`, Title: "possible deadlock in {func}", Func: funcStack, MaxLines: lockdepMaxLines},
+		{Kind: KindLockdep, Header: `^WARNING: possible irq lock inversion dependency detected`, Title: "possible deadlock in {func}", Func: funcStack, MaxLines: lockdepMaxLines},
+		{Kind: KindLockdep, Header: `^WARNING: inconsistent lock state`, Title: "inconsistent lock state in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^WARNING: suspicious RCU usage`, Title: "suspicious RCU usage in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^WARNING: bad unlock balance detected!`, Title: "bad unlock balance in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^WARNING: held lock freed!`, Title: "held lock freed in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^WARNING: lock held when returning to user space!`, Title: "lock held when returning to user space in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^BUG: (?P<what>MAX_LOCKDEP_\w+ too low!)`, Title: "BUG: {what}"},
+
+		// WARN(): classic, new (v6.15+, optionally with the condition) and
+		// ancient forms. The header names the function that warned.
+		{Kind: KindWarning, Header: `^WARNING: CPU: \d+ PID: \d+ at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup},
+		{Kind: KindWarning, Header: `^WARNING: (?:\[.*\] )?\S+:\d+ at ` + funcName + offset + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup},
+		{Kind: KindWarning, Header: `^WARNING: at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup},
+
+		{Kind: KindPanic, Header: `^Kernel panic - not syncing: stack-protector: Kernel stack is corrupted in: ` + funcName, Title: "kernel panic: stack is corrupted in {func}", Func: funcGroup},
+		{Kind: KindPanic, Header: `^Kernel panic - not syncing: (?P<msg>.*\S)`, Title: "kernel panic: {msg}"},
+
+		{Kind: KindSoftLockup, Header: `^(?:(?:NMI )?watchdog: )?BUG: soft lockup - CPU#\d+ stuck for \d+s!`, Title: "BUG: soft lockup in {func}", Func: funcIP},
+		{Kind: KindHardLockup, Header: `^(?:(?:NMI )?watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP on cpu \d+`, Title: "BUG: hard lockup in {func}", Func: funcIP},
+		// The stalled CPU's backtrace comes after the stall summary, often
+		// from another CPU's context.
+		{Kind: KindRCUStall, Header: `^(?:rcu: )?(?:INFO: )?(?P<flavor>rcu_\w+) (?:self-)?detected (?:expedited )?stalls? on`, Title: "INFO: rcu detected stall in {func}", Func: funcIP, MaxLines: 150},
+		{Kind: KindHungTask, Header: `^INFO: task (?P<task>.+):\d+ blocked (?:in I/O wait )?for more than \d+ seconds`, Title: "INFO: task hung in {func}", Func: funcStack},
+		// The busy workers' backtraces come after a long pool dump.
+		{Kind: KindWorkqueueStall, Header: `^BUG: workqueue lockup - pool`, Title: "BUG: workqueue lockup in {func}", Func: funcWorkqueue, MaxLines: 250},
+
+		{Kind: KindOops, Header: `^(?:Oops: )?general protection fault\b`, Title: "general protection fault in {func}", Func: funcIP},
+		{Kind: KindOops, Header: `^BUG: unable to handle (?P<what>page fault|kernel paging request|kernel NULL pointer dereference)`, Title: "BUG: unable to handle {what} in {func}", Func: funcIP, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^BUG: kernel NULL pointer dereference, address`, Title: "BUG: kernel NULL pointer dereference in {func}", Func: funcIP, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^Unable to handle kernel (?P<what>paging request|NULL pointer dereference|access to user memory|execute from non-executable memory|read from unreadable memory|write to read-only memory)`, Title: "Unable to handle kernel {what} in {func}", Func: funcIP, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^Oops: (?P<what>[a-z][a-z0-9 ]*[a-z0-9]): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcIP},
+		{Kind: KindOops, Header: `^(?P<what>int3|invalid opcode|double fault|stack segment|divide error|overflow|bounds|invalid TSS|segment not present|alignment check|simd floating point|stack guard page|coprocessor segment overrun): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcIP},
+		{Kind: KindOops, Header: `^Internal error: Oops - (?P<what>[^:\[]*[^:\[ ]): [0-9a-fx]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcIP},
+		{Kind: KindOops, Header: `^Oops: (?P<what>[^,\[]*[^,\[ ]), sig: \d+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcIP},
+		{Kind: KindOops, Header: `^(?:Internal error: )?Oops(?:: [0-9a-fx]+)? \[#\d+\]`, Title: "Oops in {func}", Func: funcIP},
+
+		{Kind: KindBug, Header: `^kernel BUG at (?P<file>[^\s:]+):\d+`, Title: "kernel BUG in {func}", Func: funcIP, Absorb: oopsDie},
+		{Kind: KindBug, Header: `^BUG: (?P<tool>KASAN|KMSAN|KCSAN|KFENCE): (?P<what>.+?) in ` + funcName, Title: "{tool}: {what} in {func}", Func: funcGroup, End: sanitizerEnd, UntilEnd: true, MaxLines: 300},
+		{Kind: KindBug, Header: `^UBSAN: (?P<what>.+?) in \S+`, Title: "UBSAN: {what} in {func}", Func: funcStack, End: sanitizerEnd, UntilEnd: true, MaxLines: 150},
+		{Kind: KindBug, Header: `^BUG: scheduling while atomic`, Title: "BUG: scheduling while atomic in {func}", Func: funcStack},
+		{Kind: KindBug, Header: `^BUG: sleeping function called from invalid context`, Title: "BUG: sleeping function called from invalid context in {func}", Func: funcStack},
+		{Kind: KindBug, Header: `^BUG: (?P<what>.*\S)`, Title: "BUG: {what}", Absorb: oopsDie},
+	}
+}
+
+// skipFrames are frames (regexps matched against the whole symbol, compiler
+// suffixes removed) that never name the culprit: they show how a report was
+// printed, how a lock or wait was done, or how an interrupt got in.
+func skipFrames() []string {
+	return []string{
+		// Reporting machinery.
+		`dump_stack\w*`, `__dump_stack`, `show_stack`, `show_regs\w*`, `dump_backtrace\w*`, `show_trace_log_lvl`,
+		`panic`, `__warn\w*`, `warn_slowpath\w*`, `report_bug`, `handle_bug`, `fixup_bug`,
+		`do_error_trap`, `do_trap`, `do_invalid_op`, `invalid_op`, `exc_\w+`, `asm_exc_\w+`,
+		`die`, `__die\w*`, `oops_\w+`, `do_int3\w*`, `__schedule_bug`,
+		`print_address_description\w*`, `print_report`, `kasan_\w+`, `__kasan_\w+`, `____kasan_\w+`,
+		`check_memory_region\w*`, `__asan_\w+`, `kmsan_\w+`, `__msan_\w+`, `kcsan_\w+`, `__tsan_\w+`,
+		`ubsan_\w+`, `__ubsan_\w+`, `__sanitizer_cov_\w+`, `fortify_panic`, `__fortify_panic`, `__fortify_report`,
+		`lockdep_rcu_suspicious`,
+		// Lockdep and lock primitives: a deadlock report is about who locks.
+		`lock_acquire\w*`, `__lock_acquire\w*`, `lock_release`, `lock_acquired`, `lock_contended`,
+		`mark_lock\w*`, `mark_usage`, `valid_state`, `print_usage_bug`, `print_circular_bug\w*`, `print_deadlock_bug`,
+		`check_noncircular`, `check_prev_add`, `check_prevs_add`, `validate_chain`, `check_deadlock`, `check_usage\w*`,
+		`check_irq_usage`, `lockdep_\w+`, `debug_check_no_locks_freed`, `print_unlock_imbalance_bug`,
+		`_raw_\w+`, `__raw_\w+`, `do_raw_\w+`, `queued_\w+`, `native_queued_\w+`, `__pv_queued_\w+`,
+		`rt_spin_\w+`, `rt_mutex_\w+`, `__rt_mutex_\w+`, `mutex_lock\w*`, `__mutex_lock\w*`, `mutex_trylock`,
+		`down`, `down_\w+`, `__down\w*`, `up_\w+`, `rwsem_\w+`, `__rwsem_\w+`, `percpu_down_\w+`,
+		`lock_sock`, `lock_sock_nested`,
+		// Scheduling and waiting: a hung task is about what it waits for.
+		`__switch_to\w*`, `__schedule`, `schedule`, `schedule_timeout\w*`, `schedule_preempt_disabled`,
+		`io_schedule\w*`, `preempt_schedule\w*`, `__cond_resched`, `_cond_resched`,
+		`__might_sleep`, `___might_sleep`, `__might_resched`, `might_sleep`, `__might_fault`,
+		`__wait_for_common`, `wait_for_common\w*`, `wait_for_completion\w*`, `do_wait_for_common`,
+		`__flush_work`, `flush_work`, `__wait_on_bit\w*`, `out_of_line_wait_on_bit\w*`, `bit_wait\w*`,
+		`folio_wait\w*`, `__folio_lock\w*`, `wait_on_page\w*`, `__lock_page\w*`,
+		// Interrupt, timer and NMI entry: lockups and stalls interrupt whatever runs.
+		`__sysvec_\w+`, `sysvec_\w+`, `asm_sysvec_\w+`, `asm_common_interrupt`, `common_interrupt\w*`,
+		`irq_exit\w*`, `__irq_exit_rcu`, `handle_softirqs`, `__do_softirq`, `do_softirq\w*`, `__local_bh_enable_ip`,
+		`hrtimer_\w+`, `__hrtimer_\w+`, `tick_\w+`, `update_process_times`, `rcu_sched_clock_irq`,
+		`rcu_check_callbacks`, `rcu_pending`, `print_cpu_stall\w*`, `print_other_cpu_stall\w*`, `rcu_dump_cpu_stacks`,
+		`sched_show_task\w*`, `_sched_show_task`, `watchdog_timer_fn\w*`, `watchdog_overflow_callback\w*`,
+		`smp_apic_timer_interrupt\w*`, `apic_timer_interrupt\w*`, `local_apic_timer_interrupt`,
+		`nmi_cpu_backtrace\w*`, `nmi_trigger_cpumask_backtrace`, `arch_trigger_cpumask_backtrace`,
+		`el1_interrupt`, `el1h_64_irq\w*`, `gic_handle_irq`, `el1_abort`, `el1_sync\w*`, `el1h_64_sync\w*`,
+		`do_mem_abort`, `__do_kernel_fault`, `do_tag_check_fault`,
+	}
+}
+
+// bodyPrefixes are unindented lines that belong to a report even though they
+// are neither frames nor register dumps, so an open report keeps going.
+func bodyPrefixes() []string {
+	return []string{
+		"Modules linked in:", "CPU: ", "Hardware name:", "Workqueue:", "Tainted:", "Kernel Offset:", "Rebooting in",
+		"Dumping ftrace buffer:", "Shutting down cpus with NMI", "Sending NMI from CPU", "NMI backtrace for cpu",
+		"task:", "Stopper:", "irq event stamp:", "hardirqs last", "softirqs last", "Preemption disabled at:",
+		"Showing busy workqueues", "Showing backtraces of busy workers", "Showing all locks held", "workqueue ", "pool ",
+		"Mem abort info:", "Data abort info:", "#PF: ", "PGD ", "Internal error:", "Process ", "Stack: ", "Exception stack",
+		"rcu: ", "Allocated by task", "Freed by task", "Last potentially related work creation",
+		"Second to last potentially related work creation", "The buggy address", "Memory state around the buggy address",
+		"page:", "page dumped because", "flags: 0x", "raw: ", "head: ", "page_owner", "page last",
+		"Uninit was", "Bytes ", "Memory access of size", "Read of size", "Write of size", "Read at addr", "Write at addr",
+		"KASAN: ", "Reported by Kernel Concurrency Sanitizer", "CPU features:", "Memory Limit:",
+		"SMP: stopping secondary CPUs", "SMP: failed to stop", "INFO: lockdep is turned off", "stack backtrace:",
+		"other info that might help us debug this", "Possible unsafe locking scenario",
+		"Initializing ftrace call sites", "Setting ftrace call site", "Updating ftrace call site",
+		"Changing ftrace call site", "Unknown ftrace call site", "ftrace record flags:", "expected tramp:",
+		"---[ ",
+	}
+}

@@ -1,0 +1,172 @@
+package console
+
+import (
+	"errors"
+	"regexp/syntax"
+	"strings"
+	"testing"
+)
+
+// TestHeaders checks which single lines start a report, including lines
+// that look alarming but are normal boot or userspace output.
+func TestHeaders(t *testing.T) {
+	tests := []struct {
+		line string
+		kind Kind // "" means not a header
+	}{
+		{"[   65.899519][ T6734] general protection fault, probably for non-canonical address 0xdffffc0000000000: 0000 [#1] SMP KASAN", KindOops},
+		{"[   12.000001] Oops: general protection fault, probably for non-canonical address 0xdead000000000100: 0000 [#1] PREEMPT SMP NOPTI", KindOops},
+		{"[   41.123456] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI", KindOops},
+		{"[    9.1] int3: 0000 [#1] SMP", KindOops},
+		{"[  772.918915] BUG: unable to handle kernel paging request at ffff88002bde1e40", KindOops},
+		{"[   10.000000] BUG: unable to handle page fault for address: ffffffffff600000", KindOops},
+		{"[  202.652969][ T9969] BUG: kernel NULL pointer dereference, address: 0000000000000086", KindOops},
+		{"[   34.404245][ T3083] Unable to handle kernel paging request at virtual address 00616161616161a1", KindOops},
+		{"[   34.423545][ T3083] Internal error: Oops: 0000000096000004 [#1] PREEMPT SMP", KindOops},
+		{"[  805.129637][ T8558] kernel BUG at fs/reiserfs/prints.c:390!", KindBug},
+		{"BUG: sleeping function called from invalid context at kernel/locking/mutex.c:580", KindBug},
+		{"BUG: scheduling while atomic: swapper/0/0/0x00000002", KindBug},
+		{"[   34.688750][ T2373] BUG: KASAN: slab-out-of-bounds in test_and_clear_bit+0x1a/0x25", KindBug},
+		{"[   30.504146][   T81] WARNING: CPU: 1 PID: 81 at drivers/usb/core/urb.c:478 usb_submit_urb+0x1188/0x1460", KindWarning},
+		{"[  219.892769][ T5758] WARNING: fs/iomap/buffered-io.c:295 at ifs_free+0x34a/0x410, CPU#1: syz-executor/5758", KindWarning},
+		{"el.service [0m.[  288.564375][T21583] WARNING: CPU: 72 PID: 21583 at ./include/linux/scatterlist.h:412 iommu_map_sg+0x496/0xa40", KindWarning},
+		{"[   71.116589][ T8713] Kernel panic - not syncing: Fatal exception", KindPanic},
+		{"[    6.791530] ------------[ ftrace bug ]------------", KindFtraceBug},
+		{"[    6.791941] ftrace faulted on modifying", KindFtraceBug},
+		{"[  444.457807][    C0] rcu: INFO: rcu_sched self-detected stall on CPU", KindRCUStall},
+		{"[ 3481.239960] INFO: rcu_sched detected stalls on CPUs/tasks:", KindRCUStall},
+		{"[ 1992.224966][   T28] INFO: rcu_tasks detected stalls on tasks:", KindRCUStall},
+		{"[ 1098.601132][    C2] watchdog: BUG: soft lockup - CPU#2 stuck for 136s! [syz-executor4:4888]", KindSoftLockup},
+		{"[ 1139.392042] NMI watchdog: Watchdog detected hard LOCKUP on cpu 27", KindHardLockup},
+		{"[164.964389] watchdog: CPU3: Watchdog detected hard LOCKUP on cpu 3", KindHardLockup},
+		{"[  584.319520][   T31] INFO: task udevd:5612 blocked in I/O wait for more than 143 seconds.", KindHungTask},
+		{"INFO: task syz-executor.0:10324 blocked for more than 122 seconds.", KindHungTask},
+		{"[  254.404314] WARNING: possible circular locking dependency detected", KindLockdep},
+		{"[   91.193207] WARNING: suspicious RCU usage", KindLockdep},
+		{"BUG: MAX_LOCKDEP_KEYS too low!", KindLockdep},
+		{"[  120.818093][    C0] BUG: workqueue lockup - pool cpus=0 node=0 flags=0x0 nice=0 stuck for 56s!", KindWorkqueueStall},
+
+		// Normal output.
+		{"[   12.345678] clocksource: Watchdog remote CPU 1 read timed out", ""},
+		{"[    0.104914] rcu: Hierarchical RCU implementation.", ""},
+		{"[    0.104915] rcu: \tRCU CPU stall warnings timeout set to 21 (rcu_cpu_stall_timeout).", ""},
+		{"[    0.212345] watchdog: Disabling watchdog on nohz_full cores by default", ""},
+		{"[    0.212399] NMI watchdog: Perf NMI watchdog permanently disabled", ""},
+		{"[    0.094514] ftrace: allocating 35000 entries in 137 pages", ""},
+		{"[    0.104840] ftrace: allocated 137 pages with 4 groups", ""},
+		{"[    1.234567] Testing tracer function: PASSED", ""},
+		{"[   20.000001] sysrq: Trigger a crash", ""},
+		{"kernel.hung_task_timeout_secs = 120", ""},
+		{`{"level":"error","msg":"Oops: attach failed, retrying"}`, ""},
+		{`{"text":"[   13.000000] Kernel panic - not syncing: sysrq triggered crash"}`, ""},
+		{"[    3.919246][    T1] WARNING: workqueue cpumask: online intersect > possible intersect", ""},
+		{"[  217.823293][T11879] WARNING: Unprivileged eBPF is enabled, data leaks possible via Spectre v2 BHB attacks!", ""},
+		{"Speculative Return Stack Overflow: WARNING: kernel not compiled with CPU_SRSO.", ""},
+		{"[  184.801206][ T1191] IPv6: BUG: Address fc00:: on device lo is missing its host route.", ""},
+		{"[  600.041156] EXT4-fs (loop1): INFO: recovery required on readonly filesystem", ""},
+	}
+	for _, tt := range tests {
+		l := splitLine(1, tt.line)
+		p, _ := rules.matchHeader(l.text)
+		var got Kind
+		if p != nil {
+			got = p.kind
+		}
+		if got != tt.kind {
+			t.Errorf("%q: kind %q, want %q", tt.line, got, tt.kind)
+		}
+	}
+}
+
+// TestTitles pins titles of small synthetic reports, one per title rule;
+// the corpus covers real logs.
+func TestTitles(t *testing.T) {
+	tests := []struct {
+		name string
+		log  string
+		want string
+		fn   string
+	}{
+		{
+			name: "oops names the instruction pointer",
+			log: "[   41.1] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n" +
+				"[   41.2] RIP: 0010:arch_scale_cpu_capacity+0x5/0x10\n" +
+				"[   41.3] Call Trace:\n[   41.4]  <TASK>\n[   41.5]  update_cpu_capacity+0x1a/0x90\n[   41.6]  </TASK>\n" +
+				"[   41.7] ---[ end trace 0000000000000000 ]---\n",
+			want: "Oops: int3 in arch_scale_cpu_capacity",
+			fn:   "arch_scale_cpu_capacity",
+		},
+		{
+			name: "soft lockup falls back to the stack when the IP is kcov",
+			log: "[ 98.1][    C2] watchdog: BUG: soft lockup - CPU#2 stuck for 136s! [a:1]\n" +
+				"[ 98.2][    C2] RIP: 0010:__sanitizer_cov_trace_pc+0xd/0x20\n" +
+				"[ 98.3][    C2] Call Trace:\n[ 98.4][    C2]  smp_call_function_many+0x8d5/0xb10\n",
+			want: "BUG: soft lockup in smp_call_function_many",
+			fn:   "smp_call_function_many",
+		},
+		{
+			name: "die line after kernel BUG is one report",
+			log: "[ 1.0] kernel BUG at mm/slub.c:304!\n[ 1.1] invalid opcode: 0000 [#1] SMP PTI\n" +
+				"[ 1.2] RIP: 0010:__slab_free+0x1cc/0x320\n[ 1.3] ---[ end trace 1 ]---\n",
+			want: "kernel BUG in __slab_free",
+			fn:   "__slab_free",
+		},
+		{
+			name: "stack-protector panic names the function",
+			log:  "[  678.752880] Kernel panic - not syncing: stack-protector: Kernel stack is corrupted in: udp4_lib_lookup2+0x7ea/0x7f0\n",
+			want: "kernel panic: stack is corrupted in udp4_lib_lookup2",
+			fn:   "udp4_lib_lookup2",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Parse([]byte(tt.log))
+			if len(got) != 1 {
+				t.Fatalf("got %d findings, want 1: %+v", len(got), got)
+			}
+			if got[0].Title != tt.want || got[0].Function != tt.fn {
+				t.Errorf("title %q function %q, want %q %q", got[0].Title, got[0].Function, tt.want, tt.fn)
+			}
+		})
+	}
+}
+
+// TestPatternTable checks the data table is consistent: every placeholder
+// of a title is a named group of its header or details, or {func}.
+func TestPatternTable(t *testing.T) {
+	for i, p := range rules.patterns {
+		names := map[string]bool{"func": true}
+		for _, re := range append(p.details, p.header) {
+			for _, n := range re.SubexpNames() {
+				names[n] = true
+			}
+		}
+		for _, ph := range rules.placeholder.FindAllString(p.title, -1) {
+			if !names[ph[1:len(ph)-1]] {
+				t.Errorf("pattern %d (%s) title %q: no group for %s", i, p.kind, p.title, ph)
+			}
+		}
+		if p.fn == funcGroup {
+			found := false
+			for _, re := range append(p.details, p.header) {
+				if re.SubexpIndex("func") >= 0 {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("pattern %d (%s) takes its function from a group but has no func group", i, p.kind)
+			}
+		}
+		if (p.fn == funcNone) == strings.Contains(p.title, "{func}") {
+			t.Errorf("pattern %d (%s): title %q does not match its function rule", i, p.kind, p.title)
+		}
+	}
+}
+
+func TestCompileRulesError(t *testing.T) {
+	_, err := compileRules([]patternSpec{{Kind: KindBug, Header: `^BUG: (`}}, skipFrames(), bodyPrefixes())
+	var se *syntax.Error
+	if !errors.As(err, &se) {
+		t.Fatalf("compileRules with a bad header: error %v, want a wrapped *syntax.Error", err)
+	}
+}

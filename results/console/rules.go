@@ -1,0 +1,177 @@
+package console
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Limits that are properties of console output rather than of one pattern.
+const (
+	// defaultMaxLines bounds a report whose end the detector cannot see.
+	defaultMaxLines = 100
+	// absorbWindow is how far after a header an absorbed header may come
+	// (the die line, the WARNING after an ftrace bug banner).
+	absorbWindow = 20
+	// detailWindow is how far after a header detail lines are looked for.
+	detailWindow = 8
+	// bannerWindow is how far a "cut here" banner may precede its header;
+	// the WARN() message is printed between them.
+	bannerWindow = 3
+	// gapLimit is how many unrelated lines in a row end a report that has
+	// not reached its call trace yet; lockdep and stall summaries have a few
+	// free-form lines, console noise has more.
+	gapLimit = 4
+)
+
+// pattern is the compiled form of a patternSpec.
+type pattern struct {
+	kind     Kind
+	header   *regexp.Regexp
+	details  []*regexp.Regexp
+	title    string
+	fn       funcRule
+	absorb   []*regexp.Regexp
+	end      *regexp.Regexp
+	untilEnd bool
+	maxLines int
+}
+
+// ruleSet is everything compiled from the data tables. It is built once and
+// never modified.
+type ruleSet struct {
+	patterns []*pattern
+	// prefix splits "[  12.345678][  T123] text": optional junk (another
+	// program's output sharing the serial line, but not JSON, so userspace
+	// quoting "Oops" stays userspace), timestamp, optional caller id.
+	prefix *regexp.Regexp
+	// banner is "------------[ cut here ]------------" or a "=====" rule,
+	// which a report may start at although its header comes after.
+	banner *regexp.Regexp
+	// frame and armFrame recognise one call-trace frame.
+	frame, armFrame *regexp.Regexp
+	// traceHeader starts a call trace section.
+	traceHeader *regexp.Regexp
+	// register matches register dumps, Code: lines and <IRQ>/<TASK>
+	// markers, which can sit inside a call trace.
+	register *regexp.Regexp
+	// symbolOffset is "func+0x1a/0x40" anywhere in a line.
+	symbolOffset *regexp.Regexp
+	// structural is a line of dashes or equals signs, as lockdep prints, or
+	// one starting with a bracketed address ("[ffff...] address between
+	// user and kernel address ranges").
+	structural *regexp.Regexp
+	// ip is the kernel instruction pointer of a register dump.
+	ip *regexp.Regexp
+	// workqueue is "Workqueue: events func".
+	workqueue *regexp.Regexp
+	// skip matches frames that never name the culprit.
+	skip *regexp.Regexp
+	// funcSuffix is a compiler clone suffix: ".cold", ".isra.0", ".part.3".
+	funcSuffix *regexp.Regexp
+	// Title normalisation.
+	placeholder, offsets, hexAddr, longHex, number *regexp.Regexp
+	bodyPrefixes                                   []string
+}
+
+// rules is the compiled rule set.
+var rules = mustCompileRules()
+
+func mustCompileRules() *ruleSet {
+	rs, err := compileRules(headerPatterns(), skipFrames(), bodyPrefixes())
+	if err != nil {
+		panic(err)
+	}
+	return rs
+}
+
+// compileRules compiles the data tables; it is separate from
+// mustCompileRules so tests can check errors are reported.
+func compileRules(specs []patternSpec, skip, body []string) (*ruleSet, error) {
+	rs := &ruleSet{bodyPrefixes: body}
+	var err error
+	c := func(expr string) *regexp.Regexp {
+		if err != nil {
+			return nil
+		}
+		var re *regexp.Regexp
+		re, err = regexp.Compile(expr)
+		if err != nil {
+			err = fmt.Errorf("compile %q: %w", expr, err)
+		}
+		return re
+	}
+	for i, s := range specs {
+		p := &pattern{kind: s.Kind, header: c(s.Header), title: s.Title, fn: s.Func, untilEnd: s.UntilEnd, maxLines: s.MaxLines}
+		for _, d := range s.Details {
+			p.details = append(p.details, c(d))
+		}
+		for _, a := range s.Absorb {
+			p.absorb = append(p.absorb, c(a))
+		}
+		end := s.End
+		if end == "" {
+			end = endTrace
+		}
+		p.end = c(end)
+		if p.maxLines == 0 {
+			p.maxLines = defaultMaxLines
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pattern %d (%s): %w", i, s.Kind, err)
+		}
+		rs.patterns = append(rs.patterns, p)
+	}
+	rs.prefix = c(`^[^"{}]*?\[\s*\d+\.\d+\](?:\[\s*([TC]\d+)\])? ?`)
+	rs.banner = c(`^-+\[ cut here \]-+$|^={10,}$`)
+	rs.frame = c(`^\s*(?:<(?:IRQ|EOI|NMI|TASK)>\s+)?(?:\[<?[0-9a-f]{8,}>?\]\s+){0,2}(\?\s+)?([A-Za-z_][\w.]*)(?:` + offset + `|\s+[\w./-]+\.[chS]:\d+|\s+\[inline\])`)
+	rs.armFrame = c(`^\s*\[<[0-9a-f]+>\] \(([A-Za-z_][\w.]*)(?:` + offset + `)?\) from `)
+	rs.traceHeader = c(`^\s*(?:Call [Tt]race|Backtrace):?\s*$`)
+	rs.register = c(`^(?:[A-Za-z][A-Za-z0-9_]{0,7}\s{0,2}:\s*(?:[0-9a-fA-F]{4,}\b|\[<)|Code: |(?:NIP|LR) \[|(?:PC|LR) is at |</?(?:IRQ|TASK|NMI|EOI|SOFTIRQ)>|[0-9a-f]{4}:\s)`)
+	rs.symbolOffset = c(`\b[A-Za-z_][\w.]*` + offset)
+	rs.structural = c(`^[-=*]{5,}|^\[<?[0-9a-f]{8,}>?\]`)
+	rs.ip = c(`^(?:RIP: (?:[0-9a-f]{4}:)?(?:\[<[0-9a-f]+>\]\s+\[<[0-9a-f]+>\]\s+)?|IP: \[<[0-9a-f]+>\]\s+|e?pc\s*: (?:\[<[0-9a-f]+>\]\s+)?|NIP \[[0-9a-f]+\]\s+|PC is at )([A-Za-z_][\w.]*)\+0x`)
+	rs.workqueue = c(`^Workqueue: \S+ ([A-Za-z_][\w.]*)`)
+	rs.skip = c(`^(?:` + strings.Join(skip, "|") + `)$`)
+	rs.funcSuffix = c(`(?:\.(?:cold|isra|constprop|part|llvm|lto_priv|\d+))+$`)
+	rs.placeholder = c(`\{[a-z]+\}`)
+	rs.offsets = c(offset)
+	rs.hexAddr = c(`0x[0-9a-fA-F]+`)
+	rs.longHex = c(`\b[0-9a-f]{8,}\b`)
+	rs.number = c(`\b\d+\b`)
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// matchHeader returns the first pattern whose header matches text, and the
+// header's named groups.
+func (rs *ruleSet) matchHeader(text string) (*pattern, map[string]string) {
+	if text == "" {
+		return nil, nil
+	}
+	for _, p := range rs.patterns {
+		m := p.header.FindStringSubmatch(text)
+		if m == nil {
+			continue
+		}
+		return p, namedGroups(p.header, m, nil)
+	}
+	return nil, nil
+}
+
+// namedGroups adds re's non-empty named groups from match m to into.
+func namedGroups(re *regexp.Regexp, m []string, into map[string]string) map[string]string {
+	if into == nil {
+		into = map[string]string{}
+	}
+	for i, name := range re.SubexpNames() {
+		if name != "" && m[i] != "" {
+			if _, ok := into[name]; !ok {
+				into[name] = m[i]
+			}
+		}
+	}
+	return into
+}
