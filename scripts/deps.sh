@@ -59,8 +59,12 @@ PKGS=(
 	# kernel build
 	build-essential flex bison bc libelf-dev libssl-dev dwarves ccache cpio kmod
 	python3 rsync xz-utils zstd
+	# cross builds: gcc for arm64 and ppc64le, LLVM for riscv64 (gcc 12 lacks
+	# -fmin-function-alignment, so riscv CALL_OPS would need RVC off)
+	gcc-aarch64-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc64le-linux-gnu
+	clang-19 lld-19 llvm-19
 	# boot
-	qemu-system-x86 qemu-utils
+	qemu-system-x86 qemu-system-arm qemu-system-misc qemu-system-ppc qemu-utils
 )
 
 main() {

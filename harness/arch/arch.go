@@ -46,6 +46,9 @@ type Arch struct {
 	CrossCompile string
 	// CrossPackage is the Debian package that provides CrossCompile-gcc.
 	CrossPackage string
+	// LLVM, when set, builds with clang and lld instead of gcc: it is the
+	// kernel's LLVM= value, a version suffix such as "-19".
+	LLVM string
 	// Image is the kernel image QEMU boots, relative to the build directory.
 	Image string
 	// MakeTarget builds Image.
@@ -123,6 +126,9 @@ var table = []Arch{
 		KernelArch:   "riscv",
 		CrossCompile: "riscv64-linux-gnu-",
 		CrossPackage: "gcc-riscv64-linux-gnu",
+		// gcc 12 lacks -fmin-function-alignment, so with gcc riscv CALL_OPS only
+		// comes with RVC off, and every real board uses RVC. clang keeps both.
+		LLVM:         "-19",
 		Image:        "arch/riscv/boot/Image",
 		MakeTarget:   "Image",
 		QEMU:         "qemu-system-riscv64",

@@ -15,7 +15,7 @@ func TestTableComplete(t *testing.T) {
 			for i := range v.NumField() {
 				f := v.Type().Field(i)
 				switch f.Name {
-				case "Cmdline", "KVMCapable":
+				case "Cmdline", "KVMCapable", "LLVM":
 					continue // legitimately empty or false
 				}
 				if v.Field(i).IsZero() {

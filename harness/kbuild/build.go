@@ -212,6 +212,9 @@ func (b *builder) env() []string {
 		"KBUILD_BUILD_HOST=fth",
 		"KBUILD_BUILD_TIMESTAMP=1970-01-01",
 	)
+	if b.tc.LLVM != "" {
+		env = append(env, "LLVM="+b.tc.LLVM)
+	}
 	return env
 }
 

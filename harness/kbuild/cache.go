@@ -26,6 +26,9 @@ var ErrCorruptCache = errors.New("corrupt kernel cache entry")
 func Key(src Source, a arch.Name, frags []Fragment, tc Toolchain) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\nsrc %s\narch %s\ntoolchain %s\ncross %s\n", keyVersion, src.Identity, a, tc.Version, tc.CrossCompile)
+	if tc.LLVM != "" {
+		fmt.Fprintf(h, "llvm %s\n", tc.LLVM)
+	}
 	for _, f := range frags {
 		fmt.Fprintf(h, "fragment %s %d\n", f.Name, len(f.Text))
 		h.Write(f.Text)

@@ -253,3 +253,12 @@ func TestMissingCrossCompiler(t *testing.T) {
 		t.Errorf("err = %v, want ErrMissingTool naming %s", err, a.CrossPackage)
 	}
 }
+
+func TestMissingLLVM(t *testing.T) {
+	a, _ := arch.Lookup("riscv64")
+	a.LLVM = "-999"
+	_, err := DetectToolchain(t.Context(), a)
+	if !errors.Is(err, ErrMissingTool) || !strings.Contains(err.Error(), "apt-get install clang-999") {
+		t.Errorf("err = %v, want ErrMissingTool naming clang-999", err)
+	}
+}

@@ -18,6 +18,8 @@ var ErrMissingTool = errors.New("missing build tool")
 type Toolchain struct {
 	// CrossCompile is the CROSS_COMPILE prefix, "" for a native build.
 	CrossCompile string
+	// LLVM is the kernel's LLVM= value ("-19"), "" for a gcc build.
+	LLVM string
 	// CC is the compiler make is told to use, with ccache in front when present.
 	CC string
 	// Version is the compiler's first --version line, plus pahole's version:
@@ -44,22 +46,36 @@ func DetectToolchain(ctx context.Context, a arch.Arch) (Toolchain, error) {
 		}
 	}
 	tc := Toolchain{}
-	if host, _ := arch.HostName(runtime.GOARCH); host != a.Name {
-		tc.CrossCompile = a.CrossCompile
-	}
-	gcc := tc.CrossCompile + "gcc"
-	if _, err := exec.LookPath(gcc); err != nil {
-		pkg := "gcc"
-		if tc.CrossCompile != "" {
-			pkg = a.CrossPackage
+	compiler := ""
+	if a.LLVM != "" {
+		// clang targets every arch itself; LLVM= picks clang, lld and llvm-* with
+		// that version suffix, so all of them must be there.
+		tc.LLVM = a.LLVM
+		v := strings.TrimPrefix(a.LLVM, "-")
+		for _, t := range []struct{ bin, pkg string }{{"clang", "clang"}, {"ld.lld", "lld"}, {"llvm-objcopy", "llvm"}, {"llvm-ar", "llvm"}} {
+			if _, err := exec.LookPath(t.bin + a.LLVM); err != nil {
+				return Toolchain{}, fmt.Errorf("%w: %s not found, needed to build %s with LLVM=%s: apt-get install %s-%s", ErrMissingTool, t.bin+a.LLVM, a.Name, a.LLVM, t.pkg, v)
+			}
 		}
-		return Toolchain{}, fmt.Errorf("%w: %s not found, needed to build for %s: apt-get install %s", ErrMissingTool, gcc, a.Name, pkg)
+		compiler = "clang" + a.LLVM
+	} else {
+		if host, _ := arch.HostName(runtime.GOARCH); host != a.Name {
+			tc.CrossCompile = a.CrossCompile
+		}
+		compiler = tc.CrossCompile + "gcc"
+		if _, err := exec.LookPath(compiler); err != nil {
+			pkg := "gcc"
+			if tc.CrossCompile != "" {
+				pkg = a.CrossPackage
+			}
+			return Toolchain{}, fmt.Errorf("%w: %s not found, needed to build for %s: apt-get install %s", ErrMissingTool, compiler, a.Name, pkg)
+		}
 	}
-	tc.CC = gcc
+	tc.CC = compiler
 	if _, err := exec.LookPath("ccache"); err == nil {
-		tc.CC = "ccache " + gcc
+		tc.CC = "ccache " + compiler
 	}
-	gv, err := firstLine(ctx, gcc, "--version")
+	gv, err := firstLine(ctx, compiler, "--version")
 	if err != nil {
 		return Toolchain{}, err
 	}

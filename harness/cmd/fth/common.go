@@ -15,8 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/harness/arch"
-	"github.com/ftrace-harness/fth/harness/kbuild"
-	"github.com/ftrace-harness/fth/images"
+	"github.com/ftrace-harness/fth/harness/runner"
 )
 
 // defaultKernelSrc is where `make deps` unpacks Debian's linux-source-7.3.
@@ -117,22 +116,8 @@ func findRepo() (string, error) {
 	}
 }
 
-func buildKernel(ctx context.Context, log *slog.Logger, b *buildFlags, a arch.Arch, frags []string) (kbuild.Kernel, error) {
-	src, err := kbuild.OpenSource(b.kernelSrc)
-	if err != nil {
-		return kbuild.Kernel{}, fmt.Errorf("--kernel-src: %w", err)
-	}
-	log.Info("kernel source", "dir", src.Dir, "version", src.Version)
-	return kbuild.Build(ctx, log, kbuild.Request{
-		Arch: a, Source: src, KconfigDir: b.kconfigs, Fragments: frags, CacheDir: b.cache, Jobs: b.jobs,
-		Progress: func(p kbuild.Progress) {
-			log.Info("building", "steps", p.Steps, "elapsed", p.Elapsed.Round(time.Second), "at", p.Current)
-		},
-	})
-}
-
-func buildImage(ctx context.Context, log *slog.Logger, b *buildFlags, a arch.Arch, repo string) (images.Image, error) {
-	return images.Build(ctx, log, images.Request{GOARCH: a.GOARCH, ModuleDir: repo, CacheDir: b.cache})
+func (b *buildFlags) env(log *slog.Logger, repo string) *runner.Env {
+	return &runner.Env{KernelSrc: b.kernelSrc, KconfigDir: b.kconfigs, ModuleDir: repo, CacheDir: b.cache, Jobs: b.jobs, Log: log}
 }
 
 func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -143,13 +128,12 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	a, _, frags, err := b.resolve()
+	a, repo, frags, err := b.resolve()
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, b.verbose)
 	start := time.Now()
-	k, err := buildKernel(ctx, log, &b, a, frags)
+	k, err := b.env(newLogger(stderr, b.verbose), repo).BuildKernel(ctx, a, frags)
 	if err != nil {
 		return err
 	}
@@ -174,7 +158,7 @@ func cmdImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	start := time.Now()
-	img, err := buildImage(ctx, newLogger(stderr, b.verbose), &b, a, repo)
+	img, err := b.env(newLogger(stderr, b.verbose), repo).BuildImage(ctx, a)
 	if err != nil {
 		return err
 	}

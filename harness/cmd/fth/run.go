@@ -7,12 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/harness/cell"
+	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 )
@@ -72,111 +71,32 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *runID == "" {
 		*runID = newRunID()
 	}
-	cellName := fmt.Sprintf("%s-%s", a.Name, variantName(frags, *preempt))
+	env := b.env(log, repo)
+	c := runner.Cell{
+		Name: fmt.Sprintf("%s-%s", a.Name, runner.VariantName(frags, *preempt)), Arch: a, Fragments: frags,
+		Preempt: *preempt, Scenario: "attach-storm", AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
+		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter,
+	}
 	runDir := filepath.Join(*out, *runID)
-	w, err := results.NewCellWriter(filepath.Join(runDir, cellName), results.Result{
-		RunID: *runID, Cell: cellName, Arch: string(a.Name), Scenario: "attach-storm", StartedAt: time.Now().UTC(),
-	})
+	r, err := env.Run(ctx, *runID, runDir, c)
 	if err != nil {
 		return err
 	}
-	log.Info("cell", "dir", w.Dir)
-	start := time.Now()
-	finish := func(v results.Verdict, reason string) {
-		_ = w.Update(func(r *results.Result) {
-			if r.Verdict == results.Running || v == results.Error {
-				r.Verdict, r.Reason = v, reason
-			}
-			r.Timings.TotalSeconds = time.Since(start).Seconds()
-			r.EndedAt = time.Now().UTC()
-		})
-	}
-
-	k, err := buildKernel(ctx, log, &b, a, frags)
-	if err != nil {
-		finish(results.Error, "kernel build: "+err.Error())
-		return err
-	}
-	kernelDone := time.Now()
-	img, err := buildImage(ctx, log, &b, a, repo)
-	if err != nil {
-		finish(results.Error, "initramfs: "+err.Error())
-		return err
-	}
-	_ = w.Update(func(r *results.Result) {
-		r.Kernel = results.Kernel{
-			Release: k.Release, SourceVersion: k.SourceVersion, SourceDir: k.SourceDir, ConfigSHA256: k.ConfigSHA256,
-			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Fragments: k.Fragments, Verified: k.Verified, Cached: k.Cached,
-		}
-		r.Timings.KernelSeconds = kernelDone.Sub(start).Seconds()
-		r.Timings.ImageSeconds = time.Since(kernelDone).Seconds()
-	})
-
-	accel, why, err := qemu.ResolveAccel(ctx, log, accel, a, k.Image, b.cache)
-	if err != nil {
-		finish(results.Error, err.Error())
-		return err
-	}
-	log.Info("accelerator", "accel", accel, "why", why)
-	_ = w.Update(func(r *results.Result) { r.AccelReason = why })
-	sockDir, err := os.MkdirTemp("", "fth-vm-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(sockDir)
-	var cmdline []string
-	if *preempt != "" {
-		cmdline = append(cmdline, "preempt="+*preempt)
-	}
-	spec := cell.Spec{
-		VM: qemu.Config{
-			Arch: a, Kernel: k.Image, Initrd: img.Path, Cmdline: cmdline,
-			CPUs: *cpus, MemoryMB: *mem, Accel: accel, SocketDir: sockDir,
-		},
-		AgentArgs:  agent,
-		Deadline:   *deadline,
-		Silence:    *silence,
-		PauseAfter: *pauseAfter,
-	}
-	if err := cell.Run(ctx, log, w, spec); err != nil {
-		finish(results.Error, err.Error())
-		return err
-	}
-	finish(results.Running, "")
-	r := w.Result()
-	sum := results.Summary{RunID: *runID, At: time.Now().UTC(), Cells: []results.CellSummary{results.Summarize(r, w.Dir)}}
+	sum := results.Summary{RunID: *runID, At: time.Now().UTC(), Cells: []results.CellSummary{results.Summarize(r, filepath.Join(runDir, c.Name))}}
 	if err := results.WriteSummary(runDir, sum); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout)
 	results.PrintTable(stdout, sum)
-	fmt.Fprintf(stdout, "\nresults: %s\n", w.Dir)
+	fmt.Fprintf(stdout, "\nresults: %s\n", filepath.Join(runDir, c.Name))
 	switch r.Verdict {
 	case results.Pass:
 		return nil
 	case results.Fail:
-		return fmt.Errorf("%w: %s: %s", errCellsFailed, cellName, r.Reason)
+		return fmt.Errorf("%w: %s: %s", errCellsFailed, c.Name, r.Reason)
 	default:
-		return fmt.Errorf("%s: %s: %s", cellName, r.Verdict, r.Reason)
+		return fmt.Errorf("%s: %s: %s", c.Name, r.Verdict, r.Reason)
 	}
-}
-
-// variantName names a cell by the fragments beyond base and arch.
-func variantName(frags []string, preempt string) string {
-	var parts []string
-	for _, f := range frags {
-		if f == "base" || strings.HasPrefix(f, "arch/") {
-			continue
-		}
-		parts = append(parts, filepath.Base(f))
-	}
-	if preempt != "" {
-		parts = append(parts, "boot-"+preempt)
-	}
-	if len(parts) == 0 {
-		return "base"
-	}
-	return strings.Join(parts, "-")
 }
 
 func newRunID() string {

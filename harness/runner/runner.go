@@ -1,0 +1,178 @@
+// Package runner takes one cell from fragments to verdict: kernel build, image
+// build, accelerator choice, boot, and the result files. Builds are serialised
+// across cells (two kernel builds on two cores only slow each other down);
+// boots may overlap.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/cell"
+	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/images"
+	"github.com/ftrace-harness/fth/results"
+)
+
+// Env is what every cell of a run shares.
+type Env struct {
+	KernelSrc  string
+	KconfigDir string
+	// ModuleDir is the ftrace-harness checkout (for building the agent).
+	ModuleDir string
+	CacheDir  string
+	Jobs      int
+	Log       *slog.Logger
+
+	buildMu sync.Mutex
+}
+
+// Cell says what one cell runs.
+type Cell struct {
+	Name      string
+	Arch      arch.Arch
+	Fragments []string
+	// Preempt is the preempt= boot parameter; "" leaves the build's default.
+	Preempt    string
+	Scenario   string
+	AgentArgs  map[string]string
+	Accel      qemu.Accel
+	CPUs       int
+	MemoryMB   int
+	Deadline   time.Duration
+	Silence    time.Duration
+	PauseAfter time.Duration
+}
+
+// ErrInfra marks errors that are the harness's or the machine's, not the
+// kernel's.
+var ErrInfra = errors.New("infrastructure error")
+
+// BuildKernel builds (or fetches) the kernel for arch and fragments.
+func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string) (kbuild.Kernel, error) {
+	e.buildMu.Lock()
+	defer e.buildMu.Unlock()
+	src, err := kbuild.OpenSource(e.KernelSrc)
+	if err != nil {
+		return kbuild.Kernel{}, fmt.Errorf("kernel source: %w", err)
+	}
+	e.Log.Info("kernel source", "dir", src.Dir, "version", src.Version)
+	return kbuild.Build(ctx, e.Log, kbuild.Request{
+		Arch: a, Source: src, KconfigDir: e.KconfigDir, Fragments: frags, CacheDir: e.CacheDir, Jobs: e.Jobs,
+		Progress: func(p kbuild.Progress) {
+			e.Log.Info("building", "arch", a.Name, "steps", p.Steps, "elapsed", p.Elapsed.Round(time.Second), "at", p.Current)
+		},
+	})
+}
+
+// BuildImage builds (or fetches) the initramfs for a.
+func (e *Env) BuildImage(ctx context.Context, a arch.Arch) (images.Image, error) {
+	e.buildMu.Lock()
+	defer e.buildMu.Unlock()
+	return images.Build(ctx, e.Log, images.Request{GOARCH: a.GOARCH, ModuleDir: e.ModuleDir, CacheDir: e.CacheDir})
+}
+
+// Run runs c into runDir/<c.Name> and returns its final result. The error is
+// non-nil only when no verdict could be reached; the result is written either way.
+func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Result, error) {
+	log := e.Log.With("cell", c.Name)
+	w, err := results.NewCellWriter(filepath.Join(runDir, c.Name), results.Result{
+		RunID: runID, Cell: c.Name, Arch: string(c.Arch.Name), Scenario: c.Scenario, StartedAt: time.Now().UTC(),
+	})
+	if err != nil {
+		return results.Result{}, err
+	}
+	log.Info("cell", "dir", w.Dir)
+	start := time.Now()
+	fail := func(step string, err error) (results.Result, error) {
+		_ = w.Update(func(r *results.Result) {
+			r.Verdict, r.Reason = results.Error, step+": "+err.Error()
+			if ctx.Err() != nil {
+				r.Reason = "interrupted during " + step
+			}
+			r.Timings.TotalSeconds = time.Since(start).Seconds()
+			r.EndedAt = time.Now().UTC()
+		})
+		return w.Result(), fmt.Errorf("%s: %s: %w", c.Name, step, err)
+	}
+
+	k, err := e.BuildKernel(ctx, c.Arch, c.Fragments)
+	if err != nil {
+		return fail("kernel build", err)
+	}
+	kernelDone := time.Now()
+	img, err := e.BuildImage(ctx, c.Arch)
+	if err != nil {
+		return fail("initramfs", err)
+	}
+	_ = w.Update(func(r *results.Result) {
+		r.Kernel = results.Kernel{
+			Release: k.Release, SourceVersion: k.SourceVersion, SourceDir: k.SourceDir, ConfigSHA256: k.ConfigSHA256,
+			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Fragments: k.Fragments, Verified: k.Verified, Cached: k.Cached,
+		}
+		r.Timings.KernelSeconds = kernelDone.Sub(start).Seconds()
+		r.Timings.ImageSeconds = time.Since(kernelDone).Seconds()
+	})
+
+	accel, why, err := qemu.ResolveAccel(ctx, log, c.Accel, c.Arch, k.Image, e.CacheDir)
+	if err != nil {
+		return fail("accelerator", err)
+	}
+	log.Info("accelerator", "accel", accel, "why", why)
+	_ = w.Update(func(r *results.Result) { r.AccelReason = why })
+	sockDir, err := os.MkdirTemp("", "fth-vm-")
+	if err != nil {
+		return fail("boot", err)
+	}
+	defer os.RemoveAll(sockDir)
+	var cmdline []string
+	if c.Preempt != "" {
+		cmdline = append(cmdline, "preempt="+c.Preempt)
+	}
+	spec := cell.Spec{
+		VM: qemu.Config{
+			Arch: c.Arch, Kernel: k.Image, Initrd: img.Path, Cmdline: cmdline,
+			CPUs: c.CPUs, MemoryMB: c.MemoryMB, Accel: accel, SocketDir: sockDir,
+		},
+		AgentArgs:  c.AgentArgs,
+		Deadline:   c.Deadline,
+		Silence:    c.Silence,
+		PauseAfter: c.PauseAfter,
+	}
+	if err := cell.Run(ctx, log, w, spec); err != nil {
+		return fail("boot", fmt.Errorf("%w: %w", ErrInfra, err))
+	}
+	_ = w.Update(func(r *results.Result) {
+		r.Timings.TotalSeconds = time.Since(start).Seconds()
+		r.EndedAt = time.Now().UTC()
+	})
+	return w.Result(), nil
+}
+
+// VariantName names a cell by the fragments beyond base and arch, plus the
+// boot-time preemption model.
+func VariantName(frags []string, preempt string) string {
+	var parts []string
+	for _, f := range frags {
+		if f == "base" || strings.HasPrefix(f, "arch/") {
+			continue
+		}
+		parts = append(parts, filepath.Base(f))
+	}
+	if preempt != "" {
+		parts = append(parts, "boot-"+preempt)
+	}
+	if len(parts) == 0 {
+		return "base"
+	}
+	return strings.Join(parts, "-")
+}
