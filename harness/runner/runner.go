@@ -159,12 +159,15 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 }
 
 // VariantName names a cell by the fragments beyond base and arch, plus the
-// boot-time preemption model.
+// boot-time preemption model when it differs from the preempt fragment's.
 func VariantName(frags []string, preempt string) string {
 	var parts []string
 	for _, f := range frags {
 		if f == "base" || strings.HasPrefix(f, "arch/") {
 			continue
+		}
+		if f == "preempt/"+preempt {
+			preempt = ""
 		}
 		parts = append(parts, filepath.Base(f))
 	}
