@@ -130,6 +130,9 @@ func NewCellWriter(dir string, r Result) (*CellWriter, error) {
 		return nil, fmt.Errorf("create cell directory: %w", err)
 	}
 	r.Schema = SchemaVersion
+	if r.Findings == nil {
+		r.Findings = []Finding{} // a reader sees [], not null, for "none"
+	}
 	if r.Verdict == "" {
 		r.Verdict = Running
 	}

@@ -23,14 +23,20 @@ func (m Mismatch) String() string {
 	return fmt.Sprintf("CONFIG_%s: asked %s (%s), got %s: %s", m.Setting.Symbol, m.Setting.Value, m.Setting.Origin, m.Got, m.Reason)
 }
 
-// MismatchError lists every setting that did not survive.
+// MismatchError lists every setting that cannot be, or was not, honoured.
 type MismatchError struct {
+	// Precheck is true when the tree was only inspected, not configured.
+	Precheck   bool
 	Mismatches []Mismatch
 }
 
 func (e *MismatchError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d requested kconfig value(s) are not in the final .config:", len(e.Mismatches))
+	if e.Precheck {
+		fmt.Fprintf(&b, "%d requested kconfig value(s) cannot be had from this tree:", len(e.Mismatches))
+	} else {
+		fmt.Fprintf(&b, "%d requested kconfig value(s) are not in the final .config:", len(e.Mismatches))
+	}
 	for _, m := range e.Mismatches {
 		b.WriteString("\n  ")
 		b.WriteString(m.String())
@@ -71,7 +77,7 @@ func Precheck(req []Setting, idx Index) error {
 		}
 	}
 	if len(bad) > 0 {
-		return &MismatchError{Mismatches: bad}
+		return &MismatchError{Precheck: true, Mismatches: bad}
 	}
 	return nil
 }
