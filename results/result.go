@@ -7,6 +7,7 @@ package results
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"sync"
@@ -163,7 +164,7 @@ func (w *CellWriter) flush() error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(w.Dir, "result.json"), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(w.Dir, "result.json"), append(b, '\n'))
 }
 
 // ReadResult loads a result.json.
@@ -177,27 +178,6 @@ func ReadResult(path string) (Result, error) {
 		return Result{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
-}
-
-// WriteFileAtomic writes b beside path, syncs, and renames it over path.
-func WriteFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // LineLog appends lines to a file, flushing each one so nothing is lost if the

@@ -3,6 +3,7 @@ package results
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"io"
 	"path/filepath"
 	"text/tabwriter"
@@ -56,7 +57,7 @@ func WriteSummary(runDir string, s Summary) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(runDir, "summary.json"), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(runDir, "summary.json"), append(b, '\n'))
 }
 
 // PrintTable writes the short table a developer reads at the end of a run.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -94,29 +95,7 @@ func writeManifest(entry string, k Kernel) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(entry, manifestName), b)
-}
-
-// WriteFileAtomic writes b to a temporary file beside path, syncs it and
-// renames it over path, so a reader sees the old content or the new, never half.
-func WriteFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(filepath.Join(entry, manifestName), b)
 }
 
 func fileSHA256(path string) (string, error) {

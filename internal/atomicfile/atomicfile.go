@@ -1,0 +1,31 @@
+// Package atomicfile writes files so that a reader sees the old content or the
+// new, never half: the harness may be killed at any moment, and its results and
+// cache manifests must stay readable.
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// Write writes b to a temporary file beside path, syncs it and renames it over
+// path.
+func Write(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
