@@ -299,6 +299,11 @@ func (r *report) function() string {
 			return r.ips[0]
 		}
 		return r.stack.useful(true)
+	case funcFault:
+		if len(r.ips) > 0 && !rules.skipFault.MatchString(r.ips[0]) {
+			return r.ips[0]
+		}
+		return r.stack.useful(true)
 	case funcStack:
 		return r.stack.useful(false)
 	case funcWorkqueue:

@@ -23,6 +23,11 @@ const (
 	// was; when that is a helper (kcov, fortify), the first useful frame
 	// after the interrupt entry instead.
 	funcIP
+	// funcFault: the faulting kernel instruction pointer, skipping only
+	// reporting and sanitizer helpers: an oops is about the instruction that
+	// trapped, even in a lock primitive (an int3 left in up_read by a racing
+	// text patch is a bug in up_read's call site, not in its caller).
+	funcFault
 	// funcStack: the first call-trace frame that is not reporting, locking,
 	// scheduling or interrupt machinery.
 	funcStack
@@ -140,15 +145,15 @@ func headerPatterns() []patternSpec {
 		// The busy workers' backtraces come after a long pool dump.
 		{Kind: KindWorkqueueStall, Header: `^BUG: workqueue lockup - pool`, Title: "BUG: workqueue lockup in {func}", Func: funcWorkqueue, MaxLines: 250},
 
-		{Kind: KindOops, Header: `^(?:Oops: )?general protection fault\b`, Title: "general protection fault in {func}", Func: funcIP},
-		{Kind: KindOops, Header: `^BUG: unable to handle (?P<what>page fault|kernel paging request|kernel NULL pointer dereference)`, Title: "BUG: unable to handle {what} in {func}", Func: funcIP, Absorb: oopsDie},
-		{Kind: KindOops, Header: `^BUG: kernel NULL pointer dereference, address`, Title: "BUG: kernel NULL pointer dereference in {func}", Func: funcIP, Absorb: oopsDie},
-		{Kind: KindOops, Header: `^Unable to handle kernel (?P<what>paging request|NULL pointer dereference|access to user memory|execute from non-executable memory|read from unreadable memory|write to read-only memory)`, Title: "Unable to handle kernel {what} in {func}", Func: funcIP, Absorb: oopsDie},
-		{Kind: KindOops, Header: `^Oops: (?P<what>[a-z][a-z0-9 ]*[a-z0-9]): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcIP},
-		{Kind: KindOops, Header: `^(?P<what>int3|invalid opcode|double fault|stack segment|divide error|overflow|bounds|invalid TSS|segment not present|alignment check|simd floating point|stack guard page|coprocessor segment overrun): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcIP},
-		{Kind: KindOops, Header: `^Internal error: Oops - (?P<what>[^:\[]*[^:\[ ]): [0-9a-fx]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcIP},
-		{Kind: KindOops, Header: `^Oops: (?P<what>[^,\[]*[^,\[ ]), sig: \d+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcIP},
-		{Kind: KindOops, Header: `^(?:Internal error: )?Oops(?:: [0-9a-fx]+)? \[#\d+\]`, Title: "Oops in {func}", Func: funcIP},
+		{Kind: KindOops, Header: `^(?:Oops: )?general protection fault\b`, Title: "general protection fault in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^BUG: unable to handle (?P<what>page fault|kernel paging request|kernel NULL pointer dereference)`, Title: "BUG: unable to handle {what} in {func}", Func: funcFault, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^BUG: kernel NULL pointer dereference, address`, Title: "BUG: kernel NULL pointer dereference in {func}", Func: funcFault, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^Unable to handle kernel (?P<what>paging request|NULL pointer dereference|access to user memory|execute from non-executable memory|read from unreadable memory|write to read-only memory)`, Title: "Unable to handle kernel {what} in {func}", Func: funcFault, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^Oops: (?P<what>[a-z][a-z0-9 ]*[a-z0-9]): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^(?P<what>int3|invalid opcode|double fault|stack segment|divide error|overflow|bounds|invalid TSS|segment not present|alignment check|simd floating point|stack guard page|coprocessor segment overrun): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^Internal error: Oops - (?P<what>[^:\[]*[^:\[ ]): [0-9a-fx]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^Oops: (?P<what>[^,\[]*[^,\[ ]), sig: \d+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^(?:Internal error: )?Oops(?:: [0-9a-fx]+)? \[#\d+\]`, Title: "Oops in {func}", Func: funcFault},
 
 		{Kind: KindBug, Header: `^kernel BUG at (?P<file>[^\s:]+):\d+`, Title: "kernel BUG in {func}", Func: funcIP, Absorb: oopsDie},
 		{Kind: KindBug, Header: `^BUG: (?P<tool>KASAN|KMSAN|KCSAN|KFENCE): (?P<what>.+?) in ` + funcName, Title: "{tool}: {what} in {func}", Func: funcGroup, End: sanitizerEnd, UntilEnd: true, MaxLines: 300},
@@ -163,6 +168,12 @@ func headerPatterns() []patternSpec {
 // suffixes removed) that never name the culprit: they show how a report was
 // printed, how a lock or wait was done, or how an interrupt got in.
 func skipFrames() []string {
+	return append(reportingFrames(), contextFrames()...)
+}
+
+// reportingFrames print reports or check memory: never the culprit, not even
+// as the faulting instruction pointer.
+func reportingFrames() []string {
 	return []string{
 		// Reporting machinery.
 		`dump_stack\w*`, `__dump_stack`, `show_stack`, `show_regs\w*`, `dump_backtrace\w*`, `show_trace_log_lvl`,
@@ -173,6 +184,13 @@ func skipFrames() []string {
 		`check_memory_region\w*`, `__asan_\w+`, `kmsan_\w+`, `__msan_\w+`, `kcsan_\w+`, `__tsan_\w+`,
 		`ubsan_\w+`, `__ubsan_\w+`, `__sanitizer_cov_\w+`, `fortify_panic`, `__fortify_panic`, `__fortify_report`,
 		`lockdep_rcu_suspicious`,
+	}
+}
+
+// contextFrames show how a lock or wait was done or how an interrupt got in:
+// skipped when looking for who is stuck, kept when they are where a fault hit.
+func contextFrames() []string {
+	return []string{
 		// Lockdep and lock primitives: a deadlock report is about who locks.
 		`lock_acquire\w*`, `__lock_acquire\w*`, `lock_release`, `lock_acquired`, `lock_contended`,
 		`mark_lock\w*`, `mark_usage`, `valid_state`, `print_usage_bug`, `print_circular_bug\w*`, `print_deadlock_bug`,

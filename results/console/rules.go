@@ -67,6 +67,8 @@ type ruleSet struct {
 	workqueue *regexp.Regexp
 	// skip matches frames that never name the culprit.
 	skip *regexp.Regexp
+	// skipFault matches the reporting frames alone, for a faulting IP.
+	skipFault *regexp.Regexp
 	// funcSuffix is a compiler clone suffix: ".cold", ".isra.0", ".part.3".
 	funcSuffix *regexp.Regexp
 	// Title normalisation.
@@ -78,7 +80,7 @@ type ruleSet struct {
 var rules = mustCompileRules()
 
 func mustCompileRules() *ruleSet {
-	rs, err := compileRules(headerPatterns(), skipFrames(), bodyPrefixes())
+	rs, err := compileRules(headerPatterns(), skipFrames(), reportingFrames(), bodyPrefixes())
 	if err != nil {
 		panic(err)
 	}
@@ -87,7 +89,7 @@ func mustCompileRules() *ruleSet {
 
 // compileRules compiles the data tables; it is separate from
 // mustCompileRules so tests can check errors are reported.
-func compileRules(specs []patternSpec, skip, body []string) (*ruleSet, error) {
+func compileRules(specs []patternSpec, skip, skipFault, body []string) (*ruleSet, error) {
 	rs := &ruleSet{bodyPrefixes: body}
 	var err error
 	c := func(expr string) *regexp.Regexp {
@@ -133,6 +135,7 @@ func compileRules(specs []patternSpec, skip, body []string) (*ruleSet, error) {
 	rs.ip = c(`^(?:RIP: (?:[0-9a-f]{4}:)?(?:\[<[0-9a-f]+>\]\s+\[<[0-9a-f]+>\]\s+)?|IP: \[<[0-9a-f]+>\]\s+|e?pc\s*: (?:\[<[0-9a-f]+>\]\s+)?|NIP \[[0-9a-f]+\]\s+|PC is at )([A-Za-z_][\w.]*)\+0x`)
 	rs.workqueue = c(`^Workqueue: \S+ ([A-Za-z_][\w.]*)`)
 	rs.skip = c(`^(?:` + strings.Join(skip, "|") + `)$`)
+	rs.skipFault = c(`^(?:` + strings.Join(skipFault, "|") + `)$`)
 	rs.funcSuffix = c(`(?:\.(?:cold|isra|constprop|part|llvm|lto_priv|\d+))+$`)
 	rs.placeholder = c(`\{[a-z]+\}`)
 	rs.offsets = c(offset)
