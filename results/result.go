@@ -45,6 +45,9 @@ type Kernel struct {
 	// Verified maps every requested symbol (CONFIG_…) to its value in the
 	// final .config, so a reader can tell which variant really ran.
 	Verified map[string]string `json:"verified"`
+	// Observed is the final value of every ftrace, preemption, BPF JIT and
+	// compiler symbol, requested or not.
+	Observed map[string]string `json:"observed,omitempty"`
 	Cached   bool              `json:"cached"`
 }
 

@@ -100,6 +100,9 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	switch {
 	case err == nil:
 		k.Cached = true
+		if cfg, err := os.ReadFile(filepath.Join(k.BuildDir, ".config")); err == nil {
+			k.Observed = Observe(ParseConfig(cfg))
+		}
 		log.Info("kernel cached", "arch", req.Arch.Name, "release", k.Release, "entry", entry)
 		return k, nil
 	case errors.Is(err, os.ErrNotExist):
@@ -147,6 +150,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	for _, s := range want {
 		k.Verified["CONFIG_"+s.Symbol] = final[s.Symbol]
 	}
+	k.Observed = Observe(final)
 	if k.ImageSHA256, err = fileSHA256(k.Image); err != nil {
 		return Kernel{}, fmt.Errorf("built image: %w", err)
 	}

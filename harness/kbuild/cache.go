@@ -55,7 +55,11 @@ type Kernel struct {
 	// ConfigSHA256 is the hash of the final .config.
 	ConfigSHA256 string `json:"config_sha256"`
 	// Verified holds every requested symbol with its verified final value.
-	Verified  map[string]string `json:"verified"`
+	Verified map[string]string `json:"verified"`
+	// Observed holds the final value of every ftrace, preemption, BPF JIT and
+	// compiler symbol, requested or not, so a reader can tell which variant
+	// really ran (e.g. CALL_OPS off on x86, RVC on riscv).
+	Observed  map[string]string `json:"observed,omitempty"`
 	Toolchain string            `json:"toolchain"`
 	BuiltAt   time.Time         `json:"built_at"`
 	BuildTime float64           `json:"build_seconds"`

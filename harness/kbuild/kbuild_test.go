@@ -262,3 +262,23 @@ func TestMissingLLVM(t *testing.T) {
 		t.Errorf("err = %v, want ErrMissingTool naming clang-999", err)
 	}
 }
+
+func TestObserveRealConfig(t *testing.T) {
+	text, err := os.ReadFile("testdata/x86_64-7.3.config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Observe(ParseConfig(text))
+	for sym, want := range map[string]string{
+		"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS": "y",
+		"CONFIG_PREEMPT_DYNAMIC":                  "y",
+		"CONFIG_CC_IS_GCC":                        "y",
+	} {
+		if got[sym] != want {
+			t.Errorf("%s = %q, want %q", sym, got[sym], want)
+		}
+	}
+	if _, ok := got["CONFIG_SERIAL_8250"]; ok {
+		t.Error("unrelated symbols are recorded")
+	}
+}

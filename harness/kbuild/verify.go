@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -168,4 +169,19 @@ func depMet(expr string, final map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// observedRe picks the symbols worth recording whatever was requested.
+var observedRe = regexp.MustCompile(`FTRACE|PREEMPT|CALL_OPS|DIRECT_CALL|^BPF_JIT|^CC_IS_|^LD_IS_|^RISCV_ISA_C$|^KASAN$|^PROVE_LOCKING$|^KPROBES$|^FPROBE$`)
+
+// Observe returns the final values of the symbols that tell variants apart,
+// with the CONFIG_ prefix.
+func Observe(final map[string]string) map[string]string {
+	out := map[string]string{}
+	for sym, v := range final {
+		if observedRe.MatchString(sym) {
+			out["CONFIG_"+sym] = v
+		}
+	}
+	return out
 }

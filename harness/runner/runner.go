@@ -117,7 +117,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	_ = w.Update(func(r *results.Result) {
 		r.Kernel = results.Kernel{
 			Release: k.Release, SourceVersion: k.SourceVersion, SourceDir: k.SourceDir, ConfigSHA256: k.ConfigSHA256,
-			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Fragments: k.Fragments, Verified: k.Verified, Cached: k.Cached,
+			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Fragments: k.Fragments, Verified: k.Verified, Observed: k.Observed, Cached: k.Cached,
 		}
 		r.Timings.KernelSeconds = kernelDone.Sub(start).Seconds()
 		r.Timings.ImageSeconds = time.Since(kernelDone).Seconds()

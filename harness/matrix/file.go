@@ -1,0 +1,359 @@
+package matrix
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+)
+
+// AllArches expands to every row of the arch table, in table order.
+const AllArches = "all"
+
+// ErrBadFile is wrapped by every matrix-file error.
+var ErrBadFile = errors.New("bad matrix file")
+
+// Spec is a whole matrix: which arches, which variants, and how every cell
+// runs. Build one with ParseFile, or set fields from flags with ParseArches
+// and ParseVariants.
+type Spec struct {
+	Arches []arch.Arch
+	// Variants holds variant names and the keywords DefaultVariants and
+	// AllVariants, in the order cells run.
+	Variants []string
+	// Custom holds variants a matrix file defines for itself.
+	Custom []Variant
+	// Parallel bounds the cells in flight (builds are serialised anyway).
+	Parallel int
+	Params   Params
+}
+
+// Params is what every cell of a matrix runs with.
+type Params struct {
+	// Scenario labels what the guest runs; see Scenarios.
+	Scenario string
+	// Agent holds the guest agent's options (n, hold, detach, seed ...).
+	Agent    map[string]string
+	Accel    qemu.Accel
+	CPUs     int
+	MemoryMB int
+	// Deadline and Silence are per boot, before the arch's timeout scale.
+	Deadline time.Duration
+	Silence  time.Duration
+}
+
+// scenarios are the guest workloads the agent knows today.
+var scenarios = []string{"attach-storm"}
+
+// Scenarios returns the scenario names a matrix may use.
+func Scenarios() []string { return slices.Clone(scenarios) }
+
+// DefaultParams are fth run's defaults, so a matrix cell and a single
+// `fth run` of the same variant do the same thing.
+func DefaultParams() Params {
+	return Params{
+		Scenario: "attach-storm",
+		Agent:    map[string]string{"n": "2000", "hold": "5s", "detach": "all"},
+		Accel:    qemu.AccelAuto,
+		CPUs:     2,
+		MemoryMB: 1024,
+		Deadline: 30 * time.Minute,
+		Silence:  90 * time.Second,
+	}
+}
+
+// DefaultSpec is every arch's default variants with DefaultParams.
+func DefaultSpec() Spec {
+	return Spec{Arches: arch.All(), Variants: []string{DefaultVariants}, Parallel: 1, Params: DefaultParams()}
+}
+
+// ParseArches turns arch names (or AllArches) into arch rows, in the order
+// given, each once.
+func ParseArches(names []string) ([]arch.Arch, error) {
+	var out []arch.Arch
+	add := func(a arch.Arch) {
+		if !slices.ContainsFunc(out, func(b arch.Arch) bool { return b.Name == a.Name }) {
+			out = append(out, a)
+		}
+	}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == AllArches {
+			for _, a := range arch.All() {
+				add(a)
+			}
+			continue
+		}
+		a, err := arch.Lookup(n)
+		if err != nil {
+			return nil, fmt.Errorf("%w, or %s", err, AllArches)
+		}
+		add(a)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no architectures given: name some of %s, or %s", archNames(), AllArches)
+	}
+	return out, nil
+}
+
+// ParseVariants checks variant names (and the keywords) against the built-ins
+// and custom, and returns them trimmed, in order.
+func ParseVariants(names []string, custom []Variant) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n != DefaultVariants && n != AllVariants {
+			if _, err := Lookup(n, custom); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no variants given: use %s, %s, or names from %s", ErrUnknownVariant, DefaultVariants, AllVariants, strings.Join(variantNames(custom), ", "))
+	}
+	return out, nil
+}
+
+// fileSpec is the matrix file's shape on disk.
+type fileSpec struct {
+	Arches   stringList           `yaml:"arches"`
+	Variants variantList          `yaml:"variants"`
+	Scenario string               `yaml:"scenario"`
+	Agent    map[string]yaml.Node `yaml:"agent"`
+	Accel    string               `yaml:"accel"`
+	CPUs     int                  `yaml:"cpus"`
+	Mem      int                  `yaml:"mem"`
+	Deadline time.Duration        `yaml:"deadline"`
+	Silence  time.Duration        `yaml:"silence"`
+	Parallel int                  `yaml:"parallel"`
+}
+
+// LoadFile reads a matrix file (see ParseFile).
+func LoadFile(path string) (Spec, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Spec{}, fmt.Errorf("%w: %w", ErrBadFile, err)
+	}
+	return ParseFile(path, b)
+}
+
+// ParseFile parses a matrix file; name is used in errors. Keys it does not
+// know are errors (a typo must not silently run the defaults), and anything
+// left out takes DefaultSpec's value:
+//
+//	arches: [x86_64, arm64]          # or: all
+//	variants: [default, lazy]        # names, default, all, or definitions:
+//	  # - {name: my-kasan, fragments: [ftrace/direct-calls, debug/kasan], preempt: full}
+//	scenario: attach-storm
+//	agent: {n: 2000, hold: 5s, detach: all}
+//	accel: auto
+//	cpus: 2
+//	mem: 1024
+//	deadline: 30m
+//	silence: 90s
+//	parallel: 1
+func ParseFile(name string, data []byte) (Spec, error) {
+	var f fileSpec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return Spec{}, fmt.Errorf("%w %s: %w", ErrBadFile, name, err)
+	}
+	bad := func(format string, args ...any) (Spec, error) {
+		return Spec{}, fmt.Errorf("%w %s: "+format, append([]any{ErrBadFile, name}, args...)...)
+	}
+	s := DefaultSpec()
+	for _, v := range f.Variants.custom {
+		if err := v.validate(); err != nil {
+			return bad("variants: %w", err)
+		}
+		if slices.ContainsFunc(s.Custom, func(c Variant) bool { return c.Name == v.Name }) {
+			return bad("variants: %q is defined twice", v.Name)
+		}
+		s.Custom = append(s.Custom, v)
+	}
+	if len(f.Arches) > 0 {
+		a, err := ParseArches(f.Arches)
+		if err != nil {
+			return bad("arches: %w", err)
+		}
+		s.Arches = a
+	}
+	if len(f.Variants.names) > 0 {
+		v, err := ParseVariants(f.Variants.names, s.Custom)
+		if err != nil {
+			return bad("variants: %w", err)
+		}
+		s.Variants = v
+	}
+	if f.Scenario != "" {
+		if !slices.Contains(scenarios, f.Scenario) {
+			return bad("scenario %q: choose one of %s", f.Scenario, strings.Join(scenarios, ", "))
+		}
+		s.Params.Scenario = f.Scenario
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Agent)) {
+		n := f.Agent[k]
+		if n.Kind != yaml.ScalarNode || k == "" || strings.ContainsAny(k+n.Value, " \t=") {
+			return bad("agent.%s (line %d): want a single word or number, as the agent takes key=value without spaces", k, n.Line)
+		}
+		s.Params.Agent[k] = n.Value
+	}
+	if f.Accel != "" {
+		a, err := qemu.ParseAccel(f.Accel)
+		if err != nil {
+			return bad("accel: %w", err)
+		}
+		s.Params.Accel = a
+	}
+	for _, num := range []struct {
+		key string
+		v   int
+		dst *int
+	}{{"cpus", f.CPUs, &s.Params.CPUs}, {"mem", f.Mem, &s.Params.MemoryMB}, {"parallel", f.Parallel, &s.Parallel}} {
+		if num.v < 0 {
+			return bad("%s: %d is negative", num.key, num.v)
+		}
+		if num.v > 0 {
+			*num.dst = num.v
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+		dst *time.Duration
+	}{{"deadline", f.Deadline, &s.Params.Deadline}, {"silence", f.Silence, &s.Params.Silence}} {
+		if d.v < 0 {
+			return bad("%s: %s is negative", d.key, d.v)
+		}
+		if d.v > 0 {
+			*d.dst = d.v
+		}
+	}
+	return s, nil
+}
+
+// stringList accepts a YAML sequence of strings or a single string.
+type stringList []string
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*l = stringList{n.Value}
+		return nil
+	}
+	var s []string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	*l = s
+	return nil
+}
+
+// variantList accepts a single name, or a sequence whose items are names or
+// variant definitions (mappings with Variant's fields). A definition is also
+// run, in its place in the list.
+type variantList struct {
+	names  []string
+	custom []Variant
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (l *variantList) UnmarshalYAML(n *yaml.Node) error {
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+	}
+	for _, it := range items {
+		switch it.Kind {
+		case yaml.ScalarNode:
+			l.names = append(l.names, it.Value)
+		case yaml.MappingNode:
+			var v Variant
+			if err := decodeStrict(it, &v); err != nil {
+				return err
+			}
+			l.custom = append(l.custom, v)
+			l.names = append(l.names, v.Name)
+		default:
+			return fmt.Errorf("line %d: a variant is a name or a mapping with name, fragments, preempt, needs, selectable", it.Line)
+		}
+	}
+	return nil
+}
+
+// decodeStrict decodes a node rejecting unknown keys, which Node.Decode
+// alone does not.
+func decodeStrict(n *yaml.Node, out any) error {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("variant at line %d: %w", n.Line, err)
+	}
+	return nil
+}
+
+func archNames() string {
+	var s []string
+	for _, n := range arch.Names() {
+		s = append(s, string(n))
+	}
+	return strings.Join(s, ", ")
+}
+
+// Expand turns a spec into cells, resolved against t: for each arch in order,
+// its variants in order (DefaultVariants and AllVariants expanded for that
+// arch), each once. Skipped cells are included, with their reasons.
+func Expand(s Spec, t *Tree) ([]Cell, error) {
+	var cells []Cell
+	for _, a := range s.Arches {
+		var vnames []string
+		for _, n := range s.Variants {
+			switch n {
+			case DefaultVariants:
+				vnames = append(vnames, Defaults(a)...)
+			case AllVariants:
+				vnames = append(vnames, variantNames(s.Custom)...)
+			default:
+				vnames = append(vnames, n)
+			}
+		}
+		seen := map[string]bool{}
+		for _, n := range vnames {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			v, err := Lookup(n, s.Custom)
+			if err != nil {
+				return nil, err
+			}
+			c, err := Resolve(a, v, t)
+			if err != nil {
+				return nil, err
+			}
+			p := s.Params
+			c.Run.Scenario = p.Scenario
+			c.Run.AgentArgs = maps.Clone(p.Agent)
+			c.Run.Accel, c.Run.CPUs, c.Run.MemoryMB = p.Accel, p.CPUs, p.MemoryMB
+			c.Run.Deadline, c.Run.Silence = p.Deadline, p.Silence
+			cells = append(cells, c)
+		}
+	}
+	return cells, nil
+}
