@@ -41,7 +41,7 @@ func (b *buildFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.kernelSrc, "kernel-src", envOr("KERNEL_SRC", defaultKernelSrc), "kernel source tree (env KERNEL_SRC)")
 	fs.StringVar(&b.repo, "repo", "", "ftrace-harness checkout (default: found from the working directory)")
 	fs.StringVar(&b.kconfigs, "kconfigs", "", "kconfig fragment directory (default: <repo>/kconfigs)")
-	fs.StringVar(&b.fragments, "fragments", "", "comma-separated fragments, applied in order (default: base,arch/<arch>,ftrace/direct-calls,preempt/full)")
+	fs.StringVar(&b.fragments, "fragments", "", "comma-separated fragments, applied in order (default: base,arch/<arch>,ftrace/call-ops where the arch has CALL_OPS else ftrace/direct-calls,preempt/full)")
 	fs.StringVar(&b.cache, "cache", envOr("FTH_CACHE", defaultCache()), "cache directory for kernels, images and ccache (env FTH_CACHE)")
 	fs.IntVar(&b.jobs, "j", 0, "make -j (default: number of CPUs)")
 	fs.BoolVar(&b.verbose, "v", false, "debug logging")
@@ -88,7 +88,11 @@ func (b *buildFlags) resolve() (arch.Arch, string, []string, error) {
 	if b.kconfigs == "" {
 		b.kconfigs = filepath.Join(b.repo, "kconfigs")
 	}
-	frags := []string{"base", a.Fragment(), "ftrace/direct-calls", "preempt/full"}
+	ftrace := "ftrace/direct-calls"
+	if a.Has(arch.CallOps) {
+		ftrace = "ftrace/call-ops"
+	}
+	frags := []string{"base", a.Fragment(), ftrace, "preempt/full"}
 	if b.fragments != "" {
 		frags = strings.Split(b.fragments, ",")
 	}
