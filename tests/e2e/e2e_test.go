@@ -50,8 +50,15 @@ type fthRun struct {
 	took   time.Duration
 }
 
-// runFth runs `fth run` with args into a fresh out directory under out/e2e.
+// runFth runs `fth run --arch x86_64` with args into a fresh out directory
+// under out/e2e.
 func runFth(t *testing.T, timeout time.Duration, args ...string) fthRun {
+	t.Helper()
+	return runFthArch(t, "x86_64", timeout, args...)
+}
+
+// runFthArch is runFth for any arch.
+func runFthArch(t *testing.T, arch string, timeout time.Duration, args ...string) fthRun {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("boots a kernel; skipped with -short")
@@ -60,7 +67,7 @@ func runFth(t *testing.T, timeout time.Duration, args ...string) fthRun {
 	os.RemoveAll(out)
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	full := append([]string{"run", "--arch", "x86_64", "--out", out, "--run-id", "r"}, args...)
+	full := append([]string{"run", "--arch", arch, "--out", out, "--run-id", "r"}, args...)
 	cmd := exec.CommandContext(ctx, fthBin, full...)
 	cmd.Dir = "../.."
 	var stdout, stderr bytes.Buffer
