@@ -4,7 +4,7 @@ FTH     := bin/fth
 # Passed through to `fth run` by `make test-arch=<arch>` and `make run`.
 FTH_RUN_FLAGS ?=
 
-.PHONY: default deps fth test test-unit test-e2e run vet clean
+.PHONY: default deps fth test test-unit test-e2e test-all run vet clean
 
 # `make test-arch=x86_64` sets a variable and runs the default goal, so the
 # default goal is where an arch run starts.
@@ -32,6 +32,10 @@ test: vet
 test-unit:
 	$(GO) test -short ./...
 
+# Every arch end to end, arm64 and ppc64le included (too slow for CI).
+test-all: vet
+	FTH_E2E_ALL=1 $(GO) test -timeout 240m ./...
+
 test-e2e:
 	$(GO) test -timeout 80m -v -run . ./tests/...
 
@@ -41,3 +45,10 @@ run: fth
 
 clean:
 	rm -rf bin out
+
+# Every arch × every variant; cells an arch cannot build are skipped with the
+# reason. Builds are serialised, so expect hours on 2 cores (kernels are cached).
+FTH_MATRIX_FLAGS ?=
+.PHONY: matrix
+matrix: fth
+	$(FTH) matrix --arches all --variants all $(FTH_MATRIX_FLAGS)

@@ -125,6 +125,9 @@ func ParseVariants(names []string, custom []Variant) ([]string, error) {
 	return out, nil
 }
 
+// fileKeys are fileSpec's yaml keys, for errors.
+var fileKeys = []string{"arches", "variants", "scenario", "agent", "accel", "cpus", "mem", "deadline", "silence", "parallel"}
+
 // fileSpec is the matrix file's shape on disk.
 type fileSpec struct {
 	Arches   stringList           `yaml:"arches"`
@@ -168,7 +171,7 @@ func ParseFile(name string, data []byte) (Spec, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return Spec{}, fmt.Errorf("%w %s: %w", ErrBadFile, name, err)
+		return Spec{}, fmt.Errorf("%w %s: %w (known keys: %s)", ErrBadFile, name, err, strings.Join(fileKeys, ", "))
 	}
 	bad := func(format string, args ...any) (Spec, error) {
 		return Spec{}, fmt.Errorf("%w %s: "+format, append([]any{ErrBadFile, name}, args...)...)
@@ -293,16 +296,18 @@ func (l *variantList) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// decodeStrict decodes a node rejecting unknown keys, which Node.Decode
-// alone does not.
-func decodeStrict(n *yaml.Node, out any) error {
-	b, err := yaml.Marshal(n)
-	if err != nil {
-		return err
+// variantKeys are the keys a variant definition may have (Variant's yaml tags).
+var variantKeys = []string{"name", "doc", "fragments", "preempt", "needs", "selectable"}
+
+// decodeStrict decodes a variant definition, rejecting keys it does not
+// know, which Node.Decode alone does not.
+func decodeStrict(n *yaml.Node, out *Variant) error {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; !slices.Contains(variantKeys, k.Value) {
+			return fmt.Errorf("line %d: variant key %q is not one of %s", k.Line, k.Value, strings.Join(variantKeys, ", "))
+		}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(out); err != nil {
+	if err := n.Decode(out); err != nil {
 		return fmt.Errorf("variant at line %d: %w", n.Line, err)
 	}
 	return nil
@@ -322,23 +327,7 @@ func archNames() string {
 func Expand(s Spec, t *Tree) ([]Cell, error) {
 	var cells []Cell
 	for _, a := range s.Arches {
-		var vnames []string
-		for _, n := range s.Variants {
-			switch n {
-			case DefaultVariants:
-				vnames = append(vnames, Defaults(a)...)
-			case AllVariants:
-				vnames = append(vnames, variantNames(s.Custom)...)
-			default:
-				vnames = append(vnames, n)
-			}
-		}
-		seen := map[string]bool{}
-		for _, n := range vnames {
-			if seen[n] {
-				continue
-			}
-			seen[n] = true
+		for _, n := range s.variantsFor(a) {
 			v, err := Lookup(n, s.Custom)
 			if err != nil {
 				return nil, err
@@ -356,4 +345,27 @@ func Expand(s Spec, t *Tree) ([]Cell, error) {
 		}
 	}
 	return cells, nil
+}
+
+// variantsFor expands the keywords for arch a and drops repeats, keeping the
+// first place each name appears.
+func (s Spec) variantsFor(a arch.Arch) []string {
+	var out []string
+	for _, n := range s.Variants {
+		var add []string
+		switch n {
+		case DefaultVariants:
+			add = Defaults(a)
+		case AllVariants:
+			add = variantNames(s.Custom)
+		default:
+			add = []string{n}
+		}
+		for _, m := range add {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }

@@ -371,9 +371,26 @@ func (e *evaluator) whyYes(name string, depth int) string {
 		}
 	}
 	for _, d := range s.Defs {
-		if e.defValue(d) == yes && len(d.Defaults) > 0 {
-			return fmt.Sprintf("%s defaults to y (%s)", name, d.Defaults[0].Where)
+		if e.defValue(d) != yes || len(d.Defaults) == 0 {
+			continue
 		}
+		why := fmt.Sprintf("%s defaults to y (%s)", name, d.Defaults[0].Where)
+		if depth >= maxDepth {
+			return why
+		}
+		// The default is not the news; what keeps its dependencies on is.
+		var deps []string
+		for _, c := range d.DependsOn {
+			if n := e.parse(c.Expr); n.op == "sym" {
+				if _, assumed := e.assume[n.text]; !assumed {
+					deps = append(deps, e.whyYes(n.text, depth+1))
+				}
+			}
+		}
+		if len(deps) > 0 {
+			why += " and nothing it depends on can be off: " + strings.Join(deps, "; ")
+		}
+		return why
 	}
 	return name + " is on"
 }

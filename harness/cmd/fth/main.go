@@ -38,6 +38,7 @@ commands:
   build    build (or fetch from cache) a kernel for --arch from kconfig fragments
   image    build (or fetch from cache) the guest initramfs for --arch
   run      build, boot under QEMU, run the attach storm, record a verdict
+  matrix   run every arch × variant cell (skips what an arch cannot build), one summary
   triage   find and title every kernel report in a console log
 
 Run 'fth <command> -h' for a command's flags.
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdImage(ctx, rest, stdout, stderr)
 	case "run":
 		return cmdRun(ctx, rest, stdout, stderr)
+	case "matrix":
+		return cmdMatrix(ctx, rest, stdout, stderr)
 	case "triage":
 		return cmdTriage(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

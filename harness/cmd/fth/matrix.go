@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/matrix"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/results"
+)
+
+func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("matrix", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var b buildFlags
+	b.register(fs)
+	def := matrix.DefaultParams()
+	var (
+		arches    = fs.String("arches", matrix.AllArches, "comma-separated architectures, or all: "+archList())
+		variants  = fs.String("variants", matrix.DefaultVariants, "default (each arch's own set), all, or comma-separated variant names (listed below)")
+		file      = fs.String("file", "", "matrix file (YAML, see tests/matrix/nightly.yaml); flags given explicitly override its values")
+		parallel  = fs.Int("parallel", 1, "cells in flight at once; kernel builds are serialised anyway, so 2 only overlaps boots")
+		list      = fs.Bool("list", false, "print the cells, with every skip and its reason, and run nothing")
+		out       = fs.String("out", "out/runs", "directory for run results")
+		runID     = fs.String("run-id", "", "run id (default: time stamp plus random suffix)")
+		accelFlag = fs.String("accel", string(def.Accel), "QEMU accelerator: auto (KVM if a probe boot works, else tcg-single), kvm, tcg-single, tcg-multi")
+		cpus      = fs.Int("cpus", def.CPUs, "guest vCPUs")
+		mem       = fs.Int("mem", def.MemoryMB, "guest memory in MiB")
+		n         = fs.String("n", def.Agent["n"], "trampolines to attach, or 'all'")
+		hold      = fs.Duration("hold", 5*time.Second, "how long to keep every trampoline attached with the hammer running")
+		detach    = fs.String("detach", def.Agent["detach"], "how many trampolines to detach one by one with timing ('all', or a number)")
+		seed      = fs.Int64("seed", 0, "random seed for function selection and the hammer (0: each agent picks and reports one)")
+		deadline  = fs.Duration("deadline", def.Deadline, "overall deadline per boot (scaled per arch)")
+		silence   = fs.Duration("silence", def.Silence, "no-output watchdog per boot (scaled per arch)")
+		agentArgs multiFlag
+	)
+	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value for every cell (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: fth matrix [flags]\n\nBuilds and boots every arch × variant cell; a cell the arch or kernel cannot\nprovide is skipped with the reason. Exit 1 if any cell failed, 2 if any errored.\n\nflags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nvariants:\n")
+		tw := tabwriter.NewWriter(stderr, 0, 0, 2, ' ', 0)
+		for _, v := range matrix.Builtins() {
+			fmt.Fprintf(tw, "  %s\t%s\n", v.Name, v.Doc)
+		}
+		tw.Flush()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q: fth matrix takes only flags", errUsage, fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["arch"] {
+		return fmt.Errorf("%w: --arch is for single-cell commands: fth matrix takes --arches", errUsage)
+	}
+	if set["fragments"] {
+		return fmt.Errorf("%w: --fragments: a matrix cell's fragments come from its variant; define your own variant in a --file", errUsage)
+	}
+
+	spec := matrix.DefaultSpec()
+	if *file != "" {
+		var err error
+		if spec, err = matrix.LoadFile(*file); err != nil {
+			return fmt.Errorf("%w: --file: %w", errUsage, err)
+		}
+	}
+	if *file == "" || set["arches"] {
+		a, err := matrix.ParseArches(strings.Split(*arches, ","))
+		if err != nil {
+			return fmt.Errorf("%w: --arches: %w", errUsage, err)
+		}
+		spec.Arches = a
+	}
+	if *file == "" || set["variants"] {
+		v, err := matrix.ParseVariants(strings.Split(*variants, ","), spec.Custom)
+		if err != nil {
+			return fmt.Errorf("%w: --variants: %w", errUsage, err)
+		}
+		spec.Variants = v
+	}
+	if err := overrideParams(&spec, set, matrixFlags{
+		parallel: *parallel, accel: *accelFlag, cpus: *cpus, mem: *mem, n: *n, hold: *hold,
+		detach: *detach, seed: *seed, deadline: *deadline, silence: *silence, agentArgs: agentArgs,
+	}); err != nil {
+		return err
+	}
+
+	_, repo, _, err := b.resolve()
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, b.verbose)
+	tree, err := matrix.OpenTree(b.kernelSrc, b.kconfigs)
+	if err != nil {
+		return fmt.Errorf("--kernel-src: %w", err)
+	}
+	cells, err := matrix.Expand(spec, tree)
+	if err != nil {
+		return err
+	}
+	printPlan(stdout, cells, tree.Version)
+	if *list {
+		return nil
+	}
+
+	if *runID == "" {
+		*runID = newRunID()
+	}
+	runDir := filepath.Join(*out, *runID)
+	sum, execErr := matrix.Execute(ctx, b.env(log, repo), cells, spec.Parallel, runDir, *runID)
+	fmt.Fprintln(stdout)
+	results.PrintTable(stdout, sum)
+	fmt.Fprintf(stdout, "\nsummary: %s\n", filepath.Join(runDir, "summary.json"))
+	return matrixVerdict(sum, execErr)
+}
+
+// matrixFlags are the per-cell flags that override a matrix file's values
+// when given explicitly.
+type matrixFlags struct {
+	parallel          int
+	accel             string
+	cpus, mem         int
+	n, detach         string
+	hold              time.Duration
+	seed              int64
+	deadline, silence time.Duration
+	agentArgs         []string
+}
+
+func overrideParams(spec *matrix.Spec, set map[string]bool, f matrixFlags) error {
+	p := &spec.Params
+	if set["parallel"] {
+		if f.parallel < 1 {
+			return fmt.Errorf("%w: --parallel %d: want 1 or more", errUsage, f.parallel)
+		}
+		spec.Parallel = f.parallel
+	}
+	if set["accel"] {
+		a, err := qemu.ParseAccel(f.accel)
+		if err != nil {
+			return fmt.Errorf("%w: --accel: %w", errUsage, err)
+		}
+		p.Accel = a
+	}
+	if set["cpus"] {
+		p.CPUs = f.cpus
+	}
+	if set["mem"] {
+		p.MemoryMB = f.mem
+	}
+	if set["deadline"] {
+		p.Deadline = f.deadline
+	}
+	if set["silence"] {
+		p.Silence = f.silence
+	}
+	if set["n"] {
+		p.Agent["n"] = f.n
+	}
+	if set["hold"] {
+		p.Agent["hold"] = f.hold.String()
+	}
+	if set["detach"] {
+		p.Agent["detach"] = f.detach
+	}
+	if set["seed"] && f.seed != 0 {
+		p.Agent["seed"] = fmt.Sprint(f.seed)
+	}
+	for _, kv := range f.agentArgs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(kv, " \t") {
+			return fmt.Errorf("%w: --agent-arg %q: want key=value without spaces", errUsage, kv)
+		}
+		p.Agent[k] = v
+	}
+	return nil
+}
+
+// printPlan shows every cell before anything runs, skips with their reasons,
+// so a long matrix says up front what it will and will not cover.
+func printPlan(w io.Writer, cells []matrix.Cell, version string) {
+	run := 0
+	for _, c := range cells {
+		if c.Skip == "" {
+			run++
+		}
+	}
+	fmt.Fprintf(w, "matrix: %d cells on Linux %s, %d to run, %d skipped\n", len(cells), version, run, len(cells)-run)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range cells {
+		if c.Skip != "" {
+			fmt.Fprintf(tw, "  %s\tskip\t%s\n", c.Name, c.Skip)
+			continue
+		}
+		boot := c.Run.Preempt
+		if boot == "" {
+			boot = "build default"
+		}
+		fmt.Fprintf(tw, "  %s\trun\t%s (preempt: %s)\n", c.Name, strings.Join(c.Run.Fragments, " + "), boot)
+	}
+	tw.Flush()
+}
+
+// matrixVerdict maps a summary to fth's exit codes: a failed cell is a kernel
+// bug (1) and outranks everything; an errored cell, or results that could
+// not be written, is the harness's or the machine's (2); skips are neither.
+func matrixVerdict(sum results.Summary, execErr error) error {
+	n := matrix.Counts(sum)
+	total := len(sum.Cells)
+	if n[results.Fail] > 0 {
+		var failed []string
+		for _, c := range sum.Cells {
+			if c.Verdict == results.Fail {
+				failed = append(failed, c.Cell)
+			}
+		}
+		return fmt.Errorf("%w: %d of %d cells failed: %s", errCellsFailed, n[results.Fail], total, strings.Join(failed, ", "))
+	}
+	if bad := total - n[results.Pass] - n[results.Skip]; bad > 0 {
+		return fmt.Errorf("%d of %d cells could not reach a verdict (no kernel failures): see their reasons above", bad, total)
+	}
+	if execErr != nil {
+		return fmt.Errorf("matrix results: %w", execErr)
+	}
+	return nil
+}

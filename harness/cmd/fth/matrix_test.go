@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ftrace-harness/fth/results"
+)
+
+func TestMatrixVerdictExitCodes(t *testing.T) {
+	row := func(v results.Verdict) results.CellSummary {
+		return results.CellSummary{Cell: "c-" + string(v), Verdict: v}
+	}
+	tests := []struct {
+		name  string
+		cells []results.CellSummary
+		want  int
+	}{
+		{"all pass", []results.CellSummary{row(results.Pass), row(results.Pass)}, exitPass},
+		{"skips are not errors", []results.CellSummary{row(results.Pass), row(results.Skip)}, exitPass},
+		{"a failure", []results.CellSummary{row(results.Pass), row(results.Fail)}, exitFail},
+		{"a failure outranks errors", []results.CellSummary{row(results.Error), row(results.Fail)}, exitFail},
+		{"an error and no failure", []results.CellSummary{row(results.Pass), row(results.Error)}, exitError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if got := exitCode(matrixVerdict(results.Summary{Cells: tt.cells}, nil), &stderr); got != tt.want {
+				t.Errorf("exit %d, want %d (%s)", got, tt.want, stderr.String())
+			}
+		})
+	}
+}
+
+func TestMatrixUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--arch", "x86_64"}, "fth matrix takes --arches"},
+		{[]string{"--fragments", "base"}, "define your own variant in a --file"},
+		{[]string{"--arches", "x86_64,vax"}, `unknown architecture "vax"`},
+		{[]string{"--variants", "lazy,fast"}, `unknown variant "fast": choose default, all, or one of direct-calls-full`},
+		{[]string{"--file", "/nonexistent/m.yaml"}, "--file"},
+		{[]string{"--parallel", "0"}, "--parallel 0"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"matrix"}, tt.args...), &stdout, &stderr)
+			if code := exitCode(err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr.String(), exitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// --list resolves every cell against the real tree and runs nothing.
+func TestMatrixList(t *testing.T) {
+	src := os.Getenv("KERNEL_SRC")
+	if src == "" {
+		src = defaultKernelSrc
+	}
+	if _, err := os.Stat(src + "/Kconfig"); err != nil {
+		t.Skipf("no kernel tree at %s", src)
+	}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"matrix", "--list", "--kernel-src", src, "--arches", "x86_64,riscv64", "--variants", "default,none"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"matrix: 4 cells on Linux 7.3.4, 2 to run, 2 skipped",
+		"x86_64-direct-calls-full  run   base + arch/x86_64 + ftrace/direct-calls + preempt/full (preempt: full)",
+		"riscv64-none              skip  PREEMPT_NONE is not selectable on riscv64 in Linux 7.3.4",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

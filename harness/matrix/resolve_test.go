@@ -1,0 +1,289 @@
+package matrix
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/kbuild"
+)
+
+// fixtureTree is the excerpt of Linux 7.3.4's Kconfig in testdata, with the
+// test fragments beside it.
+func fixtureTree(t *testing.T) *Tree {
+	t.Helper()
+	tr, err := OpenTree("testdata/linux-7.3.4", "testdata/kconfigs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func mustArch(t *testing.T, name string) arch.Arch {
+	t.Helper()
+	a, err := arch.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mustVariant(t *testing.T, name string) Variant {
+	t.Helper()
+	v, err := Lookup(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestDefaults(t *testing.T) {
+	tests := []struct {
+		arch string
+		want []string
+	}{
+		{"x86_64", []string{"direct-calls-full"}},
+		{"arm64", []string{"call-ops-full", "no-call-ops-full"}},
+		{"riscv64", []string{"call-ops-full"}},
+		{"ppc64le", []string{"direct-calls-full"}},
+	}
+	for _, tt := range tests {
+		if got := Defaults(mustArch(t, tt.arch)); !slices.Equal(got, tt.want) {
+			t.Errorf("Defaults(%s) = %v, want %v", tt.arch, got, tt.want)
+		}
+	}
+	// An arch without an entry falls back on its features.
+	a := arch.Arch{Name: "s390x", Features: []arch.Feature{arch.CallOps, arch.DirectCalls}}
+	if got := Defaults(a); !slices.Equal(got, []string{"call-ops-full"}) {
+		t.Errorf("Defaults(new arch with CALL_OPS) = %v", got)
+	}
+	for _, a := range arch.All() {
+		for _, n := range Defaults(a) {
+			if _, err := Lookup(n, nil); err != nil {
+				t.Errorf("%s default %q: %v", a.Name, n, err)
+			}
+		}
+	}
+}
+
+func TestBuiltinsAreValid(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range Builtins() {
+		if seen[v.Name] {
+			t.Errorf("variant %q twice", v.Name)
+		}
+		seen[v.Name] = true
+		if v.Doc == "" || len(v.Fragments) == 0 {
+			t.Errorf("variant %q lacks a doc or fragments", v.Name)
+		}
+		for _, f := range v.Fragments {
+			if _, err := os.Stat(filepath.Join("..", "..", "kconfigs", f)); err != nil {
+				t.Errorf("variant %q: fragment %s: %v", v.Name, f, err)
+			}
+		}
+	}
+}
+
+// Every shipped fragment parses and opens with a comment saying why it exists.
+func TestShippedFragmentsHaveHeaders(t *testing.T) {
+	dir := filepath.Join("..", "..", "kconfigs")
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".md") {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if _, err := kbuild.LoadFragments(dir, []string{rel}); err != nil {
+			t.Error(err)
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(string(text), "# ") {
+			t.Errorf("%s: no comment header saying why", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	tr := fixtureTree(t)
+	tests := []struct {
+		arch, variant string
+		// skip holds substrings of the skip reason; nil means the cell runs.
+		skip []string
+	}{
+		{"x86_64", "direct-calls-full", nil},
+		{"x86_64", "call-ops-full", []string{"x86_64 has no DYNAMIC_FTRACE_WITH_CALL_OPS", "harness/arch lists only direct-calls"}},
+		{"x86_64", "no-call-ops-full", []string{"x86_64 has no DYNAMIC_FTRACE_WITH_CALL_OPS"}},
+		{"x86_64", "voluntary", []string{
+			"PREEMPT_VOLUNTARY is not selectable on x86_64 in Linux 7.3.4",
+			"depends on !ARCH_HAS_PREEMPT_LAZY (kernel/Kconfig.preempt:",
+			"X86 selects ARCH_HAS_PREEMPT_LAZY (arch/x86/Kconfig:"}},
+		{"x86_64", "lazy", nil},
+		{"x86_64", "rt", nil},
+		{"arm64", "call-ops-full", nil},
+		{"arm64", "no-call-ops-full", nil},
+		{"riscv64", "call-ops-full", nil},
+		{"riscv64", "none", []string{
+			"PREEMPT_NONE is not selectable on riscv64 in Linux 7.3.4: it depends on ARCH_NO_PREEMPT (kernel/Kconfig.preempt:25), and nothing selects ARCH_NO_PREEMPT for riscv64"}},
+		{"riscv64", "voluntary", []string{"RISCV selects ARCH_HAS_PREEMPT_LAZY"}},
+		{"riscv64", "no-call-ops-full", []string{
+			"DYNAMIC_FTRACE_WITH_DIRECT_CALLS is not selectable on riscv64",
+			"RISCV selects HAVE_DYNAMIC_FTRACE_WITH_DIRECT_CALLS only if HAVE_DYNAMIC_FTRACE_WITH_CALL_OPS",
+			"HAVE_DYNAMIC_FTRACE_WITH_CALL_OPS must be off for DYNAMIC_FTRACE_WITH_CALL_OPS=n (ftrace/no-call-ops:4)"}},
+		{"riscv64", "dynamic-lazy", nil},
+		{"ppc64le", "rt", []string{"PREEMPT_RT is not selectable on ppc64le", "nothing selects ARCH_SUPPORTS_RT for ppc64le"}},
+		{"ppc64le", "no-call-ops-full", []string{"PPC selects HAVE_DYNAMIC_FTRACE_WITH_DIRECT_CALLS only if HAVE_DYNAMIC_FTRACE_WITH_CALL_OPS"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.arch+"-"+tt.variant, func(t *testing.T) {
+			a, v := mustArch(t, tt.arch), mustVariant(t, tt.variant)
+			c, err := Resolve(a, v, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Name != tt.arch+"-"+tt.variant || c.Run.Name != c.Name {
+				t.Errorf("name %q / %q", c.Name, c.Run.Name)
+			}
+			if tt.skip == nil {
+				if c.Skip != "" {
+					t.Fatalf("skipped: %s", c.Skip)
+				}
+				want := append([]string{"base", "arch/" + tt.arch}, v.Fragments...)
+				if !slices.Equal(c.Run.Fragments, want) || c.Run.Preempt != v.Preempt || c.Run.Arch.Name != a.Name {
+					t.Errorf("run cell = %+v", c.Run)
+				}
+				return
+			}
+			for _, s := range tt.skip {
+				if !strings.Contains(c.Skip, s) {
+					t.Errorf("skip reason\n  %s\nlacks\n  %s", c.Skip, s)
+				}
+			}
+		})
+	}
+}
+
+// The arch feature check is only a shortcut: without it, the tree alone says
+// x86 has no CALL_OPS.
+func TestResolveKconfigAloneFindsNoCallOpsOnX86(t *testing.T) {
+	v := Variant{Name: "mine", Fragments: []string{"ftrace/call-ops", "preempt/full"}, Preempt: "full"}
+	c, err := Resolve(mustArch(t, "x86_64"), v, fixtureTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "DYNAMIC_FTRACE_WITH_CALL_OPS is not selectable on x86_64 in Linux 7.3.4: it depends on HAVE_DYNAMIC_FTRACE_WITH_CALL_OPS"
+	if !strings.Contains(c.Skip, want) || !strings.Contains(c.Skip, "nothing selects HAVE_DYNAMIC_FTRACE_WITH_CALL_OPS for x86_64") {
+		t.Errorf("skip = %q", c.Skip)
+	}
+}
+
+func TestResolveCannotTurnOff(t *testing.T) {
+	v := Variant{Name: "no-lazy-arch", Fragments: []string{"preempt/no-lazy-arch"}}
+	c, err := Resolve(mustArch(t, "x86_64"), v, fixtureTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ARCH_HAS_PREEMPT_LAZY cannot be turned off on x86_64 in Linux 7.3.4 (preempt/no-lazy-arch:2 asks): X86 selects ARCH_HAS_PREEMPT_LAZY (arch/x86/Kconfig:"
+	if !strings.HasPrefix(c.Skip, want) {
+		t.Errorf("skip = %q, want it to start %q", c.Skip, want)
+	}
+}
+
+func TestResolveUnknownSymbolInVariantIsASkip(t *testing.T) {
+	v := Variant{Name: "future", Fragments: []string{"ftrace/future"}}
+	c, err := Resolve(mustArch(t, "x86_64"), v, fixtureTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Linux 7.3.4 has no CONFIG_NO_SUCH_SYMBOL_IN_7_3 (asked by ftrace/future:1)"; c.Skip != want {
+		t.Errorf("skip = %q, want %q", c.Skip, want)
+	}
+}
+
+func TestResolveHarnessMistakesAreErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("base", "CONFIG_NOT_IN_THIS_KERNEL=y\n")
+	write("arch/x86_64", "CONFIG_64BIT=y\n")
+	write("ok", "CONFIG_PREEMPT=y\n")
+	write("typo", "CONFIG_PREEMPT=m\n")
+	tr := fixtureTree(t)
+	tr.KconfigDir = dir
+	a := mustArch(t, "x86_64")
+	tests := []struct {
+		name string
+		frag string
+		want string
+	}{
+		{"missing fragment", "nope", `fragment "nope" not found`},
+		{"base asks for an unknown symbol", "ok", "base:1 asks for CONFIG_NOT_IN_THIS_KERNEL, which Linux 7.3.4 does not define"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Resolve(a, Variant{Name: "v", Fragments: []string{tt.frag}}, tr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	write("base", "CONFIG_FTRACE=y\n")
+	if _, err := Resolve(a, Variant{Name: "v", Fragments: []string{"typo"}}, tr); err == nil || !strings.Contains(err.Error(), "cannot be a module") {
+		t.Errorf("a bool asked as m: err = %v", err)
+	}
+}
+
+func TestExpandOrder(t *testing.T) {
+	tr := fixtureTree(t)
+	arches, err := ParseArches([]string{"riscv64", "x86_64", "riscv64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom := []Variant{{Name: "mine", Fragments: []string{"ftrace/direct-calls", "preempt/dynamic"}, Preempt: "lazy"}}
+	spec := Spec{Arches: arches, Variants: []string{"none", DefaultVariants, "call-ops-full", "mine"}, Custom: custom, Params: DefaultParams()}
+	spec.Params.Agent["n"] = "50"
+	cells, err := Expand(spec, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cells {
+		got = append(got, c.Name)
+		if c.Run.Scenario != "attach-storm" || c.Run.AgentArgs["n"] != "50" || c.Run.CPUs != 2 || c.Run.Deadline == 0 {
+			t.Errorf("%s: run parameters not filled in: %+v", c.Name, c.Run)
+		}
+	}
+	want := []string{
+		"riscv64-none", "riscv64-call-ops-full", "riscv64-mine",
+		"x86_64-none", "x86_64-direct-calls-full", "x86_64-call-ops-full", "x86_64-mine",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("cells =\n  %v\nwant\n  %v", got, want)
+	}
+	// Every cell gets its own agent map: one cell's change must not leak.
+	cells[0].Run.AgentArgs["n"] = "1"
+	if cells[1].Run.AgentArgs["n"] != "50" {
+		t.Error("cells share an agent map")
+	}
+
+	all := Spec{Variants: []string{"mine", AllVariants, DefaultVariants}, Custom: custom}.variantsFor(mustArch(t, "arm64"))
+	wantAll := append([]string{"mine"}, variantNames(nil)...)
+	if !slices.Equal(all, wantAll) {
+		t.Errorf("mine,all,default on arm64 = %v, want %v", all, wantAll)
+	}
+}
