@@ -8,7 +8,9 @@ require (
 	github.com/u-root/gobusybox/src v0.3.0
 	github.com/u-root/mkuimage v0.2.0
 	github.com/u-root/uio v0.0.0-20240224005618-d2acac8f3701
+	golang.org/x/sync v0.20.0
 	golang.org/x/sys v0.49.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
@@ -23,7 +25,6 @@ require (
 	github.com/vishvananda/netns v0.0.4 // indirect
 	golang.org/x/exp v0.0.0-20260312153236-7ab1446f8b90 // indirect
 	golang.org/x/mod v0.34.0 // indirect
-	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/tools v0.43.0 // indirect
 	mvdan.cc/sh/v3 v3.11.0 // indirect
 )
