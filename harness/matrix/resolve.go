@@ -89,7 +89,10 @@ func Resolve(a arch.Arch, v Variant, t *Tree) (Cell, error) {
 	frags := append([]string{"base", a.Fragment()}, v.Fragments...)
 	c := Cell{
 		Name: CellName(a, v), Arch: a, Variant: v,
-		Run: runner.Cell{Name: CellName(a, v), Arch: a, Fragments: frags, Preempt: v.Preempt},
+		// The Kconfig reading above cannot see compiler probes (ppc64le's
+		// -fpatchable-function-entry check, say): what configure then refuses
+		// is a skip with the verifier's reason too.
+		Run: runner.Cell{Name: CellName(a, v), Arch: a, Fragments: frags, Preempt: v.Preempt, SkipUnconfigurable: true},
 	}
 	for _, f := range v.Needs {
 		if !a.Has(f) {

@@ -51,6 +51,11 @@ type Cell struct {
 	Deadline   time.Duration
 	Silence    time.Duration
 	PauseAfter time.Duration
+	// SkipUnconfigurable turns "the tree or toolchain cannot give these
+	// symbols" (found before anything is built) into a skip with that reason
+	// instead of an error: right for a matrix, where some cells cannot exist
+	// on some machines; wrong for one cell a developer asked for by name.
+	SkipUnconfigurable bool
 }
 
 // ErrInfra marks errors that are the harness's or the machine's, not the
@@ -106,6 +111,15 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	}
 
 	k, err := e.BuildKernel(ctx, c.Arch, c.Fragments)
+	if err != nil && c.SkipUnconfigurable && errors.Is(err, kbuild.ErrConfigMismatch) {
+		log.Warn("cell skipped: the kernel cannot be configured as asked", "err", err)
+		_ = w.Update(func(r *results.Result) {
+			r.Verdict, r.Reason = results.Skip, "cannot be configured with this tree and toolchain: "+err.Error()
+			r.Timings.TotalSeconds = time.Since(start).Seconds()
+			r.EndedAt = time.Now().UTC()
+		})
+		return w.Result(), nil
+	}
 	if err != nil {
 		return fail("kernel build", err)
 	}

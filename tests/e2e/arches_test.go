@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ func archPass(t *testing.T, r fthRun, min int, want map[string]string) results.R
 	if r.exit != 0 || res.Verdict != results.Pass {
 		t.Fatalf("exit %d, verdict %s (%s), want a pass", r.exit, res.Verdict, res.Reason)
 	}
-	if a := res.Phases["attach"]; a == nil || a.Succeeded < min {
+	if a := res.Phases["attach"]; min > 0 && (a == nil || a.Succeeded < min) {
 		t.Fatalf("attach phase = %+v, want ≥ %d attached", a, min)
 	}
 	if res.PreemptModel != "full" {
@@ -45,8 +47,10 @@ func archPass(t *testing.T, r fthRun, min int, want map[string]string) results.R
 	if res.Kernel.Toolchain == "" {
 		t.Error("result.json does not record the toolchain")
 	}
-	t.Logf("boot to agent %.1fs, attach p50 %s p99 %s, cell %.0fs", res.Timings.BootToAgentSeconds,
-		res.Phases["attach"].Latency.Median, res.Phases["attach"].Latency.P99, res.Timings.TotalSeconds)
+	if a := res.Phases["attach"]; a != nil {
+		t.Logf("attach p50 %s p99 %s", a.Latency.Median, a.Latency.P99)
+	}
+	t.Logf("boot to agent %.1fs, cell %.0fs", res.Timings.BootToAgentSeconds, res.Timings.TotalSeconds)
 	return res
 }
 
@@ -79,9 +83,42 @@ func TestARM64CallOpsOnAndOff(t *testing.T) {
 	}
 }
 
-// ppc64le with direct calls, 1,000 trampolines.
-func TestPPC64LEDirectCallsPasses(t *testing.T) {
+// ppc64le's attach storm cannot exist with Debian 12's compilers: gcc 12 fails
+// the kernel's -fpatchable-function-entry placement probe and clang-19 rejects
+// the flag for powerpc64le, so Linux 7.3 selects neither CALL_OPS nor
+// DIRECT_CALLS. In a matrix that must be a skip that says so, found by
+// configuring alone (seconds), never a silent build of something else.
+func TestPPC64LEAttachStormIsSkippedWithReason(t *testing.T) {
+	if testing.Short() {
+		t.Skip("configures a kernel; skipped with -short")
+	}
+	out, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
+	os.RemoveAll(out)
+	cmd := exec.CommandContext(t.Context(), fthBin, "matrix", "--arches", "ppc64le", "--variants", "direct-calls-full", "--out", out, "--run-id", "r")
+	cmd.Dir = "../.."
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("fth matrix: %v\n%s", err, b)
+	}
+	res, err := results.ReadResult(filepath.Join(out, "r", "ppc64le-direct-calls-full", "result.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if res.Verdict != results.Skip || !strings.Contains(res.Reason, "CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS") || !strings.Contains(res.Reason, "HAVE_DYNAMIC_FTRACE_WITH_DIRECT_CALLS") {
+		t.Errorf("verdict %s, reason %q: want a skip naming the missing direct-call support", res.Verdict, res.Reason)
+	}
+	if m, _ := filepath.Glob("/var/cache/fth/kernels/ppc64le-*/manifest.json"); len(m) != 0 && res.Kernel.Release != "" {
+		t.Errorf("a ppc64le direct-calls kernel was built: %v", m)
+	}
+}
+
+// What does work on ppc64le: boot pseries, the agent, inventory and the
+// preemption hammer with no trampolines.
+func TestPPC64LEBootsAndHammers(t *testing.T) {
 	requireAll(t)
-	r := runFthArch(t, "ppc64le", 60*time.Minute, "--n", "1000", "--fragments", "base,arch/ppc64le,ftrace/direct-calls,preempt/full")
-	archPass(t, r, 1000, map[string]string{"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS": "y"})
+	r := runFthArch(t, "ppc64le", 60*time.Minute, "--n", "0", "--fragments", "base,arch/ppc64le,preempt/full")
+	res := archPass(t, r, 0, nil)
+	if res.Liveness == nil || res.Liveness.Iterations == 0 {
+		t.Errorf("liveness = %+v, want hammer progress", res.Liveness)
+	}
 }
