@@ -39,7 +39,9 @@ commands:
   image    build (or fetch from cache) the guest initramfs for --arch
   run      build, boot under QEMU, run the attach storm, record a verdict
   matrix   run every arch × variant cell (skips what an arch cannot build), one summary
-  triage   find and title every kernel report in a console log
+  triage   find, title and symbolize every kernel report in one or more console logs
+  report   write report.html, junit.xml and summary.json for a run directory
+  compare  compare two runs cell by cell; exit 1 on any regression
 
 Run 'fth <command> -h' for a command's flags.
 `
@@ -86,6 +88,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdMatrix(ctx, rest, stdout, stderr)
 	case "triage":
 		return cmdTriage(ctx, rest, stdout, stderr)
+	case "report":
+		return cmdReport(ctx, rest, stdout, stderr)
+	case "compare":
+		return cmdCompare(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

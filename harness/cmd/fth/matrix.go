@@ -120,6 +120,7 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintln(stdout)
 	results.PrintTable(stdout, sum)
 	fmt.Fprintf(stdout, "\nsummary: %s\n", filepath.Join(runDir, "summary.json"))
+	writeRunReport(ctx, log, runDir, stdout)
 	return matrixVerdict(sum, execErr)
 }
 

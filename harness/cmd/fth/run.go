@@ -89,6 +89,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintln(stdout)
 	results.PrintTable(stdout, sum)
 	fmt.Fprintf(stdout, "\nresults: %s\n", filepath.Join(runDir, c.Name))
+	writeRunReport(ctx, log, runDir, stdout)
 	switch r.Verdict {
 	case results.Pass:
 		return nil

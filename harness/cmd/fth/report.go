@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/report"
+)
+
+func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	vmlinux := fs.String("vmlinux", "auto", "symbolize stacks: auto (each cell's kernel.vmlinux when it is on this machine), none, or a vmlinux path")
+	markdown := fs.String("markdown", "", "also append the summary table as Markdown to this file (e.g. \"$GITHUB_STEP_SUMMARY\"), - for stdout")
+	excerpt := fs.Int("excerpt", 40, "lines per log excerpt")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: fth report [flags] <run-dir>\n\nWrites report.html (verdict heatmap, findings with stacks and log excerpts,\nlatency plots; one self-contained file), junit.xml and a summary.json rebuilt\nfrom the cells into out/runs/<run-id>. It reports; it does not judge: the exit\ncode is 0 whatever the verdicts.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: report takes one run directory (out/runs/<run-id>)", errUsage)
+	}
+	if *excerpt < 1 {
+		return fmt.Errorf("%w: --excerpt %d: want 1 or more lines", errUsage, *excerpt)
+	}
+	opts := report.Options{ExcerptLines: *excerpt}
+	switch *vmlinux {
+	case "auto":
+		opts.AutoVmlinux = true
+	case "none", "":
+	default:
+		opts.Vmlinux = *vmlinux
+	}
+	run, written, err := report.Write(ctx, fs.Arg(0), opts)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	results.PrintTable(stdout, run.Summary())
+	fmt.Fprintf(stdout, "\nreport:  %s\njunit:   %s\nsummary: %s\n", written.Report, written.JUnit, written.Summary)
+	if *markdown != "" {
+		return appendMarkdown(*markdown, run, stdout)
+	}
+	return nil
+}
+
+// appendMarkdown appends, because GitHub's step summary file collects every
+// step's output.
+func appendMarkdown(path string, run *report.Run, stdout io.Writer) error {
+	if path == "-" {
+		return report.WriteMarkdown(stdout, run)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("report --markdown: %w", err)
+	}
+	if err := report.WriteMarkdown(f, run); err != nil {
+		f.Close()
+		return fmt.Errorf("report --markdown %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("report --markdown %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeRunReport writes report.html and junit.xml for a finished run. A
+// report that cannot be written is logged, not fatal: the verdicts and the
+// per-cell files are already on disk.
+func writeRunReport(ctx context.Context, log *slog.Logger, runDir string, stdout io.Writer) {
+	_, written, err := report.Write(ctx, runDir, report.Options{AutoVmlinux: true})
+	if err != nil {
+		log.Warn("run report not written", "dir", runDir, "err", err)
+		return
+	}
+	fmt.Fprintf(stdout, "report:  %s\njunit:   %s\n", written.Report, written.JUnit)
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// realRun copies one of results/report's real run directories.
+func realRun(t *testing.T, name string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), name)
+	if err := os.CopyFS(dst, os.DirFS(filepath.Join("..", "..", "..", "results", "report", "testdata", name))); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func TestReportCommand(t *testing.T) {
+	dir := realRun(t, "tcg-multi-1")
+	md := filepath.Join(t.TempDir(), "step-summary.md")
+	os.WriteFile(md, []byte("earlier step\n"), 0o644)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"report", "--vmlinux", "none", "--markdown", md, dir}, &out, &out); err != nil {
+		t.Fatalf("report: %v\n%s", err, out.String())
+	}
+	for _, f := range []string{"report.html", "junit.xml", "summary.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+		if !strings.Contains(out.String(), filepath.Join(dir, f)) {
+			t.Errorf("output does not name %s:\n%s", f, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "x86_64-direct-calls-full  tcg-multi  fail") {
+		t.Errorf("output has no summary table:\n%s", out.String())
+	}
+	b, _ := os.ReadFile(md)
+	if !strings.HasPrefix(string(b), "earlier step\n### fth run `tcg-multi-1`: 1 fail\n") {
+		t.Errorf("markdown was not appended:\n%s", b)
+	}
+}
+
+func TestReportAndCompareUsage(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report"}, "one run directory"},
+		{[]string{"report", "a", "b"}, "one run directory"},
+		{[]string{"report", "--excerpt", "0", "a"}, "--excerpt"},
+		{[]string{"compare", "a"}, "two run directories"},
+		{[]string{"compare", "--min-samples", "0", "a", "b"}, "--min-samples"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), tt.args, &out, &out)
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want a usage error about %q", err, tt.want)
+			}
+		})
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"report", filepath.Join(t.TempDir(), "missing")}, &out, &out)
+	if err == nil || errors.Is(err, errUsage) || exitCode(err, &out) != exitError {
+		t.Errorf("missing run dir: err = %v, want an error (exit 2)", err)
+	}
+}
+
+func TestCompareCommand(t *testing.T) {
+	pass, fail := realRun(t, "tcg-single-1"), realRun(t, "tcg-multi-1")
+	tests := []struct {
+		name     string
+		a, b     string
+		exit     int
+		contains string
+	}{
+		{"same run: no regression", pass, pass, exitPass, "0 regressions in 0 of 1 cells"},
+		{"the real MTTCG oops regresses", pass, fail, exitFail, "REGRESSION pass→fail: Oops: int3 in __do_sys_newuname"},
+		{"the fix is a note", fail, pass, exitPass, "fail→pass: Oops: int3 in __do_sys_newuname gone"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), []string{"compare", tt.a, tt.b}, &out, &out)
+			if got := exitCode(err, &out); got != tt.exit || !strings.Contains(out.String(), tt.contains) {
+				t.Errorf("exit %d (err %v), want %d; output:\n%s", got, err, tt.exit, out.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,181 @@
+// Package junit writes a run's verdicts as JUnit XML, the format CI systems
+// (GitHub test reporters, Jenkins, GitLab) show as a test list: one
+// testsuite per run, one testcase per cell.
+//
+// The mapping: classname is the arch and name the cell, so a CI view groups
+// cells by architecture; a fail verdict is a <failure> whose message is the
+// title and whose body is the first finding's report, the lines a developer
+// reads first; error is <error> (the harness could not judge), skip is
+// <skipped>, and time is the cell's total wall time.
+package junit
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ftrace-harness/fth/internal/atomicfile"
+	"github.com/ftrace-harness/fth/results"
+)
+
+// Testsuites is the document root. It always holds one Testsuite; the
+// wrapper is there because some readers accept only <testsuites>.
+type Testsuites struct {
+	// XMLName fixes the element name.
+	XMLName xml.Name `xml:"testsuites"`
+	// Name is the run id. The counts and Time repeat the one suite's, for
+	// readers that look only at the root.
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Errors   int         `xml:"errors,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Time     Seconds     `xml:"time,attr"`
+	Suites   []Testsuite `xml:"testsuite"`
+}
+
+// Testsuite is one run.
+type Testsuite struct {
+	// Name is the run id; Tests counts the cells, and Failures, Errors and
+	// Skipped the cells with each verdict. Time adds up the cells' times.
+	Name     string  `xml:"name,attr"`
+	Tests    int     `xml:"tests,attr"`
+	Failures int     `xml:"failures,attr"`
+	Errors   int     `xml:"errors,attr"`
+	Skipped  int     `xml:"skipped,attr"`
+	Time     Seconds `xml:"time,attr"`
+	// Timestamp is when the first cell started, in the XSD's zone-less form.
+	Timestamp string     `xml:"timestamp,attr,omitempty"`
+	Cases     []Testcase `xml:"testcase"`
+}
+
+// Testcase is one cell.
+type Testcase struct {
+	// Classname is the arch, Name the cell, Time its total seconds.
+	Classname string  `xml:"classname,attr"`
+	Name      string  `xml:"name,attr"`
+	Time      Seconds `xml:"time,attr"`
+	// At most one of Failure (fail), Error (error, or unfinished) and
+	// Skipped (skip) is set; none for pass.
+	Failure *Problem `xml:"failure,omitempty"`
+	Error   *Problem `xml:"error,omitempty"`
+	Skipped *Skip    `xml:"skipped,omitempty"`
+	// SystemOut carries the repro command of a cell that did not pass.
+	SystemOut string `xml:"system-out,omitempty"`
+}
+
+// Problem is a <failure> or an <error>.
+type Problem struct {
+	// Message is the cell's title; Type the first finding's kind.
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	// Body is written as CDATA so a report keeps its lines in the file;
+	// Write first replaces what XML cannot hold.
+	Body string `xml:",cdata"`
+}
+
+// Skip is a <skipped>.
+type Skip struct {
+	// Message says why the arch or kernel cannot provide the cell.
+	Message string `xml:"message,attr,omitempty"`
+}
+
+// Seconds formats as seconds with millisecond precision, as JUnit readers expect.
+type Seconds float64
+
+// MarshalXMLAttr implements xml.MarshalerAttr.
+func (s Seconds) MarshalXMLAttr(name xml.Name) (xml.Attr, error) {
+	return xml.Attr{Name: name, Value: fmt.Sprintf("%.3f", float64(s))}, nil
+}
+
+// FromResults builds the document for a run from its cells' results, in the
+// order given.
+func FromResults(runID string, cells []results.Result) Testsuites {
+	suite := Testsuite{Name: runID}
+	var first time.Time
+	for _, r := range cells {
+		tc := Testcase{Classname: r.Arch, Name: r.Cell, Time: Seconds(r.Timings.TotalSeconds)}
+		switch r.Verdict {
+		case results.Pass:
+		case results.Fail:
+			p := &Problem{Message: r.Title(), Body: xmlText(r.Reason)}
+			if len(r.Findings) > 0 {
+				p.Type, p.Body = r.Findings[0].Kind, xmlText(r.Findings[0].Report)
+			}
+			tc.Failure = p
+			suite.Failures++
+		case results.Skip:
+			tc.Skipped = &Skip{Message: r.Reason}
+			suite.Skipped++
+		case results.Error:
+			tc.Error = &Problem{Message: r.Title(), Type: "error", Body: xmlText(r.Reason)}
+			suite.Errors++
+		default:
+			// A cell still "running" in a finished run lost its harness.
+			tc.Error = &Problem{Message: fmt.Sprintf("cell never finished: verdict %q", r.Verdict), Type: "unfinished", Body: xmlText(r.Reason)}
+			suite.Errors++
+		}
+		if r.Verdict != results.Pass && r.Verdict != results.Skip && r.Repro != "" {
+			tc.SystemOut = "repro: " + r.Repro
+		}
+		suite.Tests++
+		suite.Time += tc.Time
+		suite.Cases = append(suite.Cases, tc)
+		if !r.StartedAt.IsZero() && (first.IsZero() || r.StartedAt.Before(first)) {
+			first = r.StartedAt
+		}
+	}
+	if !first.IsZero() {
+		suite.Timestamp = first.UTC().Format("2006-01-02T15:04:05")
+	}
+	return Testsuites{
+		Name: runID, Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors,
+		Skipped: suite.Skipped, Time: suite.Time, Suites: []Testsuite{suite},
+	}
+}
+
+// xmlText replaces what XML 1.0 cannot hold, even in CDATA (the escape
+// sequences and NULs a serial console prints, invalid UTF-8), with U+FFFD.
+// Attributes need no help: encoding/xml escapes those itself.
+func xmlText(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return r
+		case r < 0x20, r >= 0xD800 && r <= 0xDFFF, r == 0xFFFE || r == 0xFFFF, r == utf8.RuneError:
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// Write writes doc as indented XML with its declaration.
+func Write(w io.Writer, doc Testsuites) error {
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("junit: encode run %s: %w", doc.Name, err)
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// WriteFile writes doc to path atomically, so a CI step that reads it while
+// a report is refreshed sees the old file or the new one.
+func WriteFile(path string, doc Testsuites) error {
+	var b bytes.Buffer
+	if err := Write(&b, doc); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(path, b.Bytes()); err != nil {
+		return fmt.Errorf("junit: write %s: %w", path, err)
+	}
+	return nil
+}

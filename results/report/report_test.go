@@ -1,0 +1,463 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the renderer's output")
+
+// Real run directories, copied unchanged from out/runs and out/e2e.
+const (
+	realFail = "testdata/tcg-multi-1"  // tcg-multi MTTCG int3 oops
+	realPass = "testdata/tcg-single-1" // 2,000 trampolines attached and detached
+	realHang = "testdata/hang"         // QMP stop, registers.txt taken
+)
+
+var t0 = time.Date(2026, 11, 21, 7, 0, 0, 0, time.UTC)
+
+func lat(minMS, p50, p90, p99, maxMS float64) event.Latency {
+	d := func(v float64) event.Duration { return event.Duration(v * float64(time.Millisecond)) }
+	return event.Latency{Count: 2000, Min: d(minMS), Median: d(p50), P90: d(p90), P99: d(p99), Max: d(maxMS)}
+}
+
+func phases() map[string]*event.Phase {
+	return map[string]*event.Phase{
+		"load":   {Name: "load", Attempted: 2000, Succeeded: 2000, Latency: lat(1, 2.4, 7.6, 15, 90), Wall: event.Duration(10 * time.Second)},
+		"attach": {Name: "attach", Attempted: 2000, Succeeded: 1998, Failed: 2, Errnos: map[string]int{"EBUSY": 2}, Latency: lat(6, 16.4, 33.3, 63.4, 110), Wall: event.Duration(38 * time.Second)},
+		"detach": {Name: "detach", Attempted: 1998, Succeeded: 1998, Latency: lat(7, 18.9, 41.8, 89, 150), Wall: event.Duration(45 * time.Second)},
+	}
+}
+
+// syntheticRun writes a three-arch run with every verdict into a temporary
+// directory, the way harness/matrix lays one out.
+func syntheticRun(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "nightly-42")
+	cells := []struct {
+		r        results.Result
+		console  int
+		progress bool
+		regs     string
+	}{
+		{r: results.Result{Arch: "x86_64", Cell: "x86_64-direct-calls-full", Verdict: results.Pass, Accel: "tcg-single", Phases: phases()}, console: 5, progress: true},
+		{r: results.Result{Arch: "x86_64", Cell: "x86_64-lockdep", Verdict: results.Fail, Accel: "tcg-single", Reason: "console: possible deadlock in ftrace_modify_all_code",
+			Repro: "qemu-system-x86_64 -machine q35 -append 'console=ttyS0 <fth>'",
+			Findings: []results.Finding{{Kind: "lockdep", Title: "possible deadlock in ftrace_modify_all_code", StartLine: 3, EndLine: 6,
+				Report: "[   9.1] WARNING: possible circular locking dependency detected\n[   9.2] Call Trace:\n[   9.3]  ftrace_modify_all_code+0x1a/0x40\n[   9.4]  ftrace_run_update_code+0x20/0x80",
+				Stack:  []string{"ftrace_modify_all_code", "ftrace_run_update_code"}}}}, console: 8},
+		{r: results.Result{Arch: "x86_64", Cell: "x86_64-kasan", Verdict: results.Error, Accel: "tcg-single", Reason: "deadline 45m0s passed before the agent finished"}, console: 100},
+		{r: results.Result{Arch: "arm64", Cell: "arm64-call-ops-full", Verdict: results.Pass, Accel: "tcg-single", Phases: phases()}, console: 5},
+		{r: results.Result{Arch: "arm64", Cell: "arm64-no-call-ops-full", Verdict: results.Fail, Accel: "tcg-single", Reason: "hang: no output for 2m0s", Registers: "registers.txt",
+			Findings: []results.Finding{{Kind: "hang", Title: "hang: no output for 2m0s"}}}, console: 60, regs: "CPU#0\nPC=ffff800080012340 X00=0000000000000000\nCPU#1\nPC=ffff800080012344 X00=0000000000000001\n"},
+		{r: results.Result{Arch: "riscv64", Cell: "riscv64-call-ops-full", Verdict: results.Skip, Reason: "riscv64 cannot select DYNAMIC_FTRACE_WITH_CALL_OPS: CALL_OPS hangs direct calls there"}},
+	}
+	var sum results.Summary
+	sum.RunID, sum.At = "nightly-42", t0.Add(3*time.Hour)
+	for i, c := range cells {
+		c.r.RunID, c.r.Scenario, c.r.StartedAt = "nightly-42", "attach-storm", t0.Add(time.Duration(i)*time.Minute)
+		c.r.Timings.TotalSeconds = 60 + float64(i)
+		cellDir := filepath.Join(dir, c.r.Cell)
+		w, err := results.NewCellWriter(cellDir, c.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Update(func(r *results.Result) { r.Verdict = c.r.Verdict }); err != nil {
+			t.Fatal(err)
+		}
+		if c.console > 0 {
+			var b strings.Builder
+			for n := 1; n <= c.console; n++ {
+				fmt.Fprintf(&b, "[%4d.000000] console line %d of %s\n", n, n, c.r.Cell)
+			}
+			write(t, filepath.Join(cellDir, ConsoleLog), b.String())
+		}
+		if c.progress {
+			var b strings.Builder
+			for n, ph := range []string{"load", "attach", "detach"} {
+				for done := 500; done <= 2000; done += 500 {
+					ev := event.Event{Time: t0.Add(time.Duration(n*40+done/50) * time.Second), Kind: event.KindProgress, Progress: &event.Progress{Phase: ph, Done: done, Total: 2000}}
+					line, _ := json.Marshal(ev)
+					b.Write(append(line, '\n'))
+				}
+			}
+			b.WriteString(`{"time":"2026-11-21T07:0`) // a harness killed mid-line
+			write(t, filepath.Join(cellDir, EventsFile), b.String())
+		}
+		if c.regs != "" {
+			write(t, filepath.Join(cellDir, RegisterFile), c.regs)
+		}
+		sum.Cells = append(sum.Cells, results.Summarize(c.r, cellDir))
+	}
+	if err := results.WriteSummary(dir, sum); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyRun copies a testdata run so Write does not touch the repository.
+func copyRun(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func TestLoad(t *testing.T) {
+	tests := []struct {
+		dir                 string
+		id                  string
+		cells, progress     int
+		files               []string
+		verdict             results.Verdict
+		variant, firstTitle string
+	}{
+		{dir: realFail, id: "tcg-multi-1", cells: 1, progress: 120, files: []string{ConsoleLog, EventsFile, ResultFile}, verdict: results.Fail, variant: "direct-calls-full", firstTitle: "Oops: int3 in __do_sys_newuname"},
+		{dir: realPass, id: "tcg-single-1", cells: 1, progress: 80, files: []string{ConsoleLog, EventsFile, ResultFile}, verdict: results.Pass, variant: "direct-calls-full"},
+		{dir: realHang, id: "r", cells: 1, files: []string{ConsoleLog, EventsFile, ResultFile, RegisterFile}, verdict: results.Fail, variant: "direct-calls-full", firstTitle: "hang: no output for 15s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			run, err := Load(context.Background(), tt.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := run.Cells[0]
+			if run.ID != tt.id || len(run.Cells) != tt.cells || len(c.Progress) != tt.progress || c.Result.Verdict != tt.verdict || c.Variant != tt.variant || c.Result.Title() != tt.firstTitle || strings.Join(c.Files, ",") != strings.Join(tt.files, ",") {
+				t.Errorf("run %s: id %q, %d cells, %d progress, verdict %s, variant %q, title %q, files %v", tt.dir, run.ID, len(run.Cells), len(c.Progress), c.Result.Verdict, c.Variant, c.Result.Title(), c.Files)
+			}
+		})
+	}
+}
+
+func TestLoadOrderAndBadEvents(t *testing.T) {
+	run, err := Load(context.Background(), syntheticRun(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range run.Cells {
+		names = append(names, c.Dir)
+	}
+	want := "x86_64-direct-calls-full x86_64-lockdep x86_64-kasan arm64-call-ops-full arm64-no-call-ops-full riscv64-call-ops-full"
+	if strings.Join(names, " ") != want {
+		t.Errorf("cells in %v, want summary.json's order %s", names, want)
+	}
+	if got := strings.Join(run.Arches(), " "); got != "x86_64 arm64 riscv64" {
+		t.Errorf("arches %s", got)
+	}
+	if c := run.Cells[0]; len(c.Progress) != 12 || c.BadEvents != 1 {
+		t.Errorf("progress %d, bad lines %d; want 12 and the half line", len(c.Progress), c.BadEvents)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	corrupt := copyRun(t, realPass)
+	write(t, filepath.Join(corrupt, "x86_64-direct-calls-full", ResultFile), "{not json")
+	tests := []struct {
+		name, dir string
+		is        error
+		mentions  string
+	}{
+		{"missing directory", filepath.Join(t.TempDir(), "nope"), os.ErrNotExist, "out/runs/<run-id>"},
+		{"parent of runs", "testdata", ErrNoCells, "testdata"},
+		{"corrupt result.json", corrupt, nil, "result.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(context.Background(), tt.dir)
+			if err == nil || (tt.is != nil && !errors.Is(err, tt.is)) || !strings.Contains(err.Error(), tt.mentions) {
+				t.Errorf("Load(%s) = %v; want an error wrapping %v and naming %q", tt.dir, err, tt.is, tt.mentions)
+			}
+		})
+	}
+}
+
+// skeleton reduces an HTML page to its structure, one line per element (tag,
+// id, class, link target, label) and per run of text, indented by depth.
+// Plots are one line each and style sheets none, so the golden file pins
+// down the page, not gonum's drawing or the CSS.
+func skeleton(t *testing.T, page []byte) string {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(page))
+	d.Strict, d.AutoClose, d.Entity = false, xml.HTMLAutoClose, xml.HTMLEntity
+	var out strings.Builder
+	depth, hidden := 0, 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("page does not parse: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			depth++
+			if hidden > 0 {
+				hidden++
+				continue
+			}
+			out.WriteString(strings.Repeat("  ", depth-1) + tok.Name.Local)
+			for _, a := range tok.Attr {
+				switch a.Name.Local {
+				case "id":
+					out.WriteString("#" + a.Value)
+				case "class":
+					out.WriteString("." + strings.ReplaceAll(a.Value, " ", "."))
+				case "href", "aria-label":
+					out.WriteString(fmt.Sprintf(" %s=%q", a.Name.Local, a.Value))
+				}
+			}
+			out.WriteString("\n")
+			if tok.Name.Local == "svg" || tok.Name.Local == "style" {
+				hidden = 1
+			}
+		case xml.EndElement:
+			depth--
+			if hidden > 0 {
+				hidden--
+			}
+		case xml.CharData:
+			if hidden > 0 {
+				continue
+			}
+			if s := strings.Join(strings.Fields(string(tok)), " "); s != "" {
+				if r := []rune(s); len(r) > 70 {
+					s = string(r[:70]) + "…"
+				}
+				out.WriteString(strings.Repeat("  ", depth) + strconvQuote(s) + "\n")
+			}
+		}
+	}
+	return out.String()
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+func TestRenderStructureGolden(t *testing.T) {
+	dir := syntheticRun(t)
+	run, err := Load(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Render(context.Background(), &b, run, Options{ExcerptLines: 12}); err != nil {
+		t.Fatal(err)
+	}
+	// The page shows the run directory as given, a temporary one here.
+	got := skeleton(t, bytes.ReplaceAll(b.Bytes(), []byte(dir), []byte("out/runs/nightly-42")))
+	golden := filepath.Join("testdata", "synthetic.golden")
+	if *update {
+		write(t, golden, got)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("page structure differs from %s (go test -update if intended):\n%s", golden, got)
+	}
+}
+
+// The heatmap colours each slot by its cell's verdict, and every link on
+// the page leads somewhere that exists: an anchor on the page or a file in
+// the run directory. Nothing is fetched from elsewhere.
+func TestRenderLinksAndHeatmap(t *testing.T) {
+	dir := syntheticRun(t)
+	_, w, err := Write(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(w.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := skeleton(t, page)
+	for _, want := range []string{
+		"td.verdict-pass\n", "td.verdict-fail\n", "td.verdict-error\n", "td.verdict-skip\n", "td.verdict-none\n            \"not run\"\n",
+		`svg.plot aria-label="attach latency percentiles (p50, p90, p99) of every cell"`,
+		`svg.plot aria-label="x86_64-direct-calls-full: operations completed over time per phase"`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	d := xml.NewDecoder(bytes.NewReader(page))
+	d.Strict, d.AutoClose, d.Entity = false, xml.HTMLAutoClose, xml.HTMLEntity
+	ids := map[string]bool{}
+	var hrefs []string
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			if se.Name.Local == "script" || se.Name.Local == "link" || se.Name.Local == "img" {
+				t.Errorf("page has a <%s>: it must be self-contained", se.Name.Local)
+			}
+			for _, a := range se.Attr {
+				switch a.Name.Local {
+				case "id":
+					ids[a.Value] = true
+				case "href", "src":
+					hrefs = append(hrefs, a.Value)
+				}
+			}
+		}
+	}
+	for _, h := range hrefs {
+		switch {
+		case strings.Contains(h, "://"):
+			t.Errorf("external reference %q", h)
+		case strings.HasPrefix(h, "#"):
+			if !ids[h[1:]] {
+				t.Errorf("link %q has no target on the page", h)
+			}
+		default:
+			if _, err := os.Stat(filepath.Join(dir, h)); err != nil {
+				t.Errorf("link %q: %v", h, err)
+			}
+		}
+	}
+	if len(hrefs) < 10 {
+		t.Errorf("only %d links", len(hrefs))
+	}
+}
+
+// Write leaves junit.xml and a summary.json rebuilt from the cells, whatever
+// state the old summary was in.
+func TestWriteRefreshesSummaryAndJUnit(t *testing.T) {
+	dir := copyRun(t, realFail)
+	if err := os.Remove(filepath.Join(dir, SummaryFile)); err != nil {
+		t.Fatal(err)
+	}
+	run, w, err := Write(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(w.Summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum results.Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.RunID != "tcg-multi-1" || len(sum.Cells) != 1 || sum.Cells[0].Verdict != results.Fail || sum.Cells[0].AttachMedianMS != 39.68 || sum.Schema != results.SchemaVersion {
+		t.Errorf("summary = %+v", sum)
+	}
+	if sum.At.IsZero() || !sum.At.Equal(run.Cells[0].Result.StartedAt) {
+		t.Errorf("summary time %v, want the first cell's start %v", sum.At, run.Cells[0].Result.StartedAt)
+	}
+	j, err := os.ReadFile(w.JUnit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<testcase classname="x86_64" name="x86_64-direct-calls-full" time="196.`, `<failure message="Oops: int3 in __do_sys_newuname" type="oops"><![CDATA[[  192.569781] Oops: int3: 0000 [#1] SMP`} {
+		if !bytes.Contains(j, []byte(want)) {
+			t.Errorf("junit.xml lacks %q", want)
+		}
+	}
+}
+
+func TestWriteMarkdown(t *testing.T) {
+	run, err := Load(context.Background(), syntheticRun(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Cells[1].Result.Findings[0].Title = "a | b"
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, run); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"### fth run `nightly-42`: 2 fail, 1 error, 2 pass, 1 skip\n\n| cell | verdict |",
+		"| x86_64-direct-calls-full | ✅ pass | 1998 | 16.4 / 63.4 | 18.9 | 60 s |  |\n",
+		"| x86_64-lockdep | ❌ fail | 0 | 0.0 / 0.0 | 0.0 | 61 s | a \\| b |\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// With the vmlinux that printed the real oops, the page shows its stack with
+// file:line and inlined frames, and where each vCPU of the real hang was.
+// That kernel is built by make test (e2e) or fth build; before, this skips.
+func TestRenderSymbolizedWithRealVmlinux_SkipsUntilKernelBuilt(t *testing.T) {
+	run, err := Load(context.Background(), realFail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmlinux := run.Cells[0].Result.Kernel.Vmlinux
+	if _, err := os.Stat(vmlinux); err != nil {
+		t.Skipf("%s (named by %s's result.json) is not on this machine: the e2e tests or bin/fth build --arch x86_64 build it", vmlinux, realFail)
+	}
+	for _, tt := range []struct {
+		dir  string
+		want []string
+	}{
+		{realFail, []string{"do_syscall_x64 arch/x86/entry/syscall_64.c:64 [inline]\ndo_syscall_64&#43;0x68/0x320 arch/x86/entry/syscall_64.c:87\n", "up_read&#43;0x1/0xc0 kernel/locking/rwsem.c:1675"}},
+		{realHang, []string{"CPU#0 RIP=ffffffff8145b513: ", "arch/x86/kernel/process.c:"}},
+	} {
+		run, err := Load(context.Background(), tt.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := Render(context.Background(), &b, run, Options{AutoVmlinux: true}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: page lacks %q", tt.dir, w)
+			}
+		}
+		if strings.Contains(b.String(), "stacks not symbolized") {
+			t.Errorf("%s: page says stacks were not symbolized", tt.dir)
+		}
+	}
+}
+
+func TestRenderVmlinuxErrors(t *testing.T) {
+	run, err := Load(context.Background(), realFail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "vmlinux")
+	if err := Render(context.Background(), io.Discard, run, Options{Vmlinux: missing}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("explicit missing vmlinux: err = %v, want one naming it", err)
+	}
+	run.Cells[0].Result.Kernel.Vmlinux = missing
+	var b bytes.Buffer
+	if err := Render(context.Background(), &b, run, Options{AutoVmlinux: true}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "stacks not symbolized: " + missing + " is not on this machine (pass --vmlinux)"; !strings.Contains(b.String(), want) {
+		t.Errorf("page lacks %q", want)
+	}
+}

@@ -1,0 +1,270 @@
+// Package report turns a run directory (out/runs/<run-id>/) into what people
+// and CI read: report.html, a self-contained page (inline SVG plots, inline
+// CSS, no scripts) with a verdict heatmap of arch × variant, every cell's
+// findings, stacks and log excerpts, and its latency plots; junit.xml for CI
+// test views; and a refreshed summary.json.
+//
+// Everything comes from the files the harness leaves in each cell directory
+// (result.json, events.jsonl, console.log, registers.txt), so a report can be
+// made long after the run, on another machine, from a CI artifact.
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// Files a cell directory may hold, in the order a report links them.
+const (
+	ConsoleLog   = "console.log"
+	EventsFile   = "events.jsonl"
+	ResultFile   = "result.json"
+	RegisterFile = "registers.txt"
+)
+
+// cellFiles is the immutable list of files linked from a cell.
+var cellFiles = [...]string{ConsoleLog, EventsFile, ResultFile, RegisterFile}
+
+// ErrNoCells means a directory holds no <cell>/result.json.
+var ErrNoCells = errors.New("no cells: a run directory holds <cell>/result.json for each cell (pass out/runs/<run-id>, not out/runs)")
+
+// Run is a run directory as read from disk.
+type Run struct {
+	// Dir is the run directory as given.
+	Dir string
+	// ID is the run id: summary.json's, else the cells', else Dir's name.
+	ID string
+	// At is when the run was summarised (summary.json), else when its first
+	// cell started.
+	At time.Time
+	// Cells are the cell directories, in the order the run made them.
+	Cells []Cell
+}
+
+// Cell is one cell directory.
+type Cell struct {
+	// Dir is the cell directory relative to the run directory, which is
+	// also how the report links its files.
+	Dir string
+	// Result is the cell's result.json.
+	Result results.Result
+	// Variant is the cell name without its "<arch>-" prefix.
+	Variant string
+	// Files lists which of the known cell files exist.
+	Files []string
+	// Progress holds the agent's progress events, in order.
+	Progress []event.Progress
+	// ProgressAt holds each progress event's time.
+	ProgressAt []time.Time
+	// BadEvents counts lines of events.jsonl that did not parse: a harness
+	// killed mid-write leaves half a line.
+	BadEvents int
+}
+
+// Load reads every cell of the run directory dir. Cells come in
+// summary.json's order, then any it does not list by name.
+func Load(ctx context.Context, dir string) (*Run, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read run directory: %w (pass out/runs/<run-id>)", err)
+	}
+	run := &Run{Dir: dir}
+	var sum results.Summary
+	if b, err := os.ReadFile(filepath.Join(dir, "summary.json")); err == nil {
+		if err := json.Unmarshal(b, &sum); err != nil {
+			return nil, fmt.Errorf("%s: %w (delete it and run fth report again to rebuild it from the cells)", filepath.Join(dir, "summary.json"), err)
+		}
+		run.ID, run.At = sum.RunID, sum.At
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), ResultFile)); err == nil {
+			names = append(names, e.Name())
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s: %w", dir, ErrNoCells)
+	}
+	order := map[string]int{}
+	for i, c := range sum.Cells {
+		order[filepath.Base(c.Dir)] = i + 1
+		if _, ok := order[c.Cell]; !ok {
+			order[c.Cell] = i + 1
+		}
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		oi, oj := order[names[i]], order[names[j]]
+		if (oi == 0) != (oj == 0) {
+			return oi != 0
+		}
+		if oi != oj {
+			return oi < oj
+		}
+		return names[i] < names[j]
+	})
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("load %s: %w", dir, err)
+		}
+		c, err := loadCell(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		run.Cells = append(run.Cells, c)
+	}
+	if run.ID == "" {
+		run.ID = run.Cells[0].Result.RunID
+	}
+	if run.ID == "" {
+		run.ID = filepath.Base(filepath.Clean(dir))
+	}
+	if run.At.IsZero() {
+		for _, c := range run.Cells {
+			if t := c.Result.StartedAt; !t.IsZero() && (run.At.IsZero() || t.Before(run.At)) {
+				run.At = t
+			}
+		}
+	}
+	return run, nil
+}
+
+func loadCell(runDir, name string) (Cell, error) {
+	dir := filepath.Join(runDir, name)
+	r, err := results.ReadResult(filepath.Join(dir, ResultFile))
+	if err != nil {
+		return Cell{}, fmt.Errorf("cell %s: %w", name, err)
+	}
+	if r.Cell == "" {
+		r.Cell = name
+	}
+	c := Cell{Dir: name, Result: r, Variant: variantOf(r.Cell, r.Arch)}
+	for _, f := range cellFiles {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			c.Files = append(c.Files, f)
+		}
+	}
+	if err := c.readEvents(filepath.Join(dir, EventsFile)); err != nil {
+		return Cell{}, fmt.Errorf("cell %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// variantOf strips the arch from a cell name ("x86_64-lockdep" → "lockdep").
+func variantOf(cell, arch string) string {
+	if v, ok := strings.CutPrefix(cell, arch+"-"); ok && arch != "" && v != "" {
+		return v
+	}
+	return cell
+}
+
+func (c *Cell) readEvents(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var ev event.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			c.BadEvents++
+			continue
+		}
+		if ev.Kind == event.KindProgress && ev.Progress != nil {
+			c.Progress = append(c.Progress, *ev.Progress)
+			c.ProgressAt = append(c.ProgressAt, ev.Time)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// Results returns the cells' results in order.
+func (r *Run) Results() []results.Result {
+	out := make([]results.Result, len(r.Cells))
+	for i, c := range r.Cells {
+		out[i] = c.Result
+	}
+	return out
+}
+
+// Summary rebuilds the run's summary from its cells.
+func (r *Run) Summary() results.Summary {
+	s := results.Summary{Schema: results.SchemaVersion, RunID: r.ID, At: r.At}
+	for _, c := range r.Cells {
+		s.Cells = append(s.Cells, results.Summarize(c.Result, filepath.Join(r.Dir, c.Dir)))
+	}
+	return s
+}
+
+// Arches and Variants return the heatmap's axes, in order of first appearance
+// (the matrix runs arch-major, so this is the order it ran them in).
+func (r *Run) Arches() []string {
+	var out []string
+	for _, c := range r.Cells {
+		if !slices.Contains(out, c.Result.Arch) {
+			out = append(out, c.Result.Arch)
+		}
+	}
+	return out
+}
+
+// Variants: see Arches.
+func (r *Run) Variants() []string {
+	var out []string
+	for _, c := range r.Cells {
+		if !slices.Contains(out, c.Variant) {
+			out = append(out, c.Variant)
+		}
+	}
+	return out
+}
+
+// readLines returns lines [from, to] (1-based, inclusive) of a file, and how
+// many lines it has. Negative numbers count from the end: -1 is the last.
+func readLines(path string, from, to int) ([]string, int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	n := len(lines)
+	if from < 0 {
+		from = n + 1 + from
+	}
+	if to < 0 {
+		to = n + 1 + to
+	}
+	from, to = max(from, 1), min(to, n)
+	if from > to {
+		return nil, n, nil
+	}
+	return lines[from-1 : to], n, nil
+}

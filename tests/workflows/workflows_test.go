@@ -1,0 +1,214 @@
+// Package workflows checks the GitHub Actions workflows against the code
+// they drive: CI must run the README's two commands on Debian 12, and the
+// nightly matrix must cover every architecture harness/arch knows and only
+// variants fth matrix accepts. (.github/workflows cannot hold the test
+// itself: a Go package directory cannot start with a dot.)
+package workflows
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/matrix"
+)
+
+// root is the repository root, relative to this package.
+const root = "../.."
+
+type workflow struct {
+	// On is kept as a node: "on:" may be a string, a list or a mapping.
+	On   yaml.Node      `yaml:"on"`
+	Jobs map[string]job `yaml:"jobs"`
+}
+
+type job struct {
+	// Container is "image" or {image: ...}.
+	Container yaml.Node `yaml:"container"`
+	Strategy  struct {
+		Matrix map[string]yaml.Node `yaml:"matrix"`
+	} `yaml:"strategy"`
+	Env   map[string]string `yaml:"env"`
+	Steps []step            `yaml:"steps"`
+}
+
+type step struct {
+	Name string            `yaml:"name"`
+	Uses string            `yaml:"uses"`
+	Run  string            `yaml:"run"`
+	If   string            `yaml:"if"`
+	With map[string]string `yaml:"with"`
+}
+
+func load(t *testing.T, name string) workflow {
+	t.Helper()
+	path := filepath.Join(root, ".github", "workflows", name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w workflow
+	if err := yaml.Unmarshal(b, &w); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(w.Jobs) == 0 {
+		t.Fatalf("%s has no jobs", path)
+	}
+	return w
+}
+
+func (j job) image() string {
+	if j.Container.Kind == yaml.ScalarNode {
+		return j.Container.Value
+	}
+	var c struct {
+		Image string `yaml:"image"`
+	}
+	_ = j.Container.Decode(&c)
+	return c.Image
+}
+
+// runs reports whether any step's shell runs cmd as a command of its own
+// (so "make test" is not matched by "make test-unit").
+func (j job) runs(cmd string) bool {
+	re := regexp.MustCompile(`(?m)(^|[;&|]\s*|\s)` + regexp.QuoteMeta(cmd) + `($|[\s;&|])`)
+	return slices.ContainsFunc(j.Steps, func(s step) bool { return re.MatchString(s.Run) })
+}
+
+func (j job) step(pred func(step) bool) (step, bool) {
+	i := slices.IndexFunc(j.Steps, pred)
+	if i < 0 {
+		return step{}, false
+	}
+	return j.Steps[i], true
+}
+
+func matrixList(t *testing.T, j job, key string) []string {
+	t.Helper()
+	n, ok := j.Strategy.Matrix[key]
+	if !ok {
+		return nil
+	}
+	var out []string
+	if err := n.Decode(&out); err != nil {
+		t.Fatalf("matrix.%s: want a list of names: %v", key, err)
+	}
+	return out
+}
+
+func TestCIRunsTheReadmeCommandsOnDebian12(t *testing.T) {
+	w := load(t, "ci.yml")
+	tests := []struct {
+		what string
+		ok   func(job) bool
+	}{
+		{"runs in a debian:bookworm container", func(j job) bool { return j.image() == "debian:bookworm" }},
+		{"runs make deps", func(j job) bool { return j.runs("make deps") }},
+		{"runs make test", func(j job) bool { return j.runs("make test") }},
+	}
+	for _, tt := range tests {
+		found := false
+		for _, j := range w.Jobs {
+			if j.image() == "debian:bookworm" && tt.ok(j) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("ci.yml: no Debian 12 job that %s", tt.what)
+		}
+	}
+}
+
+func TestNightlyCoversEveryArchAndValidVariants(t *testing.T) {
+	w := load(t, "nightly.yml")
+	if !strings.Contains(nodeText(w.On), "schedule") || !strings.Contains(nodeText(w.On), "cron") {
+		t.Error("nightly.yml has no schedule with a cron line")
+	}
+	var cells *job
+	for name, j := range w.Jobs {
+		if _, ok := j.Strategy.Matrix["arch"]; ok {
+			if cells != nil {
+				t.Fatalf("two jobs have an arch matrix, %s and another", name)
+			}
+			j := j
+			cells = &j
+		}
+	}
+	if cells == nil {
+		t.Fatal("nightly.yml: no job with strategy.matrix.arch")
+	}
+	arches := matrixList(t, *cells, "arch")
+	for _, a := range arch.Names() {
+		if !slices.Contains(arches, string(a)) {
+			t.Errorf("nightly matrix lacks arch %s (harness/arch has it)", a)
+		}
+	}
+	if _, err := matrix.ParseArches(arches); err != nil {
+		t.Errorf("nightly matrix arch list: %v", err)
+	}
+	// Variants must be ones fth matrix accepts with the file the job passes.
+	spec, err := matrix.LoadFile(filepath.Join(root, "tests", "matrix", "nightly.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants := matrixList(t, *cells, "variant")
+	if len(variants) == 0 {
+		t.Error("nightly matrix has no variant list")
+	}
+	for _, v := range variants {
+		if _, err := matrix.ParseVariants([]string{v}, spec.Custom); err != nil {
+			t.Errorf("nightly matrix variant %q: %v", v, err)
+		}
+	}
+
+	if img := cells.image(); img != "debian:bookworm" {
+		t.Errorf("cell job runs in %q, want debian:bookworm (make deps is written for it)", img)
+	}
+	for _, cmd := range []string{"make deps", "make fth"} {
+		if !cells.runs(cmd) {
+			t.Errorf("cell job does not run %s", cmd)
+		}
+	}
+	checks := []struct {
+		what string
+		ok   func(step) bool
+	}{
+		{"runs fth matrix with the job's arch and variant", func(s step) bool {
+			return strings.Contains(s.Run, "fth matrix") && strings.Contains(s.Run, `--arches "${{ matrix.arch }}"`) && strings.Contains(s.Run, `--variants "${{ matrix.variant }}"`) && strings.Contains(s.Run, "--file tests/matrix/nightly.yaml")
+		}},
+		{"caches /var/cache/fth kernels and ccache", func(s step) bool {
+			p := s.With["path"]
+			return strings.HasPrefix(s.Uses, "actions/cache@") && strings.Contains(p, "/var/cache/fth/kernels") && strings.Contains(p, "/var/cache/fth/ccache")
+		}},
+		{"uploads out/runs even when the cell failed", func(s step) bool {
+			return strings.HasPrefix(s.Uses, "actions/upload-artifact@") && s.With["path"] == "out/runs" && s.If == "always()"
+		}},
+		{"writes the summary table to $GITHUB_STEP_SUMMARY even when the cell failed", func(s step) bool {
+			return strings.Contains(s.Run, "fth report") && strings.Contains(s.Run, `--markdown "$GITHUB_STEP_SUMMARY"`) && s.If == "always()"
+		}},
+	}
+	for _, c := range checks {
+		if _, ok := cells.step(c.ok); !ok {
+			t.Errorf("cell job has no step that %s", c.what)
+		}
+	}
+	// The matrix step must come before the report and the upload.
+	idx := func(pred func(step) bool) int { return slices.IndexFunc(cells.Steps, pred) }
+	if m, r := idx(checks[0].ok), idx(checks[3].ok); m < 0 || r < m {
+		t.Errorf("fth matrix (step %d) must run before fth report (step %d)", m, r)
+	}
+}
+
+func nodeText(n yaml.Node) string {
+	b, err := yaml.Marshal(&n)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
