@@ -60,7 +60,15 @@ const (
 	outHang
 	outDeadline
 	outInterrupted
+	// outDead: the console showed a kernel panic and QEMU did not exit on its
+	// own (a panic that cannot reboot, as riscv64 under QEMU 7.2 can't).
+	outDead
 )
+
+// panicGrace is how long a panicked guest gets to make QEMU exit (panic=-1
+// plus -no-reboot) before the harness stops waiting: the report is complete
+// by then, and the silence watchdog would waste minutes.
+const panicGrace = 15 * time.Second
 
 type lineMsg struct {
 	agent bool
@@ -106,9 +114,15 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	go readLines(vm.Agent(), true, lines, readersDone)
 
 	det := console.NewDetector()
+	var dead <-chan time.Time
 	addFindings := func(fs []console.Finding) {
 		if len(fs) == 0 {
 			return
+		}
+		for _, f := range fs {
+			if f.Kind == console.KindPanic && dead == nil {
+				dead = time.After(panicGrace)
+			}
 		}
 		_ = w.Update(func(r *results.Result) {
 			for _, f := range fs {
@@ -199,6 +213,10 @@ loop:
 				break loop
 			case <-time.After(2 * time.Second):
 			}
+		case <-dead:
+			log.Warn("the guest panicked and QEMU did not exit", "grace", panicGrace)
+			res = outDead
+			break loop
 		case <-pauseAt:
 			log.Info("pausing the VM over QMP (hang injection)")
 			if err := vm.Pause(ctx); err != nil {
@@ -219,7 +237,7 @@ loop:
 	}
 
 	switch res {
-	case outHang, outDeadline:
+	case outHang, outDeadline, outDead:
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		dump := vm.Diagnose(dctx)
 		cancel()

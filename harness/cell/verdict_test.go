@@ -24,6 +24,7 @@ func TestVerdict(t *testing.T) {
 		{"finding beats agent ok", results.Result{AgentOK: &yes, Findings: oops}, outDone, true, results.Fail, "Oops: int3"},
 		{"crash ends the guest", results.Result{Findings: oops}, outExited, false, results.Fail, "Oops: int3"},
 		{"hang", results.Result{}, outHang, false, results.Fail, "hang: no output for 1m0s"},
+		{"panicked, QEMU stayed up", results.Result{Findings: oops}, outDead, false, results.Fail, "Oops: int3"},
 		{"silent death is an error", results.Result{}, outExited, false, results.Error, "stopped before the agent reported done"},
 		{"deadline", results.Result{}, outDeadline, false, results.Error, "deadline"},
 		{"interrupted", results.Result{}, outInterrupted, false, results.Error, "interrupted"},
