@@ -32,6 +32,23 @@ const (
 	KindLog Kind = "log"
 	// KindDone is the last event: the agent's own view of the run.
 	KindDone Kind = "done"
+	// KindTransition summarises one kind of state transition of the churn
+	// scenario (attach a second fexit, function tracer on, kprobe off, ...):
+	// counts, errnos and latency, in the same shape as a Phase.
+	KindTransition Kind = "transition"
+	// KindOracle reports an oracle's check: every failure, and a summary
+	// per oracle at the end of the run.
+	KindOracle Kind = "oracle"
+	// KindPreempt reports the preemption models the kernel offers and
+	// accepts at run time, and how often the agent switched among them.
+	KindPreempt Kind = "preempt"
+	// KindHotSet names the functions the churn scenario drives through its
+	// states, and the one the exact-count oracle counts calls of.
+	KindHotSet Kind = "hotset"
+	// KindFeature reports, once, whether an optional kernel facility the
+	// agent probed works (BPF_LINK_UPDATE on tracing links, tracefs
+	// instances, CPU hotplug), with the errno when it does not.
+	KindFeature Kind = "feature"
 )
 
 // Event is one line on the agent channel.
@@ -47,6 +64,14 @@ type Event struct {
 	Liveness  *Liveness  `json:"liveness,omitempty"`
 	Log       string     `json:"log,omitempty"`
 	Done      *Done      `json:"done,omitempty"`
+
+	// Transition reuses Phase: a transition summary has exactly a phase's
+	// counts, errnos and latency, so readers can render both alike.
+	Transition *Phase   `json:"transition,omitempty"`
+	Oracle     *Oracle  `json:"oracle,omitempty"`
+	Preempt    *Preempt `json:"preempt,omitempty"`
+	HotSet     *HotSet  `json:"hotset,omitempty"`
+	Feature    *Feature `json:"feature,omitempty"`
 }
 
 // Hello describes the guest as the agent found it.
@@ -131,6 +156,66 @@ type StalledThread struct {
 type Done struct {
 	OK     bool   `json:"ok"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// Oracle is the result of an oracle check. Expected and Got are counts for
+// the exact-count oracle and addresses for the func-ip oracle (Msg repeats
+// addresses in hex, which is how a reader compares them with kallsyms).
+type Oracle struct {
+	// Name is the oracle: "func-ip", "func-ip-calibration" or "exact-count".
+	Name string `json:"name"`
+	// Function is the kernel function checked; empty in a summary.
+	Function string `json:"function,omitempty"`
+	Expected uint64 `json:"expected,omitempty"`
+	Got      uint64 `json:"got,omitempty"`
+	OK       bool   `json:"ok"`
+	// Delta is what the calibration measured: bpf_get_func_ip minus the
+	// kallsyms address, in bytes.
+	Delta int64 `json:"delta,omitempty"`
+	// Checks and Failures count the checks in a summary.
+	Checks   int `json:"checks,omitempty"`
+	Failures int `json:"failures,omitempty"`
+	// Skipped says why the oracle could not run at all.
+	Skipped string `json:"skipped,omitempty"`
+	Msg     string `json:"msg,omitempty"`
+}
+
+// Preempt describes run-time preemption-model switching through
+// /sys/kernel/debug/sched/preempt.
+type Preempt struct {
+	// Offered are the models the file lists; Initial is the one selected
+	// when the agent started.
+	Offered []string `json:"offered"`
+	Initial string   `json:"initial,omitempty"`
+	// Accepted are the models a write was accepted for; Rejected maps each
+	// refused model to the errno of the refusal.
+	Accepted []string          `json:"accepted"`
+	Rejected map[string]string `json:"rejected,omitempty"`
+	// Switches counts successful switches during the run; Errnos counts
+	// failed ones by errno.
+	Switches int            `json:"switches"`
+	Errnos   map[string]int `json:"errnos,omitempty"`
+	// Skipped says why there was no switching (no such file, disabled).
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// HotSet is the churn scenario's choice of functions.
+type HotSet struct {
+	// Functions are the hot functions, in the order they were chosen.
+	Functions []string `json:"functions"`
+	// SyscallPath are those of Functions found on the hammer's syscall
+	// paths; the rest are a seeded sample of other candidates.
+	SyscallPath []string `json:"syscall_path,omitempty"`
+	// Exact is the exact-count oracle's function ("" when it cannot run).
+	Exact string `json:"exact,omitempty"`
+}
+
+// Feature is the result of probing one optional kernel facility.
+type Feature struct {
+	Name      string `json:"name"`
+	Supported bool   `json:"supported"`
+	Errno     string `json:"errno,omitempty"`
+	Msg       string `json:"msg,omitempty"`
 }
 
 // Duration is a time.Duration that marshals as fractional milliseconds, which

@@ -33,6 +33,10 @@ type agent struct {
 	ham       *hammer.Hammer
 	hamDone   bool
 	detachedN bool // the detach phase ran with a count, leaving links on purpose
+
+	// churn is the churn scenario's verdict state; nil in the storm
+	// scenario.
+	churn *churnVerdict
 }
 
 // run is the whole agent: it always emits Done (when any channel can be
@@ -123,6 +127,11 @@ func (a *agent) execute(ctx context.Context) error {
 	inv, err := inventory.Take(ctx, spec, inventory.Filter{MaxArgs: a.opts.MaxArgs, Deny: inventory.DefaultDeny}, inventory.DefaultPaths)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
+	}
+	if a.opts.Scenario == options.ScenarioChurn {
+		report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
+		a.churn = &churnVerdict{}
+		return a.executeChurn(ctx, cache, inv)
 	}
 	funcs := selectFuncs(inv.Candidates, a.opts.N, a.opts.Seed)
 	a.selected = len(funcs)
@@ -250,6 +259,9 @@ func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done
 			parts[i] = fmt.Sprintf("tid %d for %v", tid, stalls[tid].Round(time.Millisecond))
 		}
 		reasons = append(reasons, fmt.Sprintf("%d hammer thread(s) stalled beyond %v: %s", len(stalls), a.opts.Stall, strings.Join(parts, ", ")))
+	}
+	if a.churn != nil {
+		reasons = append(reasons, a.churn.reasons()...)
 	}
 	if len(reasons) > 0 {
 		return event.Done{Reason: strings.Join(reasons, "; ")}

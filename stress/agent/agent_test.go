@@ -243,3 +243,94 @@ func TestRunInVM(t *testing.T) {
 		t.Errorf("phases = %v", phases)
 	}
 }
+
+func TestChurnSyscalls(t *testing.T) {
+	with := churnSyscalls(true)
+	if slices.Contains(with, "getppid") || !slices.Contains(with, "getpid") || !slices.Contains(with, "read") {
+		t.Errorf("churnSyscalls(exact) = %v", with)
+	}
+	if !slices.Contains(churnSyscalls(false), "getppid") {
+		t.Error("getppid left out without the exact-count oracle")
+	}
+}
+
+func TestChurnVerdict(t *testing.T) {
+	a := agent{churn: &churnVerdict{}, selected: 0}
+	if d := a.verdict(nil, nil); !d.OK {
+		t.Errorf("clean churn verdict = %+v", d)
+	}
+	for i := range 7 {
+		a.oracleFail(event.Oracle{Name: "exact-count", Function: "__x64_sys_getppid", Expected: 1000, Got: uint64(999 - i)})
+	}
+	a.oracleFail(event.Oracle{Name: "func-ip", Function: "vfs_read", Msg: "fentry: 1 of 9 hits saw bpf_get_func_ip 0x4, want 0x0"})
+	a.churn.other = append(a.churn.other, "churn: no fentry attached in 3 tries")
+	d := a.verdict(nil, nil)
+	for _, want := range []string{
+		"8 oracle failure(s): exact-count __x64_sys_getppid: expected 1000, got 999",
+		"; and 3 more",
+		"; churn: no fentry attached in 3 tries",
+	} {
+		if d.OK || !strings.Contains(d.Reason, want) {
+			t.Errorf("verdict = %+v, want a reason containing %q", d, want)
+		}
+	}
+	if strings.Contains(d.Reason, "vfs_read") {
+		t.Errorf("reason lists more than %d failures: %s", maxReasons, d.Reason)
+	}
+}
+
+// TestRunChurnInVM runs a short churn scenario against the real kernel and
+// checks that it passes and leaves tracefs and the preemption model as it
+// found them. It needs FTH_IN_VM=1 and root.
+func TestRunChurnInVM(t *testing.T) {
+	if os.Getenv("FTH_IN_VM") != "1" {
+		t.Skip("set FTH_IN_VM=1 inside the test VM")
+	}
+	sys := realSystem()
+	before, _ := os.ReadFile(preemptPath)
+	var out bytes.Buffer
+	sys.stdout = &out
+	err := run(context.Background(), []string{"-scenario=churn", "-churn=8s", "-n=0", "-hot=4", "-exactevery=2s",
+		"-preemptevery=1s", "-poweroff=false", "-events=-", "-seed=1"}, sys)
+	evs := events(t, out.Bytes())
+	if err != nil {
+		t.Fatalf("run = %v; events:\n%s", err, out.String())
+	}
+	if last := evs[len(evs)-1]; last.Kind != event.KindDone || !last.Done.OK {
+		t.Errorf("last event = %+v", last)
+	}
+	kinds := map[event.Kind]int{}
+	oracles := map[string]event.Oracle{}
+	for _, e := range evs {
+		kinds[e.Kind]++
+		// Keep the calibration and the end-of-run summaries (the
+		// func-ip summary names no function).
+		if o := e.Oracle; e.Kind == event.KindOracle && (o.Function == "" || o.Name == "func-ip-calibration") {
+			oracles[o.Name] = *o
+		}
+	}
+	for _, k := range []event.Kind{event.KindHotSet, event.KindTransition, event.KindPreempt, event.KindFeature, event.KindOracle} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s event", k)
+		}
+	}
+	if c := oracles["func-ip-calibration"]; !c.OK {
+		t.Errorf("calibration = %+v", c)
+	}
+	if f := oracles["func-ip"]; !f.OK || f.Checks == 0 {
+		t.Errorf("func-ip summary = %+v", f)
+	}
+	for path, want := range map[string]string{
+		"/sys/kernel/tracing/current_tracer":    "nop\n",
+		"/sys/kernel/tracing/kprobe_events":     "",
+		"/sys/kernel/tracing/set_ftrace_filter": "#### all functions enabled ####\n",
+		preemptPath:                             string(before),
+	} {
+		if b, _ := os.ReadFile(path); string(b) != want {
+			t.Errorf("%s = %q after the run, want %q", path, b, want)
+		}
+	}
+	if _, err := os.Stat("/sys/kernel/tracing/instances/" + mixedInstance); err == nil {
+		t.Error("the mixed tracers' instance is still there")
+	}
+}

@@ -282,3 +282,40 @@ func TestInVM(t *testing.T) {
 		t.Errorf("detach = %+v, %v", det, err)
 	}
 }
+
+func TestLinkUpdateAttrLayout(t *testing.T) {
+	var a linkUpdateAttr
+	// Offsets of union bpf_attr.link_update in include/uapi/linux/bpf.h.
+	for name, got := range map[string]uintptr{
+		"link_fd":     unsafe.Offsetof(a.linkFD),
+		"new_prog_fd": unsafe.Offsetof(a.newProgFD),
+		"flags":       unsafe.Offsetof(a.flags),
+		"old_prog_fd": unsafe.Offsetof(a.oldProgFD),
+	} {
+		want := map[string]uintptr{"link_fd": 0, "new_prog_fd": 4, "flags": 8, "old_prog_fd": 12}[name]
+		if got != want {
+			t.Errorf("offset of %s = %d, want %d", name, got, want)
+		}
+	}
+	if unix.BPF_LINK_UPDATE != 29 || unix.BPF_TRACE_FEXIT != 25 {
+		t.Errorf("BPF_LINK_UPDATE, BPF_TRACE_FEXIT = %d, %d", unix.BPF_LINK_UPDATE, unix.BPF_TRACE_FEXIT)
+	}
+}
+
+// TestRawLinkErrnos passes fds that are not BPF objects: the kernel must
+// answer with an errno (EBADF, or EPERM where bpf() is off), never a link.
+func TestRawLinkErrnos(t *testing.T) {
+	if fd, errno := LinkCreate(-1, unix.BPF_TRACE_FEXIT); errno == 0 {
+		unix.Close(fd)
+		t.Error("LinkCreate on fd -1 succeeded")
+	}
+	if errno := LinkUpdate(-1, -1); errno == 0 {
+		t.Error("LinkUpdate on fd -1 succeeded")
+	}
+	if name, ok := ErrnoOf(fmt.Errorf("x: %w", unix.EBADF)); !ok || name != "EBADF" {
+		t.Errorf("ErrnoOf = %q, %v", name, ok)
+	}
+	if Message(errors.New("a\nb")) != "a" {
+		t.Error("Message")
+	}
+}

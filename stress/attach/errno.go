@@ -92,3 +92,13 @@ func message(err error) string {
 	}
 	return msg
 }
+
+// ErrnoOf returns the kernel's name of the errno wrapped in err (see
+// ErrnoName), for callers outside this package that time their own
+// syscalls. ok is false if err carries no errno.
+func ErrnoOf(err error) (name string, ok bool) { return errnoOf(err) }
+
+// Message is the one-line form of err used in Failure events: its first
+// line, plus the first verifier log line when err is a verifier error, at
+// most a few hundred bytes.
+func Message(err error) string { return message(err) }

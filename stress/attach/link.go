@@ -47,3 +47,48 @@ func linkCreate(progFD int) (int, unix.Errno) {
 		return int(fd), 0
 	}
 }
+
+// LinkCreate attaches the tracing program progFD with a raw BPF_LINK_CREATE
+// of attachType (unix.BPF_TRACE_FENTRY, unix.BPF_TRACE_FEXIT), which must be
+// the program's expected attach type: the kernel refuses any other with
+// EINVAL. It returns the link fd or the kernel's errno, for the reason given
+// at linkCreate.
+func LinkCreate(progFD int, attachType uint32) (int, unix.Errno) {
+	attr := linkCreateAttr{
+		progFD:     uint32(progFD),
+		attachType: attachType,
+	}
+	for i := 0; ; i++ {
+		fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+		if errno == unix.EINTR && i < maxEINTR {
+			continue
+		}
+		if errno != 0 {
+			return -1, errno
+		}
+		return int(fd), 0
+	}
+}
+
+// linkUpdateAttr is the link_update member of union bpf_attr.
+type linkUpdateAttr struct {
+	linkFD    uint32
+	newProgFD uint32
+	flags     uint32
+	oldProgFD uint32 // only with BPF_F_REPLACE in flags
+}
+
+// LinkUpdate replaces the program of link linkFD by newProgFD with a raw
+// BPF_LINK_UPDATE and returns the kernel's errno (0 on success). Tracing
+// links have no update_prog operation up to at least Linux 7.3, so there the
+// answer is EINVAL; callers probe once and report that.
+func LinkUpdate(linkFD, newProgFD int) unix.Errno {
+	attr := linkUpdateAttr{linkFD: uint32(linkFD), newProgFD: uint32(newProgFD)}
+	for i := 0; ; i++ {
+		_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_UPDATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+		if errno == unix.EINTR && i < maxEINTR {
+			continue
+		}
+		return errno
+	}
+}

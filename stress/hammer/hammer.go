@@ -49,6 +49,38 @@ type Config struct {
 	// TaskDir holds per-thread directories with a "stack" file
 	// ("/proc/self/task" if empty).
 	TaskDir string
+	// Exclude lists syscalls the threads must not make, so that another
+	// component can be the only caller of one (the exact-count oracle
+	// counts every call of getppid). Only SysGetppid and SysGetrusage can
+	// be left out: the others are the loop's preemption and migration
+	// points. Empty keeps the full loop.
+	Exclude []Syscall
+}
+
+// Syscall names a syscall the hammer makes, as the kernel's SYSCALL_DEFINE
+// does (without the architecture's wrapper prefix).
+type Syscall string
+
+// The syscalls of the hammer loop.
+const (
+	SysGetpid           Syscall = "getpid"
+	SysGetppid          Syscall = "getppid"
+	SysNewuname         Syscall = "newuname"
+	SysClockGettime     Syscall = "clock_gettime"
+	SysGetrusage        Syscall = "getrusage"
+	SysOpenat           Syscall = "openat"
+	SysRead             Syscall = "read"
+	SysClose            Syscall = "close"
+	SysNanosleep        Syscall = "nanosleep"
+	SysSchedYield       Syscall = "sched_yield"
+	SysSchedSetaffinity Syscall = "sched_setaffinity"
+)
+
+// Syscalls lists every syscall the loop makes, for callers that look for
+// the kernel functions the hammer keeps hot.
+var Syscalls = []Syscall{
+	SysGetpid, SysGetppid, SysNewuname, SysClockGettime, SysGetrusage,
+	SysOpenat, SysRead, SysClose, SysNanosleep, SysSchedYield, SysSchedSetaffinity,
 }
 
 // thread is one hammer thread's shared state.
@@ -91,6 +123,11 @@ func Start(ctx context.Context, cfg Config) (*Hammer, error) {
 	}
 	if cfg.Emit == nil {
 		return nil, errors.New("hammer.Start: Emit is required")
+	}
+	for _, s := range cfg.Exclude {
+		if s != SysGetppid && s != SysGetrusage {
+			return nil, fmt.Errorf("hammer.Start: cannot exclude %q (only %s and %s)", s, SysGetppid, SysGetrusage)
+		}
 	}
 	h := newHammer(cfg, time.Now)
 	ctx, h.cancel = context.WithCancel(ctx)
@@ -248,6 +285,11 @@ func (h *Hammer) loop(i int, th *thread) {
 
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), uint64(i)+1))
 	cpus := allowedCPUs()
+	skip := make(map[Syscall]bool, len(h.cfg.Exclude))
+	for _, s := range h.cfg.Exclude {
+		skip[s] = true
+	}
+	noGetppid, noRusage := skip[SysGetppid], skip[SysGetrusage]
 	var (
 		uts unix.Utsname
 		ru  unix.Rusage
@@ -256,12 +298,16 @@ func (h *Hammer) loop(i int, th *thread) {
 	)
 	for it := uint64(1); !h.stop.Load(); it++ {
 		_ = unix.Getpid()
-		_ = unix.Getppid()
+		if !noGetppid {
+			_ = unix.Getppid()
+		}
 		_ = unix.Uname(&uts)
 		// A direct syscall: unix.ClockGettime may be served by the vDSO
 		// without entering the kernel.
 		_, _, _ = unix.Syscall(unix.SYS_CLOCK_GETTIME, uintptr(unix.CLOCK_MONOTONIC), uintptr(unsafe.Pointer(&ts)), 0)
-		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+		if !noRusage {
+			_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+		}
 		switch rng.IntN(3) {
 		case 0:
 			readProcStat(buf)

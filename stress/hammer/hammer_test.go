@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +167,27 @@ func TestAllowedCPUs(t *testing.T) {
 	for i := 1; i < len(cpus); i++ {
 		if cpus[i] <= cpus[i-1] {
 			t.Errorf("not ascending: %v", cpus)
+		}
+	}
+}
+
+func TestStartExclude(t *testing.T) {
+	cfg := Config{Threads: 1, Stall: time.Second, Emit: &report.Memory{}, Exclude: []Syscall{SysSchedYield}}
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "sched_yield") {
+		t.Errorf("Start excluding sched_yield = %v, want an error", err)
+	}
+	cfg.Exclude = []Syscall{SysGetppid, SysGetrusage}
+	h, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if l := h.Stop(); l.Iterations == 0 || len(l.Stalled) != 0 {
+		t.Errorf("hammer without getppid/getrusage: %+v", l)
+	}
+	for _, s := range []Syscall{SysGetppid, SysGetrusage, SysGetpid} {
+		if !slices.Contains(Syscalls, s) {
+			t.Errorf("Syscalls lacks %s", s)
 		}
 	}
 }

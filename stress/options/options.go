@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,18 @@ const (
 	// CrashSysrqC writes 'c' to /proc/sysrq-trigger after the attach phase,
 	// so that the host's crash detection can be tested against a known panic.
 	CrashSysrqC = "sysrq-c"
+)
+
+// Scenarios.
+const (
+	// ScenarioStorm attaches n trampolines, holds them with the hammer
+	// running, and detaches them: the original workload.
+	ScenarioStorm = "storm"
+	// ScenarioChurn drives a small hot set of functions through callsite
+	// states (fentry, several fentry/fexit, function tracer, kprobe) while
+	// other tracers toggle and the preemption model switches, with oracles
+	// checking every hit.
+	ScenarioChurn = "churn"
 )
 
 // MaxArgsLimit is the largest parameter count any kernel accepts for a
@@ -65,6 +78,37 @@ type Options struct {
 	// kernel's limit depends on the architecture and version; 6 is safe
 	// everywhere trampolines exist.
 	MaxArgs int
+
+	// Scenario is ScenarioStorm or ScenarioChurn. The options below apply
+	// to churn only; in churn, N is the count of background trampolines
+	// attached before the churn and detached (per Detach) after it, and
+	// Hold is not used.
+	Scenario string
+	// Hot is how many functions the churn drives through its states.
+	Hot int
+	// Churn is how long the churn runs; 0 means until Cycles.
+	Churn time.Duration
+	// Cycles bounds how many times each hot function goes through the
+	// state sequence; 0 means until Churn elapses.
+	Cycles int
+	// Workers is how many goroutines run transitions concurrently; each
+	// owns a fixed share of the hot set, so each function's sequence
+	// depends on the seed alone.
+	Workers int
+	// ExactCalls is how many calls each exact-count window makes; 0
+	// disables the exact-count oracle.
+	ExactCalls int
+	// ExactEvery is the pause between exact-count windows.
+	ExactEvery time.Duration
+	// PreemptEvery is the pause between preemption-model switches; 0
+	// disables switching.
+	PreemptEvery time.Duration
+	// Mixed runs the mixed-tracers goroutine (function and function_graph
+	// tracers, kprobes and kretprobes toggling) during the churn.
+	Mixed bool
+	// Hotplug is the period of CPU hotplug: one CPU offline for half of
+	// it, back online for the other half; 0 (the default) disables it.
+	Hotplug time.Duration
 }
 
 // Env is what the defaults depend on.
@@ -88,6 +132,15 @@ func Defaults(env Env) Options {
 		Crash:    CrashNone,
 		Poweroff: env.Poweroff,
 		MaxArgs:  6,
+
+		Scenario:     ScenarioStorm,
+		Hot:          16,
+		Churn:        60 * time.Second,
+		Workers:      2,
+		ExactCalls:   1000,
+		ExactEvery:   5 * time.Second,
+		PreemptEvery: 3 * time.Second,
+		Mixed:        true,
 	}
 }
 
@@ -219,6 +272,97 @@ var fields = []field{
 		},
 		get: func(o *Options) string { return strconv.Itoa(o.MaxArgs) },
 	},
+	{
+		name:  "scenario",
+		usage: "`workload`: \"storm\" (attach n, hold, detach) or \"churn\" (drive a hot set through callsite states with oracles)",
+		set: func(o *Options, v string) error {
+			switch v {
+			case ScenarioStorm, ScenarioChurn:
+				o.Scenario = v
+				return nil
+			}
+			return errors.New(`want "storm" or "churn"`)
+		},
+		get: func(o *Options) string { return o.Scenario },
+	},
+	{
+		name:  "hot",
+		usage: "churn: `count` of hot functions driven through the callsite states",
+		set:   func(o *Options, v string) (err error) { o.Hot, err = intRange(v, 1, maxHot); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.Hot) },
+	},
+	{
+		name:  "churn",
+		usage: "churn: `duration` of the churn; 0 runs until cycles",
+		set:   func(o *Options, v string) (err error) { o.Churn, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.Churn.String() },
+	},
+	{
+		name:  "cycles",
+		usage: "churn: state-sequence `count` per hot function; 0 runs until the churn duration elapses",
+		set:   func(o *Options, v string) (err error) { o.Cycles, err = intRange(v, 0, math.MaxInt32); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.Cycles) },
+	},
+	{
+		name:  "workers",
+		usage: "churn: goroutines making transitions concurrently (`count`)",
+		set:   func(o *Options, v string) (err error) { o.Workers, err = intRange(v, 1, maxWorkers); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.Workers) },
+	},
+	{
+		name:  "exactcalls",
+		usage: "churn: calls per exact-count oracle window (`count`); 0 disables the oracle",
+		set:   func(o *Options, v string) (err error) { o.ExactCalls, err = intRange(v, 0, math.MaxInt32); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.ExactCalls) },
+	},
+	{
+		name:  "exactevery",
+		usage: "churn: `duration` between exact-count oracle windows",
+		set:   func(o *Options, v string) (err error) { o.ExactEvery, err = duration(v, true); return err },
+		get:   func(o *Options) string { return o.ExactEvery.String() },
+	},
+	{
+		name:  "preemptevery",
+		usage: "churn: `duration` between preemption-model switches; 0 disables switching",
+		set:   func(o *Options, v string) (err error) { o.PreemptEvery, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.PreemptEvery.String() },
+	},
+	{
+		name:   "mixed",
+		usage:  "churn: toggle function/function_graph tracers and kprobes/kretprobes alongside the churn",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.Mixed = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Mixed) },
+	},
+	{
+		name:  "hotplug",
+		usage: "churn: `period` of CPU hotplug: a CPU goes offline for half of it, online for the other half; 0 disables it",
+		set:   func(o *Options, v string) (err error) { o.Hotplug, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.Hotplug.String() },
+	},
+}
+
+// Bounds of the churn options. maxHot keeps the per-function oracle map and
+// the tracefs filters small; maxWorkers is far beyond what 2 vCPUs use.
+const (
+	maxHot     = 1024
+	maxWorkers = 64
+)
+
+// intRange parses an integer in [lo, hi].
+func intRange(v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("want an integer from %d to %d", lo, hi)
+	}
+	return n, nil
 }
 
 func lookup(name string) (*field, bool) {
@@ -297,6 +441,18 @@ func (o *Options) Validate() error {
 	check(o.Stall <= 0, "stall", "want a duration > 0")
 	check(o.Crash != CrashNone && o.Crash != CrashSysrqC, "crash", `want "none" or "sysrq-c"`)
 	check(o.MaxArgs < 0 || o.MaxArgs > MaxArgsLimit, "maxargs", fmt.Sprintf("want an integer from 0 to %d", MaxArgsLimit))
+	check(o.Scenario != ScenarioStorm && o.Scenario != ScenarioChurn, "scenario", `want "storm" or "churn"`)
+	check(o.Hot < 1 || o.Hot > maxHot, "hot", fmt.Sprintf("want an integer from 1 to %d", maxHot))
+	check(o.Churn < 0, "churn", "want a duration >= 0")
+	check(o.Cycles < 0, "cycles", "want an integer >= 0")
+	check(o.Workers < 1 || o.Workers > maxWorkers, "workers", fmt.Sprintf("want an integer from 1 to %d", maxWorkers))
+	check(o.ExactCalls < 0, "exactcalls", "want an integer >= 0")
+	check(o.ExactEvery <= 0, "exactevery", "want a duration > 0")
+	check(o.PreemptEvery < 0, "preemptevery", "want a duration >= 0")
+	check(o.Hotplug < 0, "hotplug", "want a duration >= 0")
+	// Without either bound the churn would only end on a signal, and the
+	// host would call that a hang.
+	check(o.Scenario == ScenarioChurn && o.Churn == 0 && o.Cycles == 0, "churn", "churn=0 needs cycles > 0")
 	return errors.Join(errs...)
 }
 

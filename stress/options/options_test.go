@@ -44,7 +44,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{N: 2000, Hold: 5 * time.Second, Detach: All, Threads: 8, Stall: 20 * time.Second, Poweroff: true, MaxArgs: 6}
+	want := withChurnDefaults(Options{N: 2000, Hold: 5 * time.Second, Detach: All, Threads: 8, Stall: 20 * time.Second, Poweroff: true, MaxArgs: 6})
 	if o != want {
 		t.Errorf("defaults = %+v, want %+v", o, want)
 	}
@@ -65,7 +65,7 @@ func TestParse(t *testing.T) {
 			name:    "cmdline sets everything",
 			cmdline: "console=ttyS0 fth.n=all fth.seed=-7 fth.hold=1m fth.detach=10 fth.threads=3 fth.stall=2s fth.crash=sysrq-c fth.events=/dev/vport1p1 fth.poweroff=false fth.maxargs=8",
 			check: func(t *testing.T, o Options) {
-				want := Options{N: All, Seed: -7, Hold: time.Minute, Detach: 10, Threads: 3, Stall: 2 * time.Second, Crash: CrashSysrqC, Events: "/dev/vport1p1", Poweroff: false, MaxArgs: 8}
+				want := withChurnDefaults(Options{N: All, Seed: -7, Hold: time.Minute, Detach: 10, Threads: 3, Stall: 2 * time.Second, Crash: CrashSysrqC, Events: "/dev/vport1p1", Poweroff: false, MaxArgs: 8})
 				if o != want {
 					t.Errorf("got %+v, want %+v", o, want)
 				}
@@ -153,7 +153,8 @@ func TestParse(t *testing.T) {
 }
 
 func TestArgsRoundTrip(t *testing.T) {
-	orig := Options{N: 17, Seed: 99, Hold: 1500 * time.Millisecond, Detach: 3, Threads: 5, Stall: 7 * time.Second, Crash: CrashSysrqC, Events: "/tmp/with space", Poweroff: true, MaxArgs: 4}
+	orig := Options{N: 17, Seed: 99, Hold: 1500 * time.Millisecond, Detach: 3, Threads: 5, Stall: 7 * time.Second, Crash: CrashSysrqC, Events: "/tmp/with space", Poweroff: true, MaxArgs: 4,
+		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second}
 	args := orig.Args()
 	if len(args) != len(Names()) {
 		t.Fatalf("Args has %d keys, want %d", len(args), len(Names()))
@@ -179,7 +180,8 @@ func TestArgsRoundTrip(t *testing.T) {
 	// Defaults print in their documented form.
 	def := Defaults(env4)
 	a := def.Args()
-	for k, want := range map[string]string{"n": "2000", "detach": "all", "crash": "none", "events": "auto", "hold": "5s", "stall": "20s", "threads": "8", "seed": "0", "poweroff": "true", "maxargs": "6"} {
+	for k, want := range map[string]string{"n": "2000", "detach": "all", "crash": "none", "events": "auto", "hold": "5s", "stall": "20s", "threads": "8", "seed": "0", "poweroff": "true", "maxargs": "6",
+		"scenario": "storm", "hot": "16", "churn": "1m0s", "cycles": "0", "workers": "2", "exactcalls": "1000", "exactevery": "5s", "preemptevery": "3s", "mixed": "true", "hotplug": "0s"} {
 		if a[k] != want {
 			t.Errorf("Args()[%s] = %q, want %q", k, a[k], want)
 		}
@@ -233,5 +235,51 @@ func TestResolveSeed(t *testing.T) {
 	z.ResolveSeed(time.Unix(0, 0))
 	if z.Seed == 0 {
 		t.Error("seed stayed 0")
+	}
+}
+
+// withChurnDefaults sets the churn-scenario options of o to their defaults,
+// so that literals written for the storm options compare equal to Defaults.
+func withChurnDefaults(o Options) Options {
+	d := Defaults(Env{})
+	o.Scenario, o.Hot, o.Churn, o.Cycles, o.Workers = d.Scenario, d.Hot, d.Churn, d.Cycles, d.Workers
+	o.ExactCalls, o.ExactEvery, o.PreemptEvery, o.Mixed, o.Hotplug = d.ExactCalls, d.ExactEvery, d.PreemptEvery, d.Mixed, d.Hotplug
+	return o
+}
+
+func TestChurnOptions(t *testing.T) {
+	o, err := Parse(nil, "fth.scenario=churn fth.hot=4 fth.churn=10s fth.cycles=2 fth.workers=1 fth.exactcalls=0 fth.exactevery=1s fth.preemptevery=0s fth.mixed=false fth.hotplug=7s", env4, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Scenario != ScenarioChurn || o.Hot != 4 || o.Churn != 10*time.Second || o.Cycles != 2 || o.Workers != 1 ||
+		o.ExactCalls != 0 || o.ExactEvery != time.Second || o.PreemptEvery != 0 || o.Mixed || o.Hotplug != 7*time.Second {
+		t.Errorf("got %+v", o)
+	}
+	if o, err := Parse(nil, "fth.mixed", env4, io.Discard); err != nil || !o.Mixed {
+		t.Errorf("bare fth.mixed = %+v, %v", o.Mixed, err)
+	}
+	for cmdline, want := range map[string]string{
+		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm" or "churn"`,
+		"fth.hot=0":                       "fth.hot",
+		"fth.hot=5000":                    "fth.hot",
+		"fth.churn=-1s":                   "fth.churn",
+		"fth.cycles=-1":                   "fth.cycles",
+		"fth.workers=0":                   "fth.workers",
+		"fth.exactcalls=x":                "fth.exactcalls",
+		"fth.exactevery=0s":               "fth.exactevery",
+		"fth.preemptevery=soon":           "fth.preemptevery",
+		"fth.hotplug=-2s":                 "fth.hotplug",
+		"fth.scenario=churn fth.churn=0s": "churn=0 needs cycles > 0",
+	} {
+		if _, err := Parse(nil, cmdline, env4, io.Discard); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", cmdline, err, want)
+		}
+	}
+	// churn=0 is fine with a cycle bound, and in the storm scenario.
+	for _, cmdline := range []string{"fth.scenario=churn fth.churn=0s fth.cycles=5", "fth.churn=0s"} {
+		if _, err := Parse(nil, cmdline, env4, io.Discard); err != nil {
+			t.Errorf("Parse(%q) = %v", cmdline, err)
+		}
 	}
 }

@@ -1,0 +1,449 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/churn"
+	"github.com/ftrace-harness/fth/stress/cpuhp"
+	"github.com/ftrace-harness/fth/stress/hammer"
+	"github.com/ftrace-harness/fth/stress/inventory"
+	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/preempt"
+	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/tally"
+	"github.com/ftrace-harness/fth/stress/tracefs"
+	"github.com/ftrace-harness/fth/stress/tracers"
+)
+
+// exactSyscall is the syscall the exact-count oracle counts. Nothing in a
+// u-root guest calls getppid but the hammer, which leaves it out in the
+// churn scenario, and the Go runtime never does.
+const exactSyscall = hammer.SysGetppid
+
+// calibrationSyscall is the fallback calibration target when the exact
+// oracle is off: any hit will do, so a syscall the hammer makes is fine.
+const calibrationSyscall = hammer.SysGetpid
+
+// mixedInstance is the tracefs instance the mixed tracers use, so that they
+// never fight the churn over the top level's current_tracer.
+const mixedInstance = "fth_mixed"
+
+// mixedBufferKB keeps the instance's ring buffers small: nobody reads them.
+const mixedBufferKB = 256
+
+// Seeded streams of the churn's helpers, separate from every other stream
+// drawn from the same seed.
+const (
+	streamPreempt = 0x6674687072656d70
+	streamMixed   = 0x6674686d69786564
+	streamHotplug = 0x667468686f74706c
+)
+
+// maxReasons bounds how many oracle failures Done.Reason lists.
+const maxReasons = 5
+
+// churnSyscalls are the hammer's syscalls the hot set is drawn from: all of
+// them except the one the exact-count oracle owns.
+func churnSyscalls(exact bool) []string {
+	var out []string
+	for _, s := range hammer.Syscalls {
+		if exact && s == exactSyscall {
+			continue
+		}
+		out = append(out, string(s))
+	}
+	return out
+}
+
+// executeChurn runs the churn scenario after the inventory: hot set,
+// optional background trampolines, then the churn with mixed tracers,
+// preemption switching, hotplug and the exact-count windows around it.
+func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventory.Result) error {
+	o := a.opts
+
+	addrs, err := ksyms.Read(ksyms.DefaultPath, inv.Candidates)
+	if err != nil {
+		a.feature(event.Feature{Name: "kallsyms_addresses", Msg: err.Error()})
+		addrs = nil
+	}
+	exactFn := ""
+	if o.ExactCalls > 0 {
+		exactFn = churn.EntryFunc(inv.Candidates, string(exactSyscall))
+	}
+	keep := func(fn string) bool {
+		if fn == exactFn {
+			return false
+		}
+		if addrs == nil {
+			return true
+		}
+		_, ok := addrs.Addr(fn)
+		return ok
+	}
+	hot := churn.SelectHot(inv.Candidates, churnSyscalls(exactFn != ""), o.Hot, o.Seed, keep)
+	if len(hot.Funcs) == 0 {
+		return errors.New("churn: no hot function among the candidates")
+	}
+	_ = a.w.Emit(event.Event{Kind: event.KindHotSet, HotSet: &event.HotSet{Functions: hot.Funcs, SyscallPath: hot.SyscallPath, Exact: exactFn}})
+
+	// Background trampolines on functions the churn never touches.
+	busy := map[string]bool{exactFn: true}
+	for _, fn := range hot.Funcs {
+		busy[fn] = true
+	}
+	rest := slices.DeleteFunc(slices.Clone(inv.Candidates), func(fn string) bool { return busy[fn] })
+	bg := selectFuncs(rest, o.N, o.Seed)
+	a.selected = len(bg)
+	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(len(bg) + len(hot.Funcs))})
+	report.Logf(a.w, "churn: %d hot functions (%d on hammer syscall paths), exact-count on %q, %d background trampolines",
+		len(hot.Funcs), len(hot.SyscallPath), exactFn, len(bg))
+
+	hcfg := hammer.Config{Threads: o.Threads, Stall: o.Stall, Seed: o.Seed, Emit: a.w}
+	if exactFn != "" {
+		hcfg.Exclude = []hammer.Syscall{exactSyscall}
+	}
+	if a.ham, err = hammer.Start(ctx, hcfg); err != nil {
+		return fmt.Errorf("hammer: %w", err)
+	}
+	// Each hot function holds at most three links and a program at once.
+	if err := attach.PrepareLimits(len(bg) + 4*len(hot.Funcs)); err != nil {
+		report.Logf(a.w, "limits: %v", err)
+	}
+
+	at, err := attach.New(attach.Config{Cache: cache, Emit: a.w})
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	if len(bg) > 0 {
+		if _, err := at.Load(ctx, a.set, bg); err != nil {
+			return fmt.Errorf("background load phase: %w", err)
+		}
+		ph, err := at.Attach(ctx, a.set)
+		a.attached = ph.Succeeded
+		if err != nil {
+			return fmt.Errorf("background attach phase: %w", err)
+		}
+	}
+
+	if err := a.runChurn(ctx, cache, addrs, hot, exactFn, inv.Candidates); err != nil {
+		return err
+	}
+
+	if len(bg) > 0 {
+		if _, err := at.Detach(ctx, a.set, o.Detach); err != nil {
+			return fmt.Errorf("background detach phase: %w", err)
+		}
+		a.detachedN = o.Detach != options.All
+	}
+	a.stopHammer()
+	return nil
+}
+
+// runChurn sets up tracefs, the oracle map and calibration, runs the churn
+// and its companions, and restores everything it changed on every path.
+func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Table, hot churn.Hot, exactFn string, cands []string) (err error) {
+	o := a.opts
+	top := tracefs.New(tracefs.DefaultRoot)
+	if !top.Exists() {
+		return fmt.Errorf("churn: no %s/current_tracer (tracefs not mounted, or no function tracer)", tracefs.DefaultRoot)
+	}
+	if tr, _ := top.Tracer(); tr != "" && tr != tracefs.Nop {
+		report.Logf(a.w, "churn: current_tracer was %q; resetting to nop", tr)
+	}
+	// Start from a known state: nothing of ours from an earlier run, no
+	// tracer on. The same calls end the run, whatever path it takes.
+	if err := errors.Join(top.Reset(), top.ClearProbes(churn.KprobeGroup)); err != nil {
+		return fmt.Errorf("churn: reset tracefs: %w", err)
+	}
+	rec := tally.New(a.w, 0)
+
+	m, err := oracle.NewMap(2*len(hot.Funcs) + 8)
+	if err != nil {
+		return fmt.Errorf("churn: %w", err)
+	}
+	defer m.Close()
+	loader := &oracle.Loader{Map: m, Cache: cache, Addrs: addrs}
+
+	// Calibrate before any goroutine shares the loader.
+	calFn, calCall := exactFn, func() { _ = unix.Getppid() }
+	if calFn == "" {
+		calFn, calCall = churn.EntryFunc(cands, string(calibrationSyscall)), func() { _ = unix.Getpid() }
+	}
+	var (
+		cal    event.Oracle
+		calErr error
+	)
+	if calFn == "" {
+		cal = event.Oracle{Name: oracle.NameCalibration, Skipped: "no traceable getppid or getpid entry function"}
+		calErr = errors.New(cal.Skipped)
+	} else {
+		cal, calErr = loader.Calibrate(ctx, calFn, calCall, rec)
+	}
+	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &cal})
+	switch {
+	case calErr == nil:
+		report.Logf(a.w, "churn: func-ip calibrated on %s: delta %d", calFn, cal.Delta)
+	case cal.Skipped != "":
+		report.Logf(a.w, "churn: func-ip oracle off: %v", calErr)
+	default:
+		// The kernel answered, wrongly: that is a finding.
+		a.oracleFail(cal)
+	}
+
+	kern := churn.NewReal(loader, tracers.NewFiltered(top, tracefs.Function), top)
+	defer func() {
+		if cerr := kern.Close(); cerr != nil {
+			report.Logf(a.w, "churn: cleanup: %v", cerr)
+			if err == nil {
+				err = cerr
+			}
+		}
+	}()
+	upd := kern.ProbeLinkUpdate(hot.Funcs)
+	a.feature(upd)
+
+	// Companions run until the churn ends.
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+
+	sw := preempt.New(preempt.DefaultPath, rec)
+	if o.PreemptEvery > 0 {
+		if perr := sw.Probe(); perr != nil {
+			report.Logf(a.w, "churn: %v", perr)
+		}
+	} else {
+		_ = sw.Observe()
+		sw.Disable("disabled (preemptevery=0)")
+	}
+	_ = a.w.Emit(event.Event{Kind: event.KindPreempt, Preempt: sw.Event()})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sw.Run(cctx, o.PreemptEvery, rand.New(rand.NewPCG(uint64(o.Seed), streamPreempt)))
+	}()
+
+	if o.Mixed {
+		mx := &tracers.Mixed{Top: top, Pool: hot.Funcs, Group: churn.KprobeGroup, Rec: rec, Emit: a.w}
+		inst, ierr := top.Instance(mixedInstance)
+		if ierr != nil {
+			a.feature(featureErr("tracefs_instance", ierr))
+		} else {
+			a.feature(event.Feature{Name: "tracefs_instance", Supported: true})
+			_ = inst.SetBufferKB(mixedBufferKB)
+			if rerr := inst.Reset(); rerr != nil {
+				report.Logf(a.w, "churn: %v", rerr)
+			}
+			mx.Inst = &inst
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if merr := mx.Run(cctx, rand.New(rand.NewPCG(uint64(o.Seed), streamMixed))); merr != nil {
+				report.Logf(a.w, "churn: %v", merr)
+			}
+			// Run has reset the instance; only now can it go.
+			if mx.Inst != nil {
+				if rerr := top.RemoveInstance(mixedInstance); rerr != nil {
+					report.Logf(a.w, "churn: %v", rerr)
+				}
+			}
+		}()
+	}
+
+	hp := cpuhp.Feature(cpuhp.DefaultDir)
+	a.feature(hp)
+	if o.Hotplug > 0 && hp.Supported {
+		tg := &cpuhp.Toggler{Dir: cpuhp.DefaultDir, CPUs: cpuhp.Hotpluggable(cpuhp.DefaultDir), Rec: rec}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tg.Run(cctx, o.Hotplug, rand.New(rand.NewPCG(uint64(o.Seed), streamHotplug)))
+		}()
+	}
+
+	exact := &exactStats{}
+	if exactFn != "" {
+		w := oracle.Window{Loader: loader, Func: exactFn, Call: func() { _ = unix.Getppid() }, Key: "exact:" + exactFn, Name: "exact", Rec: rec}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.exactLoop(cctx, w, exact)
+		}()
+	}
+
+	res, runErr := churn.Run(ctx, churn.Config{
+		Funcs: hot.Funcs, Seed: o.Seed, Duration: o.Churn, Cycles: o.Cycles, Workers: o.Workers,
+		Update: upd.Supported, Kernel: kern, Rec: rec, Emit: a.w,
+	})
+	stop()
+	wg.Wait()
+
+	for _, f := range res.Failures {
+		a.oracleFail(f)
+	}
+	if p, ok := rec.Get("fentry_first"); ok && p.Succeeded == 0 {
+		a.churn.mu.Lock()
+		a.churn.other = append(a.churn.other, fmt.Sprintf("churn: no fentry attached in %d tries", p.Attempted))
+		a.churn.mu.Unlock()
+	}
+	_ = rec.EmitSummaries()
+	_ = a.w.Emit(event.Event{Kind: event.KindPreempt, Preempt: sw.Event()})
+	a.emitOracleSummaries(loader, res, exact, exactFn, o.ExactCalls)
+	report.Logf(a.w, "churn: %d cycles, %d func-ip checks, %d failures", res.Cycles, res.Checks, len(res.Failures))
+	if runErr != nil {
+		return fmt.Errorf("churn: %w", runErr)
+	}
+	return ctx.Err()
+}
+
+// exactStats counts the exact-count windows.
+type exactStats struct {
+	mu       sync.Mutex
+	windows  int
+	failures int
+	fipOK    int
+	skipped  string
+}
+
+// firstExact is the delay before the first exact-count window: long enough
+// for the churn to be under way.
+const firstExact = time.Second
+
+// exactLoop runs an exact-count window every ExactEvery until ctx is done.
+func (a *agent) exactLoop(ctx context.Context, w oracle.Window, st *exactStats) {
+	every := a.opts.ExactEvery
+	t := time.NewTimer(min(firstExact, every))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ex, s, err := w.Exact(ctx, a.opts.ExactCalls)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			st.mu.Lock()
+			st.skipped = err.Error()
+			st.mu.Unlock()
+			report.Logf(a.w, "churn: exact-count window: %v", err)
+			t.Reset(every)
+			continue
+		}
+		st.mu.Lock()
+		st.windows++
+		if !ex.OK {
+			st.failures++
+		}
+		st.mu.Unlock()
+		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &ex})
+		if !ex.OK {
+			a.oracleFail(ex)
+		}
+		if exp, ok := w.Loader.Expected(w.Func); ok && w.Loader.Checking() {
+			fip := oracle.CheckFuncIP(w.Func, oracle.FEntry, exp, s.Before, s.After)
+			if fip.OK {
+				st.mu.Lock()
+				st.fipOK++
+				st.mu.Unlock()
+			} else {
+				_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &fip})
+				a.oracleFail(fip)
+			}
+		}
+		t.Reset(every)
+	}
+}
+
+// emitOracleSummaries emits one summary Oracle event per oracle.
+func (a *agent) emitOracleSummaries(l *oracle.Loader, res churn.Result, ex *exactStats, exactFn string, calls int) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	fip := event.Oracle{Name: oracle.NameFuncIP, Checks: res.Checks + ex.fipOK, Failures: len(res.Failures), Delta: l.Delta()}
+	fip.OK = fip.Failures == 0
+	if !l.Checking() {
+		fip.Skipped = "not calibrated"
+	}
+	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &fip})
+
+	exs := event.Oracle{Name: oracle.NameExact, Function: exactFn, Expected: uint64(calls), Checks: ex.windows, Failures: ex.failures, OK: ex.failures == 0}
+	switch {
+	case calls == 0:
+		exs.Skipped = "disabled (exactcalls=0)"
+	case exactFn == "":
+		exs.Skipped = fmt.Sprintf("no traceable entry function for %s", exactSyscall)
+	case ex.windows == 0:
+		exs.Skipped = "no window completed: " + ex.skipped
+	}
+	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &exs})
+}
+
+// churnVerdict collects what makes a churn run not ok. Oracle failures
+// arrive from concurrent goroutines, hence the lock.
+type churnVerdict struct {
+	mu     sync.Mutex
+	oracle []string
+	other  []string
+}
+
+// reasons returns the Done.Reason parts.
+func (v *churnVerdict) reasons() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	if len(v.oracle) > 0 {
+		out = append(out, oracleReason(v.oracle))
+	}
+	return append(out, v.other...)
+}
+
+// oracleFail records a failed oracle check for the verdict, naming the
+// oracle and function.
+func (a *agent) oracleFail(o event.Oracle) {
+	msg := fmt.Sprintf("%s %s", o.Name, o.Function)
+	if o.Msg != "" {
+		msg += ": " + o.Msg
+	} else {
+		msg += fmt.Sprintf(": expected %d, got %d", o.Expected, o.Got)
+	}
+	a.churn.mu.Lock()
+	a.churn.oracle = append(a.churn.oracle, msg)
+	a.churn.mu.Unlock()
+}
+
+func (a *agent) feature(f event.Feature) {
+	_ = a.w.Emit(event.Event{Kind: event.KindFeature, Feature: &f})
+}
+
+func featureErr(name string, err error) event.Feature {
+	errno, _ := attach.ErrnoOf(err)
+	return event.Feature{Name: name, Errno: errno, Msg: attach.Message(err)}
+}
+
+// oracleReason summarises oracle failures for Done.Reason, naming the
+// first few.
+func oracleReason(fails []string) string {
+	shown := fails[:min(len(fails), maxReasons)]
+	s := fmt.Sprintf("%d oracle failure(s): %s", len(fails), strings.Join(shown, "; "))
+	if len(fails) > len(shown) {
+		s += fmt.Sprintf("; and %d more", len(fails)-len(shown))
+	}
+	return s
+}

@@ -1,0 +1,59 @@
+package ksyms
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sample = `ffffffff81000000 T _stext
+ffffffff81234560 T __x64_sys_getppid
+ffffffff81234600 t dup_static
+ffffffff81299990 t dup_static
+ffffffffc0001000 t mod_func	[some_mod]
+ffffffff81300000 T vfs_read
+garbage line
+`
+
+func TestParse(t *testing.T) {
+	tab, err := Parse(strings.NewReader(sample), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := tab.Addr("__x64_sys_getppid"); !ok || a != 0xffffffff81234560 {
+		t.Errorf("getppid = %#x, %v", a, ok)
+	}
+	if _, ok := tab.Addr("dup_static"); ok {
+		t.Error("an ambiguous name has an address")
+	}
+	if _, ok := tab.Addr("mod_func"); ok {
+		t.Error("a module symbol was kept")
+	}
+	want, err := Parse(strings.NewReader(sample), map[string]bool{"vfs_read": true})
+	if err != nil || len(want) != 1 || want["vfs_read"] != 0xffffffff81300000 {
+		t.Errorf("filtered = %v, %v", want, err)
+	}
+}
+
+func TestParseHidden(t *testing.T) {
+	hidden := "0000000000000000 T _stext\n0000000000000000 T vfs_read\n"
+	if _, err := Parse(strings.NewReader(hidden), nil); !errors.Is(err, ErrHidden) {
+		t.Errorf("err = %v, want ErrHidden", err)
+	}
+}
+
+func TestRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "kallsyms")
+	if err := os.WriteFile(p, []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := Read(p, []string{"vfs_read", "absent"})
+	if err != nil || len(tab) != 1 {
+		t.Errorf("Read = %v, %v", tab, err)
+	}
+	if _, err := Read(filepath.Join(t.TempDir(), "none"), nil); err == nil {
+		t.Error("Read of a missing file succeeded")
+	}
+}
