@@ -101,6 +101,10 @@ type Result struct {
 	AgentReason string `json:"agent_reason,omitempty"`
 
 	Findings []Finding `json:"findings"`
+	// InFlight is the agent operation that had started but not finished when
+	// the guest died or hung: for a crash during an attach storm, the function
+	// being patched.
+	InFlight *event.Op `json:"in_flight,omitempty"`
 	// Registers is the file holding the vCPU register dump taken on a hang.
 	Registers string `json:"registers,omitempty"`
 

@@ -136,6 +136,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	}
 
 	var (
+		inFlight        *event.Op
 		hello, done     bool
 		lastOut         = time.Now()
 		lastProgressLog time.Time
@@ -183,7 +184,10 @@ loop:
 					lastProgressLog = time.Now()
 					log.Info("progress", "phase", ev.Progress.Phase, "done", ev.Progress.Done, "total", ev.Progress.Total)
 				}
+			case event.KindOp:
+				inFlight = ev.Op
 			case event.KindPhase:
+				inFlight = nil
 				p := ev.Phase
 				log.Info("phase done", "phase", p.Name, "ok", p.Succeeded, "failed", p.Failed, "median", p.Latency.Median, "p99", p.Latency.P99, "wall", p.Wall)
 				_ = w.Update(func(r *results.Result) {
@@ -262,6 +266,10 @@ loop:
 	return w.Update(func(r *results.Result) {
 		r.Timings.GuestSeconds = elapsed.Seconds()
 		r.Verdict, r.Reason = verdict(r, res, done, silence, deadline, vm.Stderr())
+		if inFlight != nil && !done && r.Verdict != results.Pass {
+			r.InFlight = inFlight
+			r.Reason += fmt.Sprintf(" (during %s #%d: %s)", inFlight.Phase, inFlight.Index, inFlight.Function)
+		}
 		if res == outHang {
 			r.Findings = append(r.Findings, results.Finding{Kind: "hang", Title: fmt.Sprintf("hang: no output for %s", silence)})
 			if r.Verdict == results.Fail && r.Reason == "" {

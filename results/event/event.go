@@ -22,6 +22,9 @@ const (
 	KindInventory Kind = "inventory"
 	// KindProgress reports progress through a long phase.
 	KindProgress Kind = "progress"
+	// KindOp is sent just before each attach or detach syscall, so that when
+	// the kernel dies mid-call the host knows which function it was patching.
+	KindOp Kind = "op"
 	// KindFailure reports one failed operation with its true errno.
 	KindFailure Kind = "failure"
 	// KindPhase summarises a finished phase (attach, detach) with timings.
@@ -59,6 +62,7 @@ type Event struct {
 	Hello     *Hello     `json:"hello,omitempty"`
 	Inventory *Inventory `json:"inventory,omitempty"`
 	Progress  *Progress  `json:"progress,omitempty"`
+	Op        *Op        `json:"op,omitempty"`
 	Failure   *Failure   `json:"failure,omitempty"`
 	Phase     *Phase     `json:"phase,omitempty"`
 	Liveness  *Liveness  `json:"liveness,omitempty"`
@@ -101,6 +105,14 @@ type Progress struct {
 	Phase string `json:"phase"`
 	Done  int    `json:"done"`
 	Total int    `json:"total"`
+}
+
+// Op names the operation about to run.
+type Op struct {
+	Phase    string `json:"phase"`
+	Function string `json:"function"`
+	// Index counts from 1 within the phase.
+	Index int `json:"index"`
 }
 
 // Failure is one failed operation.

@@ -115,6 +115,13 @@ func (a *Attacher) begin(name string, total int) *phaseRun {
 	}
 }
 
+// about announces the operation that is about to run. It is sent before the
+// syscall, not after: a kernel that dies inside the syscall never lets the
+// agent say what it was doing.
+func (p *phaseRun) about(fn string) {
+	_ = p.a.cfg.Emit.Emit(event.Event{Kind: event.KindOp, Op: &event.Op{Phase: p.phase.Name, Function: fn, Index: p.phase.Attempted + 1}})
+}
+
 func (p *phaseRun) ok(d time.Duration) {
 	p.phase.Attempted++
 	p.phase.Succeeded++
@@ -208,6 +215,7 @@ func (a *Attacher) Attach(ctx context.Context, set *Set) (event.Phase, error) {
 			return p.end(), fmt.Errorf("attach.Attach: %w", err)
 		}
 		l := set.progs[0]
+		p.about(l.fn)
 		t0 := a.now()
 		fd, errno := linkCreate(l.prog.FD())
 		d := a.now().Sub(t0)
@@ -237,6 +245,7 @@ func (a *Attacher) Detach(ctx context.Context, set *Set, n int) (event.Phase, er
 		}
 		l := set.links[0]
 		set.links = set.links[1:]
+		p.about(l.Func)
 		t0 := a.now()
 		err := unix.Close(l.FD)
 		d := a.now().Sub(t0)
