@@ -134,6 +134,9 @@ func (a *agent) execute(ctx context.Context) error {
 		return a.executeChurn(ctx, cache, inv)
 	}
 	funcs := selectFuncs(inv.Candidates, a.opts.N, a.opts.Seed)
+	if len(a.opts.Funcs) > 0 {
+		funcs = a.opts.Funcs
+	}
 	a.selected = len(funcs)
 	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(len(funcs))})
 	report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))

@@ -53,6 +53,10 @@ const MaxArgsLimit = 12
 type Options struct {
 	// N is how many trampolines to attach, or All for every candidate.
 	N int
+	// Funcs, when set, replaces the seeded selection: exactly these functions,
+	// in this order, deny list and signature filters bypassed. It is how a
+	// finding is reproduced on the function it names.
+	Funcs []string
 	// Seed drives every random choice; 0 means "pick one from the clock"
 	// (see ResolveSeed), and the chosen seed is reported back.
 	Seed int64
@@ -162,6 +166,20 @@ var fields = []field{
 		usage: "trampolines to attach: a `count`, or \"all\" for every candidate",
 		set:   func(o *Options, v string) (err error) { o.N, err = countOrAll(v); return err },
 		get:   func(o *Options) string { return formatCountOrAll(o.N) },
+	},
+	{
+		name:  "funcs",
+		usage: "comma-separated `functions` to attach instead of a seeded selection of n (filters bypassed)",
+		set: func(o *Options, v string) error {
+			o.Funcs = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f != "" {
+					o.Funcs = append(o.Funcs, f)
+				}
+			}
+			return nil
+		},
+		get: func(o *Options) string { return strings.Join(o.Funcs, ",") },
 	},
 	{
 		name:  "seed",

@@ -45,7 +45,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := withChurnDefaults(Options{N: 2000, Hold: 5 * time.Second, Detach: All, Threads: 8, Stall: 20 * time.Second, Poweroff: true, MaxArgs: 6})
-	if o != want {
+	if !reflect.DeepEqual(o, want) {
 		t.Errorf("defaults = %+v, want %+v", o, want)
 	}
 	if d := Defaults(Env{}); d.Threads != 2 || d.Poweroff {
@@ -66,7 +66,7 @@ func TestParse(t *testing.T) {
 			cmdline: "console=ttyS0 fth.n=all fth.seed=-7 fth.hold=1m fth.detach=10 fth.threads=3 fth.stall=2s fth.crash=sysrq-c fth.events=/dev/vport1p1 fth.poweroff=false fth.maxargs=8",
 			check: func(t *testing.T, o Options) {
 				want := withChurnDefaults(Options{N: All, Seed: -7, Hold: time.Minute, Detach: 10, Threads: 3, Stall: 2 * time.Second, Crash: CrashSysrqC, Events: "/dev/vport1p1", Poweroff: false, MaxArgs: 8})
-				if o != want {
+				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
 				}
 			},
@@ -166,7 +166,7 @@ func TestArgsRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got != orig {
+	if !reflect.DeepEqual(got, orig) {
 		t.Errorf("Set(Args()) = %+v, want %+v", got, orig)
 	}
 	// Through the kernel command line.
@@ -174,7 +174,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != orig {
+	if !reflect.DeepEqual(got, orig) {
 		t.Errorf("Parse(Cmdline()) = %+v, want %+v\ncmdline: %s", got, orig, orig.Cmdline())
 	}
 	// Defaults print in their documented form.
@@ -281,5 +281,18 @@ func TestChurnOptions(t *testing.T) {
 		if _, err := Parse(nil, cmdline, env4, io.Discard); err != nil {
 			t.Errorf("Parse(%q) = %v", cmdline, err)
 		}
+	}
+}
+
+func TestFuncsFromCmdline(t *testing.T) {
+	o, err := Parse(nil, "console=ttyS0 fth.funcs=rcu_read_unlock_special,,tlb_finish_mmu fth.n=5", env4, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"rcu_read_unlock_special", "tlb_finish_mmu"}; !reflect.DeepEqual(o.Funcs, want) {
+		t.Errorf("Funcs = %q, want %q", o.Funcs, want)
+	}
+	if got := o.Args()["funcs"]; got != "rcu_read_unlock_special,tlb_finish_mmu" {
+		t.Errorf("Args()[funcs] = %q: a repro must carry the list", got)
 	}
 }
