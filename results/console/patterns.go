@@ -149,7 +149,7 @@ func headerPatterns() []patternSpec {
 		{Kind: KindOops, Header: `^BUG: unable to handle (?P<what>page fault|kernel paging request|kernel NULL pointer dereference)`, Title: "BUG: unable to handle {what} in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^BUG: kernel NULL pointer dereference, address`, Title: "BUG: kernel NULL pointer dereference in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^Unable to handle kernel (?P<what>paging request|NULL pointer dereference|access to user memory|execute from non-executable memory|read from unreadable memory|write to read-only memory)`, Title: "Unable to handle kernel {what} in {func}", Func: funcFault, Absorb: oopsDie},
-		{Kind: KindOops, Header: `^Oops: (?P<what>[a-z][a-z0-9 ]*[a-z0-9]): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^Oops: (?P<what>[A-Za-z][A-Za-z0-9 ]*[A-Za-z0-9]): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^(?P<what>int3|invalid opcode|double fault|stack segment|divide error|overflow|bounds|invalid TSS|segment not present|alignment check|simd floating point|stack guard page|coprocessor segment overrun): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^Internal error: Oops - (?P<what>[^:\[]*[^:\[ ]): [0-9a-fx]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^Oops: (?P<what>[^,\[]*[^,\[ ]), sig: \d+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},

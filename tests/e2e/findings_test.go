@@ -1,0 +1,31 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/results"
+)
+
+// Known findings: kernel bugs this harness found, reproduced by name. Random
+// storms skip these functions (stress/inventory's deny list), so each one is
+// kept honest here: when a kernel fixes it, this test fails and says so, and
+// the entry can leave the deny list.
+func TestKnownFindingRCUReadUnlockSpecial(t *testing.T) {
+	// One fentry on rcu_read_unlock_special: traceable, has BTF, not in the
+	// verifier's btf_id_deny (its caller __rcu_read_unlock is). On Linux 7.3.4
+	// with PREEMPT_RCU the guest dies within a fraction of a second.
+	r := runFth(t, 15*time.Minute, "--agent-arg", "funcs=rcu_read_unlock_special", "--hold", "30s")
+	r.mustCell(t)
+	res := r.result
+	if a := res.Phases["attach"]; a == nil || a.Succeeded != 1 {
+		t.Fatalf("attach phase = %+v, want the one trampoline attached", a)
+	}
+	if res.Verdict == results.Pass {
+		t.Fatalf("the kernel survived a trampoline on rcu_read_unlock_special: the known finding no longer reproduces on %s; if the kernel fixed it, drop it from stress/inventory's deny list and README's Findings", res.Kernel.Release)
+	}
+	if r.exit != 1 || res.Verdict != results.Fail || len(res.Findings) == 0 {
+		t.Fatalf("exit %d, verdict %s (%s), findings %d: want a fail with a kernel report", r.exit, res.Verdict, res.Reason, len(res.Findings))
+	}
+	t.Logf("reproduced: %s", res.Title())
+}
