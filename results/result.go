@@ -105,6 +105,10 @@ type Result struct {
 	// the guest died or hung: for a crash during an attach storm, the function
 	// being patched.
 	InFlight *event.Op `json:"in_flight,omitempty"`
+	// RecentOps are the operations announced just before InFlight, oldest
+	// first: a trampoline that breaks the kernel often does so only once the
+	// next operation has started.
+	RecentOps []event.Op `json:"recent_ops,omitempty"`
 	// Registers is the file holding the vCPU register dump taken on a hang.
 	Registers string `json:"registers,omitempty"`
 

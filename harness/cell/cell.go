@@ -135,7 +135,9 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		})
 	}
 
+	const keepOps = 5
 	var (
+		recentOps       []event.Op
 		inFlight        *event.Op
 		hello, done     bool
 		lastOut         = time.Now()
@@ -185,9 +187,15 @@ loop:
 					log.Info("progress", "phase", ev.Progress.Phase, "done", ev.Progress.Done, "total", ev.Progress.Total)
 				}
 			case event.KindOp:
+				if inFlight != nil {
+					recentOps = append(recentOps, *inFlight)
+					if len(recentOps) > keepOps {
+						recentOps = recentOps[1:]
+					}
+				}
 				inFlight = ev.Op
 			case event.KindPhase:
-				inFlight = nil
+				inFlight, recentOps = nil, nil
 				p := ev.Phase
 				log.Info("phase done", "phase", p.Name, "ok", p.Succeeded, "failed", p.Failed, "median", p.Latency.Median, "p99", p.Latency.P99, "wall", p.Wall)
 				_ = w.Update(func(r *results.Result) {
@@ -267,7 +275,7 @@ loop:
 		r.Timings.GuestSeconds = elapsed.Seconds()
 		r.Verdict, r.Reason = verdict(r, res, done, silence, deadline, vm.Stderr())
 		if inFlight != nil && !done && r.Verdict != results.Pass {
-			r.InFlight = inFlight
+			r.InFlight, r.RecentOps = inFlight, recentOps
 			r.Reason += fmt.Sprintf(" (during %s #%d: %s)", inFlight.Phase, inFlight.Index, inFlight.Function)
 		}
 		if res == outHang {
