@@ -32,20 +32,7 @@ const maxEINTR = 5
 // with BPF_RAW_TRACEPOINT_OPEN and returns that errno instead of the one the
 // link create got.
 func linkCreate(progFD int) (int, unix.Errno) {
-	attr := linkCreateAttr{
-		progFD:     uint32(progFD),
-		attachType: unix.BPF_TRACE_FENTRY,
-	}
-	for i := 0; ; i++ {
-		fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-		if errno == unix.EINTR && i < maxEINTR {
-			continue
-		}
-		if errno != 0 {
-			return -1, errno
-		}
-		return int(fd), 0
-	}
+	return LinkCreate(progFD, unix.BPF_TRACE_FENTRY)
 }
 
 // LinkCreate attaches the tracing program progFD with a raw BPF_LINK_CREATE

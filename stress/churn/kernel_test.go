@@ -10,22 +10,12 @@ import (
 
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/tracefs"
+	"github.com/ftrace-harness/fth/stress/tracefs/tracefstest"
 	"github.com/ftrace-harness/fth/stress/tracers"
 )
 
-func fakeTop(t *testing.T) tracefs.FS {
-	t.Helper()
-	root := t.TempDir()
-	for _, f := range []string{"current_tracer", "set_ftrace_filter", "kprobe_events"} {
-		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return tracefs.New(root)
-}
-
 func TestRealTracefsSide(t *testing.T) {
-	top := fakeTop(t)
+	top := tracefstest.New(t)
 	r := NewReal(&oracle.Loader{}, tracers.NewFiltered(top, tracefs.Function), top)
 
 	// No events/fth/vfs_read/enable: arming fails, and the probe just

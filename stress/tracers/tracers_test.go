@@ -12,19 +12,8 @@ import (
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/stress/tracefs"
+	"github.com/ftrace-harness/fth/stress/tracefs/tracefstest"
 )
-
-// fakeTracing makes a temp dir with the control files tracefs has.
-func fakeTracing(t *testing.T) tracefs.FS {
-	t.Helper()
-	root := t.TempDir()
-	for _, f := range []string{"current_tracer", "set_ftrace_filter", "kprobe_events"} {
-		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return tracefs.New(root)
-}
 
 func read(t *testing.T, fs tracefs.FS, f string) string {
 	t.Helper()
@@ -36,7 +25,7 @@ func read(t *testing.T, fs tracefs.FS, f string) string {
 }
 
 func TestFiltered(t *testing.T) {
-	fs := fakeTracing(t)
+	fs := tracefstest.New(t)
 	f := NewFiltered(fs, tracefs.Function)
 	steps := []struct {
 		do             func() error
@@ -83,7 +72,7 @@ func TestFiltered(t *testing.T) {
 }
 
 func TestFilteredNeverTracesAll(t *testing.T) {
-	fs := fakeTracing(t)
+	fs := tracefstest.New(t)
 	// set_ftrace_filter that cannot be written: the tracer must stay off.
 	if err := os.Remove(filepath.Join(fs.Root, "set_ftrace_filter")); err != nil {
 		t.Fatal(err)
@@ -98,8 +87,8 @@ func TestFilteredNeverTracesAll(t *testing.T) {
 }
 
 func TestMixed(t *testing.T) {
-	top := fakeTracing(t)
-	inst := fakeTracing(t)
+	top := tracefstest.New(t)
+	inst := tracefstest.New(t)
 	rec := tally.New(nil, -1)
 	var mem report.Memory
 	m := &Mixed{
