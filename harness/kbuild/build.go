@@ -101,7 +101,8 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	case err == nil:
 		k.Cached = true
 		if cfg, err := os.ReadFile(filepath.Join(k.BuildDir, ".config")); err == nil {
-			k.Observed = Observe(ParseConfig(cfg))
+			final := ParseConfig(cfg)
+			k.Verified, k.Observed = verified(want, final), Observe(final)
 		}
 		log.Info("kernel cached", "arch", req.Arch.Name, "release", k.Release, "entry", entry)
 		return k, nil
@@ -142,13 +143,10 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		BuildDir:      b.out,
 		Fragments:     req.Fragments,
 		ConfigSHA256:  sha256Hex(cfgText),
-		Verified:      map[string]string{},
+		Verified:      verified(want, final),
 		Toolchain:     tc.Version,
 		BuiltAt:       time.Now().UTC(),
 		BuildTime:     time.Since(start).Seconds(),
-	}
-	for _, s := range want {
-		k.Verified["CONFIG_"+s.Symbol] = final[s.Symbol]
 	}
 	k.Observed = Observe(final)
 	if k.ImageSHA256, err = fileSHA256(k.Image); err != nil {

@@ -282,3 +282,17 @@ func TestObserveRealConfig(t *testing.T) {
 		t.Error("unrelated symbols are recorded")
 	}
 }
+
+// A def_bool whose dependencies are unmet is absent from .config; asked "n",
+// it is verified and recorded as "n", not "".
+func TestVerifiedAbsentIsN(t *testing.T) {
+	text, _ := os.ReadFile("testdata/x86_64-7.3.config")
+	final := ParseConfig(text)
+	want := []Setting{{"DYNAMIC_FTRACE_WITH_CALL_OPS", "n", "f:1"}}
+	if err := Verify(want, final, testIndex(t)); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if got := verified(want, final)["CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS"]; got != "n" {
+		t.Errorf("verified = %q, want n", got)
+	}
+}

@@ -185,3 +185,18 @@ func Observe(final map[string]string) map[string]string {
 	}
 	return out
 }
+
+// verified maps every requested symbol, with the CONFIG_ prefix, to its final
+// value. A symbol absent from .config (its dependencies unmet, so kconfig does
+// not even write "is not set") is "n", as Verify judges it.
+func verified(want []Setting, final map[string]string) map[string]string {
+	out := make(map[string]string, len(want))
+	for _, s := range want {
+		v, ok := final[s.Symbol]
+		if !ok {
+			v = "n"
+		}
+		out["CONFIG_"+s.Symbol] = v
+	}
+	return out
+}

@@ -113,9 +113,11 @@ func (r fthRun) mustCell(t *testing.T) {
 }
 
 // (a) The x86_64 7.3 kernel passes with at least 2000 trampolines attached
-// under preempt=full.
+// under preempt=full. The seed is pinned: CI tests the harness and must not
+// flake on whichever new kernel bug a random selection stumbles on; random
+// exploration is what nightly and `fth matrix` runs are for.
 func TestX86AttachStormPasses(t *testing.T) {
-	r := runFth(t, 45*time.Minute, "--n", "2000")
+	r := runFth(t, 45*time.Minute, "--n", "2000", "--seed", "42")
 	r.mustCell(t)
 	res := r.result
 	if r.exit != 0 || res.Verdict != results.Pass {
