@@ -135,7 +135,9 @@ func (s *Symbolizer) loadDWARF() error {
 func (s *Symbolizer) relPath(name, compDir string) string {
 	best := ""
 	for _, r := range append(s.roots, compDir) {
-		if r == "" {
+		// "/" is no root: a unit compiled there (some clang .S units) would
+		// otherwise turn every absolute path into a rootless one.
+		if r == "" || r == "/" {
 			continue
 		}
 		r = strings.TrimSuffix(r, "/") + "/"
