@@ -176,14 +176,7 @@ func overrideParams(spec *matrix.Spec, set map[string]bool, f matrixFlags) error
 	if set["seed"] && f.seed != 0 {
 		p.Agent["seed"] = fmt.Sprint(f.seed)
 	}
-	for _, kv := range f.agentArgs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(kv, " \t") {
-			return fmt.Errorf("%w: --agent-arg %q: want key=value without spaces", errUsage, kv)
-		}
-		p.Agent[k] = v
-	}
-	return nil
+	return multiFlag(f.agentArgs).into(p.Agent)
 }
 
 // printPlan shows every cell before anything runs, skips with their reasons,

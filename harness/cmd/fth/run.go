@@ -60,12 +60,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *crash != "" {
 		agent["crash"] = *crash
 	}
-	for _, kv := range agentArgs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(kv, " \t") {
-			return fmt.Errorf("%w: --agent-arg %q: want key=value without spaces", errUsage, kv)
-		}
-		agent[k] = v
+	if err := agentArgs.into(agent); err != nil {
+		return err
 	}
 	log := newLogger(stderr, b.verbose)
 	if *runID == "" {
@@ -107,6 +103,19 @@ func newRunID() string {
 }
 
 type multiFlag []string
+
+// into adds each --agent-arg key=value to agent; the values become kernel
+// parameters, so a space would split one into two.
+func (m multiFlag) into(agent map[string]string) error {
+	for _, kv := range m {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(kv, " \t") {
+			return fmt.Errorf("%w: --agent-arg %q: want key=value without spaces", errUsage, kv)
+		}
+		agent[k] = v
+	}
+	return nil
+}
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
