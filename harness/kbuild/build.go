@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -128,6 +129,17 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	if err := b.make(ctx, req.Arch.MakeTarget); err != nil {
 		return Kernel{}, err
 	}
+	var mods map[string]string
+	if final["CONFIG_MODULES"] == "y" {
+		// The samples the agent loads are modules; a separate make keeps the
+		// image step's progress and error tail about the image alone.
+		if err := b.make(ctx, "modules"); err != nil {
+			return Kernel{}, err
+		}
+		if mods, err = findModules(b.out); err != nil {
+			return Kernel{}, fmt.Errorf("built modules: %w", err)
+		}
+	}
 	release, err := os.ReadFile(filepath.Join(b.out, "include/config/kernel.release"))
 	if err != nil {
 		return Kernel{}, fmt.Errorf("read kernel release: %w", err)
@@ -144,6 +156,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		Fragments:     req.Fragments,
 		ConfigSHA256:  sha256Hex(cfgText),
 		Verified:      verified(want, final),
+		Modules:       mods,
 		Toolchain:     tc.Version,
 		BuiltAt:       time.Now().UTC(),
 		BuildTime:     time.Since(start).Seconds(),
@@ -304,4 +317,21 @@ func (b *builder) run(ctx context.Context, step, name string, args []string, pro
 		return &BuildError{Step: step, Err: err, Tail: append([]string(nil), tail...)}
 	}
 	return nil
+}
+
+// findModules lists the .ko files under dir by module name (file name
+// without .ko), so that a caller asks for "ftrace-direct" without knowing
+// where in the tree it lives.
+func findModules(dir string) (map[string]string, error) {
+	mods := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".ko") {
+			mods[strings.TrimSuffix(d.Name(), ".ko")] = path
+		}
+		return nil
+	})
+	return mods, err
 }

@@ -17,7 +17,7 @@ import (
 
 // keyVersion changes when the build recipe changes in a way that invalidates
 // every cached kernel.
-const keyVersion = "fth-kbuild-1"
+const keyVersion = "fth-kbuild-2" // 2: make modules after the image
 
 // ErrCorruptCache is wrapped when a cache entry exists but fails its checks.
 var ErrCorruptCache = errors.New("corrupt kernel cache entry")
@@ -59,7 +59,10 @@ type Kernel struct {
 	// Observed holds the final value of every ftrace, preemption, BPF JIT and
 	// compiler symbol, requested or not, so a reader can tell which variant
 	// really ran (e.g. CALL_OPS off on x86, RVC on riscv).
-	Observed  map[string]string `json:"observed,omitempty"`
+	Observed map[string]string `json:"observed,omitempty"`
+	// Modules maps each in-tree module built (CONFIG_MODULES=y) by name,
+	// e.g. "ftrace-direct", to its .ko.
+	Modules   map[string]string `json:"modules,omitempty"`
 	Toolchain string            `json:"toolchain"`
 	BuiltAt   time.Time         `json:"built_at"`
 	BuildTime float64           `json:"build_seconds"`

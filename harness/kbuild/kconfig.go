@@ -38,7 +38,7 @@ func IndexTree(src string) (Index, error) {
 		}
 		if d.IsDir() {
 			switch d.Name() {
-			case ".git", "Documentation", "tools", "samples":
+			case ".git", "Documentation", "tools":
 				if path != src {
 					return fs.SkipDir
 				}

@@ -66,17 +66,55 @@ var ErrInfra = errors.New("infrastructure error")
 func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string) (kbuild.Kernel, error) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
+	req, err := e.request(a, frags)
+	if err != nil {
+		return kbuild.Kernel{}, err
+	}
+	return kbuild.Build(ctx, e.Log, req)
+}
+
+func (e *Env) request(a arch.Arch, frags []string) (kbuild.Request, error) {
 	src, err := kbuild.OpenSource(e.KernelSrc)
 	if err != nil {
-		return kbuild.Kernel{}, fmt.Errorf("kernel source: %w", err)
+		return kbuild.Request{}, fmt.Errorf("kernel source: %w", err)
 	}
 	e.Log.Info("kernel source", "dir", src.Dir, "version", src.Version)
-	return kbuild.Build(ctx, e.Log, kbuild.Request{
+	return kbuild.Request{
 		Arch: a, Source: src, KconfigDir: e.KconfigDir, Fragments: frags, CacheDir: e.CacheDir, Jobs: e.Jobs,
 		Progress: func(p kbuild.Progress) {
 			e.Log.Info("building", "arch", a.Name, "steps", p.Steps, "elapsed", p.Elapsed.Round(time.Second), "at", p.Current)
 		},
-	})
+	}, nil
+}
+
+// GuestModuleDir is where the initramfs holds the modules the agent loads.
+const GuestModuleDir = "/lib/modules/fth"
+
+// TargetModule is the project's own test module, under stress/kmod.
+const TargetModule = "fth_target"
+
+// Modules builds the project's test module against k and returns every
+// module the guest gets, as guest path → host path: k's in-tree modules
+// (the ftrace samples) and fth_target. A kernel without modules gets none.
+func (e *Env) Modules(ctx context.Context, a arch.Arch, frags []string, k kbuild.Kernel) (map[string]string, error) {
+	if k.Modules == nil {
+		return nil, nil
+	}
+	e.buildMu.Lock()
+	defer e.buildMu.Unlock()
+	req, err := e.request(a, frags)
+	if err != nil {
+		return nil, err
+	}
+	ko, err := kbuild.BuildModule(ctx, e.Log, req, k, filepath.Join(e.ModuleDir, "stress", "kmod"))
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]string{GuestModuleDir + "/" + TargetModule + ".ko": ko}
+	for name, p := range k.Modules {
+		files[GuestModuleDir+"/"+name+".ko"] = p
+	}
+	return files, nil
 }
 
 // BuildImage builds (or fetches) the initramfs for a.
@@ -126,6 +164,13 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	kernelDone := time.Now()
 	img, err := e.BuildImage(ctx, c.Arch)
 	if err != nil {
+		return fail("initramfs", err)
+	}
+	mods, err := e.Modules(ctx, c.Arch, c.Fragments, k)
+	if err != nil {
+		return fail("modules", err)
+	}
+	if img, err = images.Overlay(img, mods, e.CacheDir); err != nil {
 		return fail("initramfs", err)
 	}
 	_ = w.Update(func(r *results.Result) {

@@ -141,7 +141,7 @@ func (a *agent) execute(ctx context.Context) error {
 	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(len(funcs))})
 	report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
 
-	a.ham, err = hammer.Start(ctx, hammer.Config{Threads: a.opts.Threads, Stall: a.opts.Stall, Seed: a.opts.Seed, Emit: a.w})
+	a.ham, err = hammer.Start(ctx, hammer.Config{Threads: a.opts.Threads, Stall: a.opts.Stall, Seed: a.opts.Seed, Emit: a.w, RT: a.opts.RT, TimerPeriod: a.opts.TimerPeriod})
 	if err != nil {
 		return fmt.Errorf("hammer: %w", err)
 	}
@@ -203,6 +203,10 @@ func (a *agent) stopHammer() {
 	}
 	a.hamDone = true
 	l := a.ham.Stop()
+	if rt, refused := a.ham.RT(); rt+refused > 0 {
+		f := event.Feature{Name: "rt_threads", Supported: rt > 0, Msg: fmt.Sprintf("%d hammer threads ran SCHED_FIFO/RR, %d refused", rt, refused)}
+		_ = a.w.Emit(event.Event{Kind: event.KindFeature, Feature: &f})
+	}
 	_ = a.w.Emit(event.Event{Kind: event.KindLiveness, Liveness: &l})
 }
 

@@ -51,7 +51,32 @@ const (
 	streamPreempt = 0x6674687072656d70
 	streamMixed   = 0x6674686d69786564
 	streamHotplug = 0x667468686f74706c
+	streamAnchor  = 0x667468616e63686f
 )
+
+// sabotageSkew is how far off the wrong-ip sabotage puts every expected
+// address: far enough that no calibration slack can absorb it.
+const sabotageSkew = 0x40
+
+// modAnchor picks the vmlinux function the module tracer's filter keeps
+// besides the module's: a seeded choice among the candidates nothing else
+// in the churn touches.
+func modAnchor(cands, hot []string, exactFn string, seed int64) string {
+	busy := map[string]bool{exactFn: true}
+	for _, f := range hot {
+		busy[f] = true
+	}
+	var free []string
+	for _, c := range cands {
+		if !busy[c] {
+			free = append(free, c)
+		}
+	}
+	if len(free) == 0 {
+		return hot[0]
+	}
+	return free[rand.New(rand.NewPCG(uint64(seed), streamAnchor)).IntN(len(free))]
+}
 
 // maxReasons bounds how many oracle failures Done.Reason lists.
 const maxReasons = 5
@@ -112,7 +137,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	report.Logf(a.w, "churn: %d hot functions (%d on hammer syscall paths), exact-count on %q, %d background trampolines",
 		len(hot.Funcs), len(hot.SyscallPath), exactFn, len(bg))
 
-	hcfg := hammer.Config{Threads: o.Threads, Stall: o.Stall, Seed: o.Seed, Emit: a.w}
+	hcfg := hammer.Config{Threads: o.Threads, Stall: o.Stall, Seed: o.Seed, Emit: a.w, RT: o.RT, TimerPeriod: o.TimerPeriod}
 	if exactFn != "" {
 		hcfg.Exclude = []hammer.Syscall{exactSyscall}
 	}
@@ -204,6 +229,12 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		a.oracleFail(cal)
 	}
 
+	if o.Sabotage == options.SabotageWrongIP && loader.Checking() {
+		// Test only: every program now expects an address it can never see.
+		loader.Skew = sabotageSkew
+		report.Logf(a.w, "churn: SABOTAGE wrong-ip: every func-ip program expects its address %+d", sabotageSkew)
+	}
+
 	kern := churn.NewReal(loader, tracers.NewFiltered(top, tracefs.Function), top)
 	defer func() {
 		if cerr := kern.Close(); cerr != nil {
@@ -279,10 +310,24 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	exact := &exactStats{}
 	if exactFn != "" {
 		w := oracle.Window{Loader: loader, Func: exactFn, Call: func() { _ = unix.Getppid() }, Key: "exact:" + exactFn, Name: "exact", Rec: rec}
+		if o.Sabotage == options.SabotageSkipCount {
+			w.Skip = 1
+			report.Logf(a.w, "churn: SABOTAGE skip-count: each exact-count window makes one call fewer than it counts on")
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			a.exactLoop(cctx, w, exact)
+		}()
+	}
+
+	mods := &modStats{}
+	if o.Modules {
+		anchor := modAnchor(cands, hot.Funcs, exactFn, o.Seed)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.runModules(cctx, top, loader, rec, anchor, mods)
 		}()
 	}
 
@@ -304,6 +349,12 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	_ = rec.EmitSummaries()
 	_ = a.w.Emit(event.Event{Kind: event.KindPreempt, Preempt: sw.Event()})
 	a.emitOracleSummaries(loader, res, exact, exactFn, o.ExactCalls)
+	if o.Modules {
+		ms := mods.summary(o.ExactCalls)
+		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &ms})
+		report.Logf(a.w, "churn: fth_target loaded %d times, %d module exact-count windows (%d failed), %d module func-ip checks",
+			mods.targetRuns, mods.windows, mods.failures, mods.fipChecks)
+	}
 	report.Logf(a.w, "churn: %d cycles, %d func-ip checks, %d failures", res.Cycles, res.Checks, len(res.Failures))
 	if runErr != nil {
 		return fmt.Errorf("churn: %w", runErr)

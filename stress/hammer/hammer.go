@@ -55,7 +55,21 @@ type Config struct {
 	// be left out: the others are the loop's preemption and migration
 	// points. Empty keeps the full loop.
 	Exclude []Syscall
+	// RT is how many of the threads run real-time: they alternate
+	// SCHED_FIFO and SCHED_RR at priorities 1-10, so that wakeups preempt
+	// the SCHED_OTHER ones (and the patching CPU) at any instruction.
+	// Threads the kernel refuses RT to stay SCHED_OTHER and are counted
+	// in RTRefused.
+	RT int
+	// TimerPeriod, when non-zero, makes every thread also arm a timerfd
+	// with this period and read it when it fires: an hrtimer interrupt
+	// stream independent of the thread's own sleeps.
+	TimerPeriod time.Duration
 }
+
+// rtPriorities bounds the priorities RT threads draw from: low enough that
+// kernel threads (watchdogs, RCU) at higher RT priorities still run.
+const rtPriorities = 10
 
 // Syscall names a syscall the hammer makes, as the kernel's SYSCALL_DEFINE
 // does (without the architecture's wrapper prefix).
@@ -103,6 +117,9 @@ type Hammer struct {
 	cancel  context.CancelFunc
 	monDone chan struct{}
 	now     func() time.Time
+
+	rtRunning atomic.Int64
+	rtRefused atomic.Int64
 
 	mu        sync.Mutex
 	reported  uint64 // total iterations at the last report
@@ -285,6 +302,33 @@ func (h *Hammer) loop(i int, th *thread) {
 
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), uint64(i)+1))
 	cpus := allowedCPUs()
+	if i < h.cfg.RT {
+		policy := unix.SCHED_FIFO
+		if i%2 == 1 {
+			policy = unix.SCHED_RR
+		}
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(policy), Priority: uint32(1 + rng.IntN(rtPriorities))}
+		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+			h.rtRefused.Add(1)
+		} else {
+			h.rtRunning.Add(1)
+		}
+	}
+	tfd := -1
+	if h.cfg.TimerPeriod > 0 {
+		if fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC); err == nil {
+			ts := unix.NsecToTimespec(h.cfg.TimerPeriod.Nanoseconds())
+			if unix.TimerfdSettime(fd, 0, &unix.ItimerSpec{Interval: ts, Value: ts}, nil) == nil {
+				tfd = fd
+			} else {
+				unix.Close(fd)
+			}
+		}
+		if tfd >= 0 {
+			defer unix.Close(tfd)
+		}
+	}
+	var tbuf [8]byte
 	skip := make(map[Syscall]bool, len(h.cfg.Exclude))
 	for _, s := range h.cfg.Exclude {
 		skip[s] = true
@@ -320,6 +364,10 @@ func (h *Hammer) loop(i int, th *thread) {
 		case 2:
 			_, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
+		if tfd >= 0 {
+			// Non-blocking: EAGAIN when the timer has not fired since.
+			_, _ = unix.Read(tfd, tbuf[:])
+		}
 		if it%affinityEvery == 0 && len(cpus) > 1 {
 			var set unix.CPUSet
 			set.Set(cpus[rng.IntN(len(cpus))])
@@ -354,4 +402,11 @@ func allowedCPUs() []int {
 		}
 	}
 	return out
+}
+
+// RT reports how many threads run real-time and how many the kernel
+// refused it (e.g. without CONFIG_RT_GROUP_SCHED budget); valid once the
+// threads have started.
+func (h *Hammer) RT() (running, refused int) {
+	return int(h.rtRunning.Load()), int(h.rtRefused.Load())
 }

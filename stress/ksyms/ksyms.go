@@ -83,3 +83,47 @@ func (t Table) Addr(name string) (addr uint64, ok bool) {
 	a := t[name]
 	return a, a != 0
 }
+
+// ReadModule parses the kallsyms file at path for the symbols of module
+// among want. A module's addresses change on every load: read them after
+// each one.
+func ReadModule(path, module string, want []string) (Table, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("ksyms.ReadModule: %w", err)
+	}
+	defer f.Close()
+	return ParseModule(f, module, want)
+}
+
+// ParseModule reads kallsyms text and keeps the symbols of module among
+// want (all of its symbols if want is nil).
+func ParseModule(r io.Reader, module string, want []string) (Table, error) {
+	keep := map[string]bool{}
+	for _, w := range want {
+		keep[w] = true
+	}
+	tag := "[" + module + "]"
+	t := Table{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 4 || f[3] != tag || (want != nil && !keep[f[2]]) {
+			continue
+		}
+		addr, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		if _, dup := t[f[2]]; dup {
+			t[f[2]] = 0
+			continue
+		}
+		t[f[2]] = addr
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("ksyms.ParseModule: %w", err)
+	}
+	return t, nil
+}

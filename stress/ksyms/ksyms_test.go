@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,22 @@ func TestRead(t *testing.T) {
 	}
 	if _, err := Read(filepath.Join(t.TempDir(), "none"), nil); err == nil {
 		t.Error("Read of a missing file succeeded")
+	}
+}
+
+func TestParseModule(t *testing.T) {
+	const text = `ffffffff81000000 T _stext
+ffffffffc0201000 t fth_target_hot	[fth_target]
+ffffffffc0201040 t fth_target_counted	[fth_target]
+ffffffffc0300000 t fth_target_hot	[other]
+ffffffffc0201080 t fth_target_thread	[fth_target]
+`
+	got, err := ParseModule(strings.NewReader(text), "fth_target", []string{"fth_target_hot", "fth_target_counted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Table{"fth_target_hot": 0xffffffffc0201000, "fth_target_counted": 0xffffffffc0201040}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseModule = %v, want %v", got, want)
 	}
 }

@@ -33,6 +33,18 @@ const (
 	CrashSysrqC = "sysrq-c"
 )
 
+// Sabotage modes: test-only ways to make an oracle see what it must
+// catch, so that a test can show the oracle fails the cell.
+const (
+	SabotageNone = ""
+	// SabotageWrongIP makes every func-ip program expect an address off
+	// by SabotageSkew from the one it is attached to.
+	SabotageWrongIP = "wrong-ip"
+	// SabotageSkipCount makes each exact-count window make one call fewer
+	// than it expects.
+	SabotageSkipCount = "skip-count"
+)
+
 // Scenarios.
 const (
 	// ScenarioStorm attaches n trampolines, holds them with the hammer
@@ -113,6 +125,20 @@ type Options struct {
 	// Hotplug is the period of CPU hotplug: one CPU offline for half of
 	// it, back online for the other half; 0 (the default) disables it.
 	Hotplug time.Duration
+	// RT is how many hammer threads run SCHED_FIFO/SCHED_RR.
+	RT int
+	// TimerPeriod arms a timerfd of this period in every hammer thread; 0
+	// disables it.
+	TimerPeriod time.Duration
+	// Modules cycles the modules under /lib/modules/fth during the churn:
+	// the kernel's ftrace-direct samples one at a time, and fth_target with
+	// tracers already filtering its functions.
+	Modules bool
+	// ModHold is the longest a cycled module stays loaded (drawn from
+	// [ModHold/4, ModHold]).
+	ModHold time.Duration
+	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount).
+	Sabotage string
 }
 
 // Env is what the defaults depend on.
@@ -145,6 +171,10 @@ func Defaults(env Env) Options {
 		ExactEvery:   5 * time.Second,
 		PreemptEvery: 3 * time.Second,
 		Mixed:        true,
+		RT:           2,
+		TimerPeriod:  500 * time.Microsecond,
+		Modules:      true,
+		ModHold:      3 * time.Second,
 	}
 }
 
@@ -365,6 +395,55 @@ var fields = []field{
 		set:   func(o *Options, v string) (err error) { o.Hotplug, err = duration(v, false); return err },
 		get:   func(o *Options) string { return o.Hotplug.String() },
 	},
+	{
+		name:  "rt",
+		usage: "hammer threads running SCHED_FIFO/SCHED_RR at low RT priorities (`count`)",
+		set:   func(o *Options, v string) (err error) { o.RT, err = intRange(v, 0, 4096); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.RT) },
+	},
+	{
+		name:  "timerperiod",
+		usage: "`period` of a timerfd each hammer thread arms and reads; 0 disables it",
+		set:   func(o *Options, v string) (err error) { o.TimerPeriod, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.TimerPeriod.String() },
+	},
+	{
+		name:   "modules",
+		usage:  "churn: load and unload the modules under /lib/modules/fth (ftrace-direct samples, fth_target) in a loop",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.Modules = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Modules) },
+	},
+	{
+		name:  "modhold",
+		usage: "churn: longest `duration` a cycled module stays loaded",
+		set:   func(o *Options, v string) (err error) { o.ModHold, err = duration(v, true); return err },
+		get:   func(o *Options) string { return o.ModHold.String() },
+	},
+	{
+		name:  "sabotage",
+		usage: "test only: \"wrong-ip\" or \"skip-count\" makes the func-ip or exact-count oracle see a failure",
+		set: func(o *Options, v string) error {
+			if v == "none" {
+				v = SabotageNone
+			}
+			o.Sabotage = v
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Sabotage == SabotageNone {
+				return "none"
+			}
+			return o.Sabotage
+		},
+	},
 }
 
 // Bounds of the churn options. maxHot keeps the per-function oracle map and
@@ -468,6 +547,10 @@ func (o *Options) Validate() error {
 	check(o.ExactEvery <= 0, "exactevery", "want a duration > 0")
 	check(o.PreemptEvery < 0, "preemptevery", "want a duration >= 0")
 	check(o.Hotplug < 0, "hotplug", "want a duration >= 0")
+	check(o.RT < 0, "rt", "want an integer >= 0")
+	check(o.TimerPeriod < 0, "timerperiod", "want a duration >= 0")
+	check(o.ModHold <= 0, "modhold", "want a duration > 0")
+	check(o.Sabotage != SabotageNone && o.Sabotage != SabotageWrongIP && o.Sabotage != SabotageSkipCount, "sabotage", `want "none", "wrong-ip" or "skip-count"`)
 	// Without either bound the churn would only end on a signal, and the
 	// host would call that a hang.
 	check(o.Scenario == ScenarioChurn && o.Churn == 0 && o.Cycles == 0, "churn", "churn=0 needs cycles > 0")

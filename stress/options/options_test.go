@@ -154,7 +154,8 @@ func TestParse(t *testing.T) {
 
 func TestArgsRoundTrip(t *testing.T) {
 	orig := Options{N: 17, Seed: 99, Hold: 1500 * time.Millisecond, Detach: 3, Threads: 5, Stall: 7 * time.Second, Crash: CrashSysrqC, Events: "/tmp/with space", Poweroff: true, MaxArgs: 4,
-		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second}
+		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second,
+		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount}
 	args := orig.Args()
 	if len(args) != len(Names()) {
 		t.Fatalf("Args has %d keys, want %d", len(args), len(Names()))
@@ -244,6 +245,7 @@ func withChurnDefaults(o Options) Options {
 	d := Defaults(Env{})
 	o.Scenario, o.Hot, o.Churn, o.Cycles, o.Workers = d.Scenario, d.Hot, d.Churn, d.Cycles, d.Workers
 	o.ExactCalls, o.ExactEvery, o.PreemptEvery, o.Mixed, o.Hotplug = d.ExactCalls, d.ExactEvery, d.PreemptEvery, d.Mixed, d.Hotplug
+	o.RT, o.TimerPeriod, o.Modules, o.ModHold, o.Sabotage = d.RT, d.TimerPeriod, d.Modules, d.ModHold, d.Sabotage
 	return o
 }
 
@@ -294,5 +296,27 @@ func TestFuncsFromCmdline(t *testing.T) {
 	}
 	if got := o.Args()["funcs"]; got != "rcu_read_unlock_special,tlb_finish_mmu" {
 		t.Errorf("Args()[funcs] = %q: a repro must carry the list", got)
+	}
+}
+
+func TestSabotageValues(t *testing.T) {
+	for _, tt := range []struct {
+		in, want, err string
+	}{
+		{"none", SabotageNone, ""},
+		{"wrong-ip", SabotageWrongIP, ""},
+		{"skip-count", SabotageSkipCount, ""},
+		{"bogus", "", `want "none", "wrong-ip" or "skip-count"`},
+	} {
+		o, err := Parse(nil, "fth.sabotage="+tt.in, env4, io.Discard)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("sabotage=%s: err = %v, want %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || o.Sabotage != tt.want {
+			t.Errorf("sabotage=%s: got %q, %v; want %q", tt.in, o.Sabotage, err, tt.want)
+		}
 	}
 }

@@ -20,6 +20,9 @@ type Loader struct {
 	// Addrs are the kallsyms addresses of the functions to trace; nil
 	// when kallsyms hides them, and programs then only count hits.
 	Addrs ksyms.Table
+	// Skew is added to every expected address: non-zero only in the
+	// test-only wrong-ip sabotage, which must make every check fail.
+	Skew uint64
 
 	delta    int64
 	checking bool
@@ -38,7 +41,16 @@ func (l *Loader) Expected(fn string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return uint64(int64(a) + l.delta), true
+	return uint64(int64(a)+l.delta) + l.Skew, true
+}
+
+// WithAddrs returns a loader sharing l's map, cache and calibration but
+// expecting the addresses in addrs: a module's functions move on every
+// load, so each load gets a loader of its own.
+func (l *Loader) WithAddrs(addrs ksyms.Table) *Loader {
+	c := *l
+	c.Addrs = addrs
+	return &c
 }
 
 // Loaded is a loaded, not yet attached, func-ip program.

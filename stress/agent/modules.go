@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/tally"
+	"github.com/ftrace-harness/fth/stress/tracefs"
+)
+
+// The project's own test module (stress/kmod) and what it offers.
+const (
+	targetModule  = "fth_target"
+	targetHot     = "fth_target_hot"     // called by the module's kthreads all the time
+	targetCounted = "fth_target_counted" // called only through targetCall
+	targetCall    = "/sys/kernel/debug/fth_target/call"
+	// targetFilter names the module's functions before it is loaded: the
+	// kernel keeps the entry and applies it in ftrace_module_enable.
+	targetFilter = "fth_target_*:mod:fth_target"
+	// modInstance is the tracefs instance whose function tracer filters
+	// the module, apart from the churn's and the mixed tracers'.
+	modInstance = "fth_mod"
+)
+
+// Module op names beyond kmods.OpLoad/OpUnload.
+const (
+	opModFilter   = "module_filter_on"
+	opModTracerOn = "module_tracer_on"
+	opModTraceOff = "module_tracer_off"
+	opModFentry   = "module_fentry_attach"
+	opModDetach   = "module_fentry_detach"
+)
+
+// Streams of the module companions.
+const (
+	streamSamples = 0x667468736d706c73
+	streamTarget  = 0x6674687461726774
+)
+
+// notCycled are modules the loop never loads: ftrace-ops runs a benchmark
+// in its init (the overhead measurement's job, not the churn's).
+var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true}
+
+// modStats counts what the module companions did, for the summary.
+type modStats struct {
+	mu         sync.Mutex
+	targetRuns int
+	windows    int
+	failures   int
+	fipChecks  int
+	skipped    string
+}
+
+// runModules cycles the kernel's ftrace-direct samples one at a time, and
+// fth_target with a function tracer filtering it (sometimes set before
+// the load, so that ftrace_module_enable patches it) and a func-ip fentry
+// on its hot function, until ctx ends. anchor is a vmlinux function kept in
+// the module instance's filter so that the filter never becomes empty
+// (which would trace every function) when the module goes.
+func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder, anchor string, st *modStats) {
+	paths, err := kmods.List(kmods.DefaultDir)
+	if err != nil || len(paths) == 0 {
+		msg := "no modules in " + kmods.DefaultDir
+		if err != nil {
+			msg = err.Error()
+		}
+		a.feature(event.Feature{Name: "modules", Msg: msg})
+		return
+	}
+	var samples []string
+	target := ""
+	for _, p := range paths {
+		switch n := kmods.Name(p); {
+		case n == targetModule:
+			target = p
+		case !notCycled[n]:
+			samples = append(samples, p)
+		}
+	}
+	a.feature(event.Feature{Name: "modules", Supported: true, Msg: fmt.Sprintf("%d samples cycled, fth_target %v", len(samples), target != "")})
+	var wg sync.WaitGroup
+	if len(samples) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &kmods.Cycler{Paths: samples, Hold: a.opts.ModHold, Rec: rec}
+			if err := c.Run(ctx, rand.New(rand.NewPCG(uint64(a.opts.Seed), streamSamples))); err != nil {
+				a.churnOther(fmt.Sprintf("modules: %v", err))
+			}
+		}()
+	}
+	if target != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.targetLoop(ctx, top, loader, rec, target, anchor, st)
+		}()
+	}
+	wg.Wait()
+}
+
+// churnOther records a non-oracle reason for a failed churn.
+func (a *agent) churnOther(msg string) {
+	report.Logf(a.w, "churn: %s", msg)
+	a.churn.mu.Lock()
+	a.churn.other = append(a.churn.other, msg)
+	a.churn.mu.Unlock()
+}
+
+// targetLoop is the fth_target half of runModules.
+func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder, path, anchor string, st *modStats) {
+	rng := rand.New(rand.NewPCG(uint64(a.opts.Seed), streamTarget))
+	inst, err := top.Instance(modInstance)
+	if err != nil {
+		a.feature(featureErr("module_tracer_instance", err))
+	} else {
+		_ = inst.SetBufferKB(mixedBufferKB)
+		_ = inst.Reset()
+		defer func() {
+			if err := inst.Reset(); err != nil {
+				report.Logf(a.w, "modules: %v", err)
+			}
+			if err := top.RemoveInstance(modInstance); err != nil {
+				report.Logf(a.w, "modules: %v", err)
+			}
+		}()
+	}
+	tracerOn := false
+	tracer := func(on bool) {
+		if err != nil || on == tracerOn {
+			return
+		}
+		if on {
+			// Filter first: the tracer never runs with an empty filter.
+			if rec.Time(opModFilter, targetModule, func() error { return inst.SetFilter(anchor, targetFilter) }) != nil {
+				return
+			}
+			tracerOn = rec.Time(opModTracerOn, targetModule, func() error { return inst.SetTracer(tracefs.Function) }) == nil
+			return
+		}
+		tracerOn = false
+		_ = rec.Time(opModTraceOff, targetModule, func() error { return inst.Reset() })
+	}
+	defer tracer(false)
+
+	for ctx.Err() == nil {
+		before := rng.IntN(2) == 0
+		if before {
+			tracer(true)
+		}
+		if rec.Time(kmods.OpLoad, targetModule, func() error { return kmods.Load(path, "nthreads=2") }) != nil {
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		if !before && rng.IntN(2) == 0 {
+			tracer(true)
+		}
+		a.targetChecks(ctx, loader, rec, rng, st)
+		if rng.IntN(2) == 0 {
+			tracer(false)
+		}
+		if err := unloadRetry(rec, targetModule); err != nil {
+			a.churnOther(fmt.Sprintf("modules: %v", err))
+			return
+		}
+		st.mu.Lock()
+		st.targetRuns++
+		st.mu.Unlock()
+	}
+}
+
+// targetChecks runs, on a freshly loaded fth_target, a func-ip fentry on
+// its hot function for a random hold and an exact-count window on its
+// counted function.
+func (a *agent) targetChecks(ctx context.Context, loader *oracle.Loader, rec *tally.Recorder, rng *rand.Rand, st *modStats) {
+	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetHot, targetCounted})
+	if err != nil || len(addrs) < 2 {
+		st.mu.Lock()
+		st.skipped = fmt.Sprintf("no kallsyms addresses for %s (%v)", targetModule, err)
+		st.mu.Unlock()
+		sleep(ctx, a.opts.ModHold/4)
+		return
+	}
+	ml := loader.WithAddrs(addrs)
+
+	// func-ip on the hot function, across the hold.
+	key := oracle.Key(oracle.FEntry, targetHot)
+	ld, lerr := ml.Load(targetHot, oracle.FEntry, key)
+	link := -1
+	var prev oracle.Counters
+	if lerr == nil {
+		prev, _ = ml.Map.Read(ld.FuncIP.Slot)
+		_ = rec.Time(opModFentry, targetHot, func() error {
+			fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
+			if errno != 0 {
+				return fmt.Errorf("BPF_LINK_CREATE: %w", errno)
+			}
+			link = fd
+			return nil
+		})
+		ld.Prog.Close()
+	}
+
+	// Exact count on the counted function, while the hot one is traced.
+	if a.opts.ExactCalls > 0 {
+		a.targetExact(ctx, ml, rec, st)
+	}
+
+	hold := a.opts.ModHold/4 + time.Duration(rng.Int64N(int64(a.opts.ModHold-a.opts.ModHold/4)+1))
+	sleep(ctx, hold)
+
+	if link >= 0 {
+		_ = rec.Time(opModDetach, targetHot, func() error { return unix.Close(link) })
+		if exp, ok := ml.Expected(targetHot); ok && ml.Checking() {
+			cur, rerr := ml.Map.Read(ld.FuncIP.Slot)
+			if rerr == nil {
+				o := oracle.CheckFuncIP(targetHot, oracle.FEntry, exp, prev, cur)
+				st.mu.Lock()
+				st.fipChecks++
+				st.mu.Unlock()
+				if !o.OK {
+					_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
+					a.oracleFail(o)
+				}
+			}
+		}
+	}
+}
+
+// targetExact runs one exact-count window on fth_target_counted, whose
+// only caller is a write to its debugfs file.
+func (a *agent) targetExact(ctx context.Context, ml *oracle.Loader, rec *tally.Recorder, st *modStats) {
+	fd, err := unix.Open(targetCall, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		st.mu.Lock()
+		st.skipped = err.Error()
+		st.mu.Unlock()
+		return
+	}
+	defer unix.Close(fd)
+	one := []byte("1")
+	w := oracle.Window{
+		Loader: ml, Func: targetCounted, Key: "exact:" + targetCounted, Name: "module_exact", Rec: rec,
+		Call: func() { _, _ = unix.Write(fd, one) },
+	}
+	if a.opts.Sabotage == options.SabotageSkipCount {
+		w.Skip = 1
+	}
+	ex, _, err := w.Exact(ctx, a.opts.ExactCalls)
+	if err != nil {
+		st.mu.Lock()
+		st.skipped = err.Error()
+		st.mu.Unlock()
+		return
+	}
+	st.mu.Lock()
+	st.windows++
+	if !ex.OK {
+		st.failures++
+	}
+	st.mu.Unlock()
+	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &ex})
+	if !ex.OK {
+		a.oracleFail(ex)
+	}
+}
+
+// summary is the module companions' exact-count summary event.
+func (st *modStats) summary(calls int) event.Oracle {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	o := event.Oracle{Name: oracle.NameExact, Function: targetCounted, Expected: uint64(calls), Checks: st.windows, Failures: st.failures, OK: st.failures == 0}
+	switch {
+	case calls == 0:
+		o.Skipped = "disabled (exactcalls=0)"
+	case st.windows == 0 && st.skipped != "":
+		o.Skipped = "no window completed: " + st.skipped
+	case st.windows == 0:
+		o.Skipped = "fth_target never loaded"
+	}
+	return o
+}
+
+// unloadRetry unloads name, retrying while it is busy (a tracer or link
+// still holds it) for up to 5 s.
+func unloadRetry(rec *tally.Recorder, name string) error {
+	var err error
+	for range 50 {
+		err = rec.Time(kmods.OpUnload, name, func() error { return kmods.Unload(name) })
+		if err == nil || !(errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EBUSY)) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s still busy after 5s of unload tries: %w", name, err)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
