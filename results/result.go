@@ -51,6 +51,28 @@ type Kernel struct {
 	Cached   bool              `json:"cached"`
 }
 
+// Request is what a cell was asked to run: everything `fth repro` needs to
+// run it again, apart from the kernel tree (checked by its identity).
+type Request struct {
+	Arch      string   `json:"arch"`
+	Fragments []string `json:"fragments"`
+	// Preempt is the preempt= boot parameter, "" for the build's default.
+	Preempt  string `json:"preempt,omitempty"`
+	Scenario string `json:"scenario"`
+	// AgentArgs are the agent's options as passed (fth.<key>=<value>);
+	// the agent's full resolved set, seed included, is in Cmdline.
+	AgentArgs map[string]string `json:"agent_args"`
+	Accel     string            `json:"accel"`
+	CPUs      int               `json:"cpus"`
+	MemoryMB  int               `json:"memory_mb"`
+	// Deadline and Silence are the unscaled bounds, in seconds.
+	Deadline   float64 `json:"deadline_seconds"`
+	Silence    float64 `json:"silence_seconds"`
+	Singlestep bool    `json:"singlestep,omitempty"`
+	Icount     string  `json:"icount,omitempty"`
+	KernelSrc  string  `json:"kernel_src"`
+}
+
 // Finding is a kernel report found on the console, or a hang.
 type Finding struct {
 	Kind      string   `json:"kind"`
@@ -80,10 +102,15 @@ type Result struct {
 	Arch   string `json:"arch"`
 	// Scenario names what the guest was asked to do, e.g. "attach-storm".
 	Scenario string `json:"scenario"`
-	Kernel   Kernel `json:"kernel"`
+	// Request is what the harness was asked to run (see `fth repro`).
+	Request *Request `json:"request,omitempty"`
+	Kernel  Kernel   `json:"kernel"`
 	// Accel is the QEMU accelerator actually used, and AccelReason why.
 	Accel       string `json:"accel"`
 	AccelReason string `json:"accel_reason,omitempty"`
+	// Widening names the race-widening settings in force ("singlestep",
+	// "icount", "singlestep+icount"), "" for none.
+	Widening string `json:"widening,omitempty"`
 	CPUs        int    `json:"cpus"`
 	// PreemptModel is what the guest reported in /sys/kernel/debug/sched/preempt.
 	PreemptModel string `json:"preempt_model,omitempty"`

@@ -56,6 +56,8 @@ type Cell struct {
 	// instead of an error: right for a matrix, where some cells cannot exist
 	// on some machines; wrong for one cell a developer asked for by name.
 	SkipUnconfigurable bool
+	// Widen holds the race-widening emulator settings.
+	Widen qemu.Widening
 }
 
 // ErrInfra marks errors that are the harness's or the machine's, not the
@@ -130,6 +132,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	log := e.Log.With("cell", c.Name)
 	w, err := results.NewCellWriter(filepath.Join(runDir, c.Name), results.Result{
 		RunID: runID, Cell: c.Name, Arch: string(c.Arch.Name), Scenario: c.Scenario, StartedAt: time.Now().UTC(),
+		Request: e.cellRequest(c), Widening: c.Widen.String(),
 	})
 	if err != nil {
 		return results.Result{}, err
@@ -187,6 +190,15 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		return fail("accelerator", err)
 	}
 	log.Info("accelerator", "accel", accel, "why", why)
+	if err := c.Widen.Check(accel); err != nil {
+		return fail("accelerator", err)
+	}
+	qv := 0
+	if c.Widen.Singlestep {
+		if qv, err = qemu.Version(ctx, c.Arch.QEMU); err != nil {
+			return fail("accelerator", err)
+		}
+	}
 	_ = w.Update(func(r *results.Result) { r.AccelReason = why })
 	sockDir, err := os.MkdirTemp("", "fth-vm-")
 	if err != nil {
@@ -201,6 +213,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		VM: qemu.Config{
 			Arch: c.Arch, Kernel: k.Image, Initrd: img.Path, Cmdline: cmdline,
 			CPUs: c.CPUs, MemoryMB: c.MemoryMB, Accel: accel, SocketDir: sockDir,
+			Widen: c.Widen, QEMUVersion: qv,
 		},
 		AgentArgs:  c.AgentArgs,
 		Deadline:   c.Deadline,
@@ -215,6 +228,16 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		r.EndedAt = time.Now().UTC()
 	})
 	return w.Result(), nil
+}
+
+// cellRequest records what c asks for, for `fth repro`.
+func (e *Env) cellRequest(c Cell) *results.Request {
+	return &results.Request{
+		Arch: string(c.Arch.Name), Fragments: c.Fragments, Preempt: c.Preempt, Scenario: c.Scenario,
+		AgentArgs: c.AgentArgs, Accel: string(c.Accel), CPUs: c.CPUs, MemoryMB: c.MemoryMB,
+		Deadline: c.Deadline.Seconds(), Silence: c.Silence.Seconds(),
+		Singlestep: c.Widen.Singlestep, Icount: c.Widen.Icount, KernelSrc: e.KernelSrc,
+	}
 }
 
 // VariantName names a cell by the fragments beyond base and arch, plus the

@@ -37,8 +37,9 @@ usage: fth <command> [flags]
 commands:
   build    build (or fetch from cache) a kernel for --arch from kconfig fragments
   image    build (or fetch from cache) the guest initramfs for --arch
-  run      build, boot under QEMU, run the attach storm, record a verdict
+  run      build, boot under QEMU, run a scenario (attach storm or churn), record a verdict
   matrix   run every arch × variant cell (skips what an arch cannot build), one summary
+  repro    run a recorded cell again (same kernel fragments, seed, boot flags, QEMU flags)
   triage   find, title and symbolize every kernel report in one or more console logs
   report   write report.html, junit.xml and summary.json for a run directory
   compare  compare two runs cell by cell; exit 1 on any regression
@@ -86,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdRun(ctx, rest, stdout, stderr)
 	case "matrix":
 		return cmdMatrix(ctx, rest, stdout, stderr)
+	case "repro":
+		return cmdRepro(ctx, rest, stdout, stderr)
 	case "triage":
 		return cmdTriage(ctx, rest, stdout, stderr)
 	case "report":

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -36,6 +37,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		pauseAfter = fs.Duration("pause-after", 0, "stop the VM over QMP this long after the agent starts (hang injection)")
 		deadline   = fs.Duration("deadline", 30*time.Minute, "overall deadline for the boot (scaled per arch)")
 		silence    = fs.Duration("silence", 90*time.Second, "no-output watchdog (scaled per arch)")
+		singlestep = fs.Bool("singlestep", false, "race widening: one guest instruction per TCG block (QEMU -singlestep / one-insn-per-tb)")
+		icount     = fs.String("icount", "", "race widening: QEMU -icount value, e.g. shift=auto (needs tcg-single)")
 		agentArgs  multiFlag
 	)
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable)")
@@ -68,17 +71,41 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		*runID = newRunID()
 	}
 	env := b.env(log, repo)
-	c := runner.Cell{
-		Name: fmt.Sprintf("%s-%s", a.Name, runner.VariantName(frags, *preempt)), Arch: a, Fragments: frags,
-		Preempt: *preempt, Scenario: "attach-storm", AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
-		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter,
+	widen := qemu.Widening{Singlestep: *singlestep, Icount: *icount}
+	if accel != qemu.AccelAuto {
+		if err := widen.Check(accel); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
 	}
-	runDir := filepath.Join(*out, *runID)
-	r, err := env.Run(ctx, *runID, runDir, c)
+	name := fmt.Sprintf("%s-%s", a.Name, runner.VariantName(frags, *preempt))
+	if w := widen.String(); w != "" {
+		name += "-" + w
+	}
+	c := runner.Cell{
+		Name: name, Arch: a, Fragments: frags,
+		Preempt: *preempt, Scenario: scenarioName(agent), AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
+		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter, Widen: widen,
+	}
+	return runOne(ctx, log, env, *out, *runID, c, stdout)
+}
+
+// scenarioName is the result's scenario label for the agent options.
+func scenarioName(agent map[string]string) string {
+	if agent["scenario"] == "churn" {
+		return "churn"
+	}
+	return "attach-storm"
+}
+
+// runOne runs c as a run of its own and prints its summary; the error says
+// why it did not pass.
+func runOne(ctx context.Context, log *slog.Logger, env *runner.Env, out, runID string, c runner.Cell, stdout io.Writer) error {
+	runDir := filepath.Join(out, runID)
+	r, err := env.Run(ctx, runID, runDir, c)
 	if err != nil {
 		return err
 	}
-	sum := results.Summary{RunID: *runID, At: time.Now().UTC(), Cells: []results.CellSummary{results.Summarize(r, filepath.Join(runDir, c.Name))}}
+	sum := results.Summary{RunID: runID, At: time.Now().UTC(), Cells: []results.CellSummary{results.Summarize(r, filepath.Join(runDir, c.Name))}}
 	if err := results.WriteSummary(runDir, sum); err != nil {
 		return err
 	}

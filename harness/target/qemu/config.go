@@ -4,9 +4,12 @@
 package qemu
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -49,6 +52,48 @@ func (a Accel) qemuArg() string {
 	}
 }
 
+// Widening are emulator settings that let an interrupt or a vCPU switch land
+// between any two guest instructions, at a cost in speed (see `fth bench
+// widening`). They need TCG; Icount also needs one TCG thread, because QEMU
+// cannot count instructions deterministically across parallel vCPU threads.
+type Widening struct {
+	// Singlestep makes every translation block one instruction long, so
+	// that TCG checks for interrupts (and, single-threaded, switches vCPUs)
+	// after each: QEMU 7.2's -singlestep, one-insn-per-tb in 8.1 and later.
+	Singlestep bool `json:"singlestep,omitempty"`
+	// Icount is the -icount option ("shift=auto", "shift=0,sleep=off"):
+	// virtual time advances per instruction, so timer interrupts arrive at
+	// instruction counts rather than host time, and runs become more
+	// repeatable.
+	Icount string `json:"icount,omitempty"`
+}
+
+// String names the widening for cell names and reports: "" for none.
+func (w Widening) String() string {
+	var parts []string
+	if w.Singlestep {
+		parts = append(parts, "singlestep")
+	}
+	if w.Icount != "" {
+		parts = append(parts, "icount")
+	}
+	return strings.Join(parts, "+")
+}
+
+// Check reports a widening that cannot work with accel.
+func (w Widening) Check(accel Accel) error {
+	if w == (Widening{}) {
+		return nil
+	}
+	if accel == AccelKVM {
+		return fmt.Errorf("race widening (%s) needs TCG, not kvm: use --accel tcg-single", w)
+	}
+	if w.Icount != "" && accel == AccelTCGMulti {
+		return errors.New("-icount needs one TCG thread: use --accel tcg-single with --icount")
+	}
+	return nil
+}
+
 // AgentPortName is the virtio-serial port the guest agent looks for.
 const AgentPortName = "fth.agent"
 
@@ -67,6 +112,11 @@ type Config struct {
 	// SocketDir holds qmp.sock and agent.sock; keep it short (unix socket paths
 	// are limited to 108 bytes).
 	SocketDir string
+	// Widen holds the race-widening settings.
+	Widen Widening
+	// QEMUVersion is the emulator's major*100+minor (702 for 7.2); 0 means
+	// 7.2, the version Debian 12 ships. It picks the spelling of Singlestep.
+	QEMUVersion int
 }
 
 // QMPSocket is the path of the QMP socket.
@@ -118,6 +168,16 @@ func (c Config) Args() []string {
 	if c.Initrd != "" {
 		args = append(args, "-initrd", c.Initrd)
 	}
+	if c.Widen.Singlestep {
+		if c.QEMUVersion >= 801 {
+			args[3] += ",one-insn-per-tb=on"
+		} else {
+			args = append(args, "-singlestep")
+		}
+	}
+	if c.Widen.Icount != "" {
+		args = append(args, "-icount", c.Widen.Icount)
+	}
 	return args
 }
 
@@ -140,4 +200,26 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// versionRe finds "version 7.2.11" in `qemu-system-x86_64 --version`.
+var versionRe = regexp.MustCompile(`version (\d+)\.(\d+)`)
+
+// Version returns binary's major*100+minor (702 for QEMU 7.2).
+func Version(ctx context.Context, binary string) (int, error) {
+	out, err := exec.CommandContext(ctx, binary, "--version").Output()
+	if err != nil {
+		return 0, fmt.Errorf("%s --version: %w", binary, err)
+	}
+	return parseVersion(string(out))
+}
+
+func parseVersion(s string) (int, error) {
+	m := versionRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("no version in %q", strings.TrimSpace(s))
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	return major*100 + minor, nil
 }

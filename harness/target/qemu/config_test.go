@@ -82,3 +82,66 @@ func TestArchCmdlineIncluded(t *testing.T) {
 		t.Errorf("riscv64 cmdline = %q, want the arch's own parameters", got)
 	}
 }
+
+func TestWideningArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		w       Widening
+		version int
+		accel   string
+		extra   []string
+	}{
+		{"none", Widening{}, 0, "tcg,thread=single", nil},
+		{"singlestep 7.2", Widening{Singlestep: true}, 0, "tcg,thread=single", []string{"-singlestep"}},
+		{"singlestep 8.2", Widening{Singlestep: true}, 802, "tcg,thread=single,one-insn-per-tb=on", nil},
+		{"icount", Widening{Icount: "shift=auto"}, 0, "tcg,thread=single", []string{"-icount", "shift=auto"}},
+		{"both", Widening{Singlestep: true, Icount: "shift=0"}, 702, "tcg,thread=single", []string{"-singlestep", "-icount", "shift=0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Config{Arch: x86(t), Accel: AccelTCGSingle, CPUs: 1, MemoryMB: 64, Widen: tt.w, QEMUVersion: tt.version}
+			args := c.Args()
+			if args[3] != tt.accel {
+				t.Errorf("-accel %q, want %q", args[3], tt.accel)
+			}
+			base := Config{Arch: x86(t), Accel: AccelTCGSingle, CPUs: 1, MemoryMB: 64}.Args()
+			if got := args[len(base):]; !slices.Equal(got, tt.extra) {
+				t.Errorf("extra args %q, want %q", got, tt.extra)
+			}
+		})
+	}
+}
+
+func TestWideningCheck(t *testing.T) {
+	tests := []struct {
+		w       Widening
+		accel   Accel
+		wantErr string
+	}{
+		{Widening{}, AccelKVM, ""},
+		{Widening{Singlestep: true}, AccelTCGMulti, ""},
+		{Widening{Singlestep: true}, AccelKVM, "needs TCG"},
+		{Widening{Icount: "shift=auto"}, AccelTCGMulti, "one TCG thread"},
+		{Widening{Icount: "shift=auto"}, AccelTCGSingle, ""},
+	}
+	for _, tt := range tests {
+		err := tt.w.Check(tt.accel)
+		if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%+v with %s: err = %v, want %q", tt.w, tt.accel, err, tt.wantErr)
+		}
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	for in, want := range map[string]int{
+		"QEMU emulator version 7.2.15 (Debian 1:7.2+dfsg-7+deb12u13)\nCopyright (c) 2003-2022": 702,
+		"QEMU emulator version 10.1.0": 1001,
+	} {
+		if got, err := parseVersion(in); err != nil || got != want {
+			t.Errorf("parseVersion(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := parseVersion("garbage"); err == nil {
+		t.Error("parseVersion(garbage) succeeded")
+	}
+}

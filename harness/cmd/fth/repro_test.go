@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/results"
+)
+
+func TestReproCell(t *testing.T) {
+	r := results.Result{
+		Cell: "riscv64-direct-calls-full", Seed: "3599456800",
+		Request: &results.Request{
+			Arch: "riscv64", Fragments: []string{"base", "arch/riscv64", "ftrace/direct-calls", "preempt/full"},
+			Preempt: "full", Scenario: "churn", AgentArgs: map[string]string{"scenario": "churn", "churn": "2m"},
+			Accel: "tcg-single", CPUs: 2, MemoryMB: 1024, Deadline: 1800, Silence: 90, Singlestep: true,
+		},
+	}
+	c, err := reproCell(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != r.Cell || c.Arch.Name != "riscv64" || c.Preempt != "full" || c.CPUs != 2 || c.MemoryMB != 1024 {
+		t.Errorf("cell = %+v", c)
+	}
+	if c.AgentArgs["seed"] != "3599456800" || c.AgentArgs["churn"] != "2m" {
+		t.Errorf("agent args = %v, want the reported seed added to the recorded ones", c.AgentArgs)
+	}
+	if r.Request.AgentArgs["seed"] != "" {
+		t.Error("reproCell changed the recorded request")
+	}
+	if c.Deadline != 30*time.Minute || c.Silence != 90*time.Second || !c.Widen.Singlestep {
+		t.Errorf("deadline %v silence %v widen %+v", c.Deadline, c.Silence, c.Widen)
+	}
+
+	// A seed given explicitly wins over the reported one (they are equal anyway).
+	r.Request.AgentArgs["seed"] = "7"
+	if c, _ := reproCell(r); c.AgentArgs["seed"] != "7" {
+		t.Errorf("seed = %q, want the requested 7", c.AgentArgs["seed"])
+	}
+
+	if _, err := reproCell(results.Result{}); err == nil || !strings.Contains(err.Error(), "no request") {
+		t.Errorf("old result: err = %v", err)
+	}
+	r.Request.Arch = "sparc"
+	if _, err := reproCell(r); err == nil {
+		t.Error("unknown arch accepted")
+	}
+}
