@@ -16,6 +16,10 @@ import (
 	"github.com/ftrace-harness/fth/results/event"
 )
 
+// MaxOracleFailures bounds the failed checks kept in Result.Oracles; the
+// summaries count them all, and events.jsonl has every one.
+const MaxOracleFailures = 50
+
 // SchemaVersion is bumped on any incompatible change to Result.
 const SchemaVersion = 1
 
@@ -111,7 +115,7 @@ type Result struct {
 	// Widening names the race-widening settings in force ("singlestep",
 	// "icount", "singlestep+icount"), "" for none.
 	Widening string `json:"widening,omitempty"`
-	CPUs        int    `json:"cpus"`
+	CPUs     int    `json:"cpus"`
 	// PreemptModel is what the guest reported in /sys/kernel/debug/sched/preempt.
 	PreemptModel string `json:"preempt_model,omitempty"`
 	Cmdline      string `json:"cmdline"`
@@ -122,6 +126,16 @@ type Result struct {
 	Inventory *event.Inventory        `json:"inventory,omitempty"`
 	Phases    map[string]*event.Phase `json:"phases,omitempty"`
 	Liveness  *event.Liveness         `json:"liveness,omitempty"`
+	// Transitions summarise the churn's operations by name (counts,
+	// errnos, latency), in the Phase shape.
+	Transitions map[string]*event.Phase `json:"transitions,omitempty"`
+	// Oracles holds each oracle's summary, then every failed check (up to
+	// MaxOracleFailures).
+	Oracles []event.Oracle `json:"oracles,omitempty"`
+	// Features are what the agent found the kernel supports, or not, and why.
+	Features []event.Feature `json:"features,omitempty"`
+	Preempt  *event.Preempt  `json:"preempt,omitempty"`
+	HotSet   *event.HotSet   `json:"hot_set,omitempty"`
 	// AgentOK and AgentReason are the agent's own view; the verdict also weighs
 	// the console and liveness.
 	AgentOK     *bool  `json:"agent_ok,omitempty"`

@@ -204,6 +204,25 @@ loop:
 					}
 					r.Phases[p.Name] = p
 				})
+			case event.KindTransition:
+				_ = w.Update(func(r *results.Result) {
+					if r.Transitions == nil {
+						r.Transitions = map[string]*event.Phase{}
+					}
+					r.Transitions[ev.Transition.Name] = ev.Transition
+				})
+			case event.KindOracle:
+				o := *ev.Oracle
+				if !o.OK && o.Skipped == "" {
+					log.Warn("oracle failed", "oracle", o.Name, "function", o.Function, "expected", o.Expected, "got", o.Got, "msg", o.Msg)
+				}
+				_ = w.Update(func(r *results.Result) { r.Oracles = addOracle(r.Oracles, o) })
+			case event.KindFeature:
+				_ = w.Update(func(r *results.Result) { r.Features = append(r.Features, *ev.Feature) })
+			case event.KindPreempt:
+				_ = w.Update(func(r *results.Result) { r.Preempt = ev.Preempt })
+			case event.KindHotSet:
+				_ = w.Update(func(r *results.Result) { r.HotSet = ev.HotSet })
 			case event.KindLiveness:
 				_ = w.Update(func(r *results.Result) { r.Liveness = mergeLiveness(r.Liveness, ev.Liveness) })
 			case event.KindLog:
@@ -314,10 +333,31 @@ func verdict(r *results.Result, res outcome, done bool, silence, deadline time.D
 		return results.Error, msg
 	case r.Liveness != nil && len(r.Liveness.Stalled) > 0:
 		return results.Fail, fmt.Sprintf("liveness: %d hammer thread(s) stalled", len(r.Liveness.Stalled))
-	case r.AgentOK != nil && !*r.AgentOK:
+	}
+	if o, ok := failedOracle(r.Oracles); ok {
+		return results.Fail, o
+	}
+	if r.AgentOK != nil && !*r.AgentOK {
 		return results.Fail, "agent: " + r.AgentReason
 	}
 	return results.Pass, ""
+}
+
+// failedOracle describes the first failed oracle check or summary: the
+// host fails the cell on it even if the agent said all was well.
+func failedOracle(os []event.Oracle) (string, bool) {
+	for _, o := range os {
+		if o.OK || o.Skipped != "" {
+			continue
+		}
+		switch {
+		case o.Function != "" && o.Checks == 0:
+			return fmt.Sprintf("oracle %s failed on %s: expected %#x, got %#x %s", o.Name, o.Function, o.Expected, o.Got, o.Msg), true
+		default:
+			return fmt.Sprintf("oracle %s: %d of %d checks failed", o.Name, o.Failures, o.Checks), true
+		}
+	}
+	return "", false
 }
 
 func mergeLiveness(prev, cur *event.Liveness) *event.Liveness {
@@ -359,4 +399,27 @@ func drain(lines <-chan lineMsg, conLog, evLog *results.LineLog, det *console.De
 			return
 		}
 	}
+}
+
+// addOracle keeps summaries (no Function, or a Checks count) always and
+// failed checks up to results.MaxOracleFailures; passing single checks
+// are in events.jsonl only.
+func addOracle(list []event.Oracle, o event.Oracle) []event.Oracle {
+	summary := o.Function == "" || o.Checks > 0 || o.Skipped != ""
+	if summary || o.Name == "func-ip-calibration" {
+		return append(list, o)
+	}
+	if o.OK {
+		return list
+	}
+	failed := 0
+	for _, x := range list {
+		if !x.OK && x.Checks == 0 && x.Skipped == "" {
+			failed++
+		}
+	}
+	if failed >= results.MaxOracleFailures {
+		return list
+	}
+	return append(list, o)
 }

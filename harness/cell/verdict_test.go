@@ -29,6 +29,12 @@ func TestVerdict(t *testing.T) {
 		{"deadline", results.Result{}, outDeadline, false, results.Error, "deadline"},
 		{"interrupted", results.Result{}, outInterrupted, false, results.Error, "interrupted"},
 		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, outDone, true, results.Fail, "agent: 0 of 2000"},
+		{"oracle failure beats agent ok", results.Result{AgentOK: &yes, Oracles: []event.Oracle{
+			{Name: "func-ip-calibration", OK: true, Checks: 1},
+			{Name: "exact-count", Function: "__x64_sys_getppid", Expected: 1000, Got: 999},
+		}}, outDone, true, results.Fail, "oracle exact-count failed on __x64_sys_getppid"},
+		{"failed summary", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: "func-ip", Checks: 90, Failures: 3}}}, outDone, true, results.Fail, "3 of 90 checks failed"},
+		{"skipped oracle is no failure", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: "exact-count", Skipped: "disabled"}}}, outDone, true, results.Pass, ""},
 		{"stalled thread", results.Result{AgentOK: &yes, Liveness: &event.Liveness{Stalled: []event.StalledThread{{TID: 7}}}}, outDone, true, results.Fail, "liveness"},
 	}
 	for _, tt := range tests {
@@ -45,5 +51,20 @@ func TestAgentCmdlineSorted(t *testing.T) {
 	got := strings.Join(agentCmdline(map[string]string{"n": "2000", "crash": "sysrq-c", "hold": "5s"}), " ")
 	if got != "fth.crash=sysrq-c fth.hold=5s fth.n=2000" {
 		t.Errorf("agentCmdline = %q", got)
+	}
+}
+
+func TestAddOracleKeepsSummariesAndBoundedFailures(t *testing.T) {
+	var list []event.Oracle
+	list = addOracle(list, event.Oracle{Name: "exact-count", Function: "f", Expected: 5, Got: 5, OK: true})
+	if len(list) != 0 {
+		t.Fatalf("a passing single check was kept: %+v", list)
+	}
+	for range results.MaxOracleFailures + 10 {
+		list = addOracle(list, event.Oracle{Name: "func-ip", Function: "f", Expected: 1, Got: 2})
+	}
+	list = addOracle(list, event.Oracle{Name: "func-ip", Checks: 100, Failures: 60})
+	if len(list) != results.MaxOracleFailures+1 || list[len(list)-1].Checks != 100 {
+		t.Errorf("kept %d, want %d failures plus the summary", len(list), results.MaxOracleFailures)
 	}
 }

@@ -111,8 +111,14 @@ type Progress struct {
 type Op struct {
 	Phase    string `json:"phase"`
 	Function string `json:"function"`
-	// Index counts from 1 within the phase.
+	// Index counts from 1 within the phase (attach storm), or over all
+	// operations (the churn's operation log).
 	Index int `json:"index"`
+	// AtMS is when the operation started, in milliseconds since the
+	// churn began; CPU is the CPU the agent thread was on. Set in the
+	// churn's operation log only.
+	AtMS float64 `json:"t_ms,omitempty"`
+	CPU  *int    `json:"cpu,omitempty"`
 }
 
 // Failure is one failed operation.

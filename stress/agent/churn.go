@@ -195,6 +195,7 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		return fmt.Errorf("churn: reset tracefs: %w", err)
 	}
 	rec := tally.New(a.w, 0)
+	rec.LogOps(time.Now())
 
 	m, err := oracle.NewMap(2*len(hot.Funcs) + 8)
 	if err != nil {

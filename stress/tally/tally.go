@@ -9,7 +9,11 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/attach"
@@ -34,6 +38,20 @@ type Recorder struct {
 
 	mu  sync.Mutex
 	ops map[string]*op
+
+	// opLog, when set, makes Time announce every operation as an Op event
+	// before running it: the operation log a crash is read against.
+	opLog   bool
+	opStart time.Time
+	seq     atomic.Uint64
+}
+
+// LogOps makes Time emit an Op event (sequence number, milliseconds since
+// start, CPU, name, function) before each operation. With concurrent
+// workers several operations are in flight at once; the host keeps the
+// last few, so a crash shows what was being changed when it hit.
+func (r *Recorder) LogOps(start time.Time) {
+	r.opLog, r.opStart = true, start
 }
 
 type op struct {
@@ -57,6 +75,13 @@ func New(emit report.Emitter, maxFailures int) *Recorder {
 func (r *Recorder) Time(name, fn string, f func() error) error {
 	if r == nil {
 		return f()
+	}
+	if r.opLog {
+		cpu := currentCPU()
+		_ = r.emit.Emit(event.Event{Kind: event.KindOp, Op: &event.Op{
+			Phase: name, Function: fn, Index: int(r.seq.Add(1)),
+			AtMS: float64(r.now().Sub(r.opStart).Microseconds()) / 1000, CPU: &cpu,
+		}})
 	}
 	t0 := r.now()
 	err := f()
@@ -146,4 +171,15 @@ func (r *Recorder) EmitSummaries() error {
 		errs = append(errs, r.emit.Emit(event.Event{Kind: event.KindTransition, Transition: &p}))
 	}
 	return errors.Join(errs...)
+}
+
+// currentCPU is the CPU the calling thread runs on (getcpu(2)); -1 if the
+// call fails. A goroutine may move right after: it says where the
+// operation started.
+func currentCPU() int {
+	var cpu uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
+		return -1
+	}
+	return int(cpu)
 }

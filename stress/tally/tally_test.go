@@ -80,3 +80,31 @@ func TestRecorderNoFailureEvents(t *testing.T) {
 		t.Error("EmitSummaries without an emitter succeeded")
 	}
 }
+
+func TestOpLog(t *testing.T) {
+	var m report.Memory
+	r := New(&m, 0)
+	clock := time.Unix(100, 0)
+	r.now = func() time.Time { return clock }
+	if err := r.Time("quiet", "f", func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r.LogOps(time.Unix(99, 500_000_000))
+	_ = r.Time("kprobe_on", "do_sys_openat2", func() error { return nil })
+	_ = r.Time("ftrace_off", "ksys_read", func() error { return unix.EBUSY })
+	var ops []event.Op
+	for _, e := range m.Events() {
+		if e.Kind == event.KindOp {
+			ops = append(ops, *e.Op)
+		}
+	}
+	if len(ops) != 2 {
+		t.Fatalf("ops = %+v, want the two operations after LogOps", ops)
+	}
+	for i, want := range []event.Op{{Phase: "kprobe_on", Function: "do_sys_openat2", Index: 1, AtMS: 500}, {Phase: "ftrace_off", Function: "ksys_read", Index: 2, AtMS: 500}} {
+		got := ops[i]
+		if got.Phase != want.Phase || got.Function != want.Function || got.Index != want.Index || got.AtMS != want.AtMS || got.CPU == nil || *got.CPU < 0 {
+			t.Errorf("op %d = %+v (cpu %v), want %+v with a cpu", i, got, got.CPU, want)
+		}
+	}
+}
