@@ -126,6 +126,14 @@ var builtins = []Variant{
 		Needs:      []arch.Feature{arch.DirectCalls},
 		Selectable: []string{"KASAN_GENERIC"},
 	},
+	{
+		Name:       "selftest",
+		Doc:        "FTRACE_STARTUP_TEST (the kernel's tracer and direct-call self-checks at boot) over direct-calls-full",
+		Fragments:  []string{"ftrace/direct-calls", "preempt/full", "debug/selftest"},
+		Preempt:    "full",
+		Needs:      []arch.Feature{arch.DirectCalls},
+		Selectable: []string{"FTRACE_STARTUP_TEST"},
+	},
 }
 
 // defaults is each arch's default set: the ftrace flavours worth a nightly
