@@ -351,8 +351,10 @@ func failedOracle(os []event.Oracle) (string, bool) {
 			continue
 		}
 		switch {
+		case o.Function != "" && o.Checks == 0 && o.Name == "exact-count":
+			return fmt.Sprintf("oracle %s failed on %s: expected %d hits, got %d", o.Name, o.Function, o.Expected, o.Got), true
 		case o.Function != "" && o.Checks == 0:
-			return fmt.Sprintf("oracle %s failed on %s: expected %#x, got %#x %s", o.Name, o.Function, o.Expected, o.Got, o.Msg), true
+			return strings.TrimSpace(fmt.Sprintf("oracle %s failed on %s: expected %#x, got %#x %s", o.Name, o.Function, o.Expected, o.Got, o.Msg)), true
 		default:
 			return fmt.Sprintf("oracle %s: %d of %d checks failed", o.Name, o.Failures, o.Checks), true
 		}

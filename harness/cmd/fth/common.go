@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -137,7 +138,8 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	start := time.Now()
-	k, err := b.env(newLogger(stderr, b.verbose), repo).BuildKernel(ctx, a, frags)
+	env := b.env(newLogger(stderr, b.verbose), repo)
+	k, err := env.BuildKernel(ctx, a, frags)
 	if err != nil {
 		return err
 	}
@@ -146,6 +148,18 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		state = "cached"
 	}
 	fmt.Fprintf(stdout, "%s: %s %s in %s\n  image:   %s\n  vmlinux: %s\n", state, a.Name, k.Release, time.Since(start).Round(time.Millisecond), k.Image, k.Vmlinux)
+	mods, err := env.Modules(ctx, a, frags, k)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(mods))
+	for g := range mods {
+		names = append(names, strings.TrimSuffix(filepath.Base(g), ".ko"))
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		fmt.Fprintf(stdout, "  modules: %s\n", strings.Join(names, " "))
+	}
 	return nil
 }
 

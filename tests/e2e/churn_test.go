@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// churnArgs is the short churn of `make test`: a minute of callsite churn on
+// 8 hot functions with mixed tracers, preemption switching, the module loop
+// and both oracles, and no background storm. The seed is pinned (see
+// TestX86AttachStormPasses).
+func churnArgs(seed, churn string, extra ...string) []string {
+	args := []string{"--n", "0", "--seed", seed,
+		"--agent-arg", "scenario=churn", "--agent-arg", "churn=" + churn, "--agent-arg", "hot=8",
+		"--agent-arg", "exactevery=5s", "--agent-arg", "modhold=2s"}
+	for _, e := range extra {
+		args = append(args, "--agent-arg", e)
+	}
+	return args
+}
+
+// oracle returns the summary of oracle name (on function fn, "" for any).
+func oracleSummary(r results.Result, name, fn string) (event.Oracle, bool) {
+	for _, o := range r.Oracles {
+		if o.Name == name && (o.Function == "" || o.Checks > 0 || o.Skipped != "") && (fn == "" || o.Function == fn) {
+			return o, true
+		}
+	}
+	return event.Oracle{}, false
+}
+
+// churnPasses checks a short churn cell: pass, transitions of every kind
+// exercised, both oracles checking, and the operation log in events.jsonl.
+func churnPasses(t *testing.T, r fthRun) {
+	t.Helper()
+	r.mustCell(t)
+	if r.exit != 0 || r.result.Verdict != results.Pass {
+		t.Fatalf("verdict %s (%s), exit %d; want a pass", r.result.Verdict, r.result.Reason, r.exit)
+	}
+	for _, name := range []string{"fentry_first", "ftrace_on", "kprobe_on", "module_load", "module_unload"} {
+		tr, ok := r.result.Transitions[name]
+		if !ok || tr.Succeeded == 0 {
+			t.Errorf("transition %s: %+v, want successes", name, tr)
+		}
+	}
+	fip, ok := oracleSummary(r.result, "func-ip", "")
+	if !ok || !fip.OK || fip.Skipped != "" || fip.Checks == 0 {
+		t.Errorf("func-ip summary = %+v, want checks and no failure", fip)
+	}
+	ex, ok := oracleSummary(r.result, "exact-count", "fth_target_counted")
+	if !ok || !ex.OK || ex.Checks == 0 {
+		t.Errorf("module exact-count summary = %+v, want windows and no failure", ex)
+	}
+	ops := 0
+	b, err := os.ReadFile(filepath.Join(r.cell, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var ev event.Event
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Kind == event.KindOp && ev.Op.CPU != nil {
+			ops++
+		}
+	}
+	if ops < 100 {
+		t.Errorf("operation log has %d entries, want the churn's operations", ops)
+	}
+	t.Logf("churn: %d logged operations, func-ip %d checks, module exact-count %d windows", ops, fip.Checks, ex.Checks)
+}
+
+// A short churn passes on x86_64 with no false alarm.
+func TestX86ChurnPasses(t *testing.T) {
+	churnPasses(t, runFth(t, 20*time.Minute, churnArgs("42", "60s")...))
+}
+
+// A short churn passes on riscv64, whose AUIPC+JALR callsites are the ones a
+// preempted task can catch half-patched.
+func TestRISCV64ChurnPasses(t *testing.T) {
+	churnPasses(t, runFthArch(t, "riscv64", 40*time.Minute, churnArgs("7", "60s")...))
+}
+
+// The oracles fail the cell when they should: a program expecting the wrong
+// address (func-ip) and windows that make one call fewer than they count
+// on (exact-count).
+func TestOraclesCatchSabotage(t *testing.T) {
+	tests := []struct {
+		mode, reason string
+	}{
+		{"wrong-ip", "oracle func-ip failed"},
+		{"skip-count", "oracle exact-count failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			r := runFth(t, 15*time.Minute, churnArgs("42", "15s", "sabotage="+tt.mode, "modules=false")...)
+			r.mustCell(t)
+			if r.exit != 1 || r.result.Verdict != results.Fail || !strings.Contains(r.result.Reason, tt.reason) {
+				t.Fatalf("verdict %s (%q), exit %d; want fail with %q", r.result.Verdict, r.result.Reason, r.exit, tt.reason)
+			}
+			if len(r.result.Findings) != 0 {
+				t.Errorf("the console has findings %+v: the sabotage must trip the oracle alone", r.result.Findings)
+			}
+		})
+	}
+}
