@@ -23,13 +23,20 @@ import (
 )
 
 // keyVersion changes when the image recipe changes.
-const keyVersion = "fth-image-1"
+const keyVersion = "fth-image-2" // 2: board commands and a shell
 
 const (
 	// AgentPackage is the guest agent's import path.
 	AgentPackage = "github.com/ftrace-harness/fth/stress/agent"
 	initPackage  = "github.com/u-root/u-root/cmds/core/init"
 )
+
+// boardCommands are the u-root commands a VM needs to stand in for an SSH
+// board (fth.board=1): sshd, the shell it runs commands with, and what the
+// soak runs remotely (cat for /dev/kmsg and uploads, chmod, mv, uname, kill,
+// ...). ip brings up the user-mode network. They cost the image about a
+// few MB and nothing at run time when unused.
+var boardCommands = []string{"gosh", "sshd", "cat", "chmod", "mv", "uname", "ip", "kill", "ls", "sleep", "rm", "mkdir"}
 
 // Request says which initramfs to build.
 type Request struct {
@@ -85,8 +92,9 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Image, error) {
 			uimage.WithReplaceEnv(env),
 			uimage.WithTempDir(tmpDir),
 			uimage.WithBaseArchive(uimage.DefaultRamfs()),
-			uimage.WithBusyboxCommands(initPackage, AgentPackage),
+			uimage.WithBusyboxCommands(append([]string{initPackage, AgentPackage}, corePackages(boardCommands)...)...),
 			uimage.WithInit("init"),
+			uimage.WithShell("gosh"),
 			uimage.WithUinitCommand("agent"),
 			uimage.WithCPIOOutput(partial),
 			uimage.WithSkipLDD(),
@@ -164,4 +172,12 @@ func looksLikeCPIO(path string) (bool, error) {
 		return false, nil
 	}
 	return string(magic) == "070701", nil
+}
+
+func corePackages(cmds []string) []string {
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = "github.com/u-root/u-root/cmds/core/" + c
+	}
+	return out
 }

@@ -149,7 +149,7 @@ func explain(s Setting, idx Index, final map[string]string) string {
 	if s.Value == "n" {
 		return fmt.Sprintf("%s (%s) is forced on by a select from another option", sym.Name, sym.Where)
 	}
-	return fmt.Sprintf("%s (%s) was overridden by a choice or a select elsewhere", sym.Name, sym.Where)
+	return fmt.Sprintf("%s (%s) was overridden by a choice or a select elsewhere, or the file defining it is sourced inside an `if` or `menu` block whose condition is off (e.g. MISC_FILESYSTEMS for PSTORE)", sym.Name, sym.Where)
 }
 
 // depMet evaluates the simple dependency forms well enough to name a culprit:

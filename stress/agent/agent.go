@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -43,8 +44,10 @@ type agent struct {
 // opened) and, if poweroff is set, reboots the guest after it.
 func run(ctx context.Context, args []string, sys system) error {
 	cmdline, err := sys.readFile(cmdlinePath)
-	if err != nil {
-		cmdline = nil // not in a VM, or no /proc: flags only
+	if err != nil || sys.getenv("FTH_NO_CMDLINE") == "1" {
+		// Not in a VM, no /proc, or deployed on a board whose command line
+		// belongs to someone else: flags only.
+		cmdline = nil
 	}
 	env := options.Env{NumCPU: sys.numCPU, Poweroff: sys.ppid == 1 && inVM(sys, string(cmdline))}
 	opts, optErr := options.Parse(args, string(cmdline), env, sys.stderr)
@@ -54,6 +57,20 @@ func run(ctx context.Context, args []string, sys system) error {
 		opts = options.Defaults(env)
 	}
 	opts.ResolveSeed(sys.now())
+	if optErr == nil && opts.Board {
+		return runBoard(ctx, opts.BoardAddr, sys.stdout)
+	}
+	if opts.StdinWatch && sys.stdin != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			// EOF or an error: the session that started us is gone.
+			_, _ = io.Copy(io.Discard, sys.stdin)
+			fmt.Fprintln(sys.stderr, "agent: stdin closed; stopping")
+			cancel()
+		}()
+	}
 
 	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
 	if err != nil {

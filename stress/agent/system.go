@@ -30,24 +30,27 @@ const flushDelay = 300 * time.Millisecond
 // agent's control flow without a VM.
 type system struct {
 	stdout, stderr io.Writer
-	readFile       func(string) ([]byte, error)
-	getenv         func(string) string
-	virtioDir      string
-	devDir         string
-	ppid           int
-	numCPU         int
-	now            func() time.Time
-	release        func() string
-	mountFS        func() error
-	sync           func()
-	sleep          func(time.Duration)
-	reboot         func() error
-	sysrqCrash     func() error
+	// stdin is watched for EOF with the stdinwatch option.
+	stdin      io.Reader
+	readFile   func(string) ([]byte, error)
+	getenv     func(string) string
+	virtioDir  string
+	devDir     string
+	ppid       int
+	numCPU     int
+	now        func() time.Time
+	release    func() string
+	mountFS    func() error
+	sync       func()
+	sleep      func(time.Duration)
+	reboot     func() error
+	sysrqCrash func() error
 }
 
 func realSystem() system {
 	return system{
 		stdout:    os.Stdout,
+		stdin:     os.Stdin,
 		stderr:    os.Stderr,
 		readFile:  os.ReadFile,
 		getenv:    os.Getenv,

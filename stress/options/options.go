@@ -139,6 +139,15 @@ type Options struct {
 	ModHold time.Duration
 	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount).
 	Sabotage string
+	// Board turns the VM into a stand-in SSH board instead of running a
+	// scenario: network up at BoardAddr, u-root's sshd on port 22 with
+	// the keys under /etc/fth, and no poweroff.
+	Board     bool
+	BoardAddr string
+	// StdinWatch stops the run when stdin reaches EOF: on a board the
+	// agent runs in an SSH session whose stdin the harness holds, so a
+	// dropped session stops the stress instead of leaving it burning.
+	StdinWatch bool
 }
 
 // Env is what the defaults depend on.
@@ -175,6 +184,7 @@ func Defaults(env Env) Options {
 		TimerPeriod:  500 * time.Microsecond,
 		Modules:      true,
 		ModHold:      3 * time.Second,
+		BoardAddr:    "10.0.2.15/24",
 	}
 }
 
@@ -428,6 +438,32 @@ var fields = []field{
 		get:   func(o *Options) string { return o.ModHold.String() },
 	},
 	{
+		name:   "board",
+		usage:  "stand in for an SSH board: bring up the network, run sshd, never power off",
+		isBool: true,
+		set: func(o *Options, v string) (err error) {
+			o.Board, err = parseBool(v)
+			return err
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Board) },
+	},
+	{
+		name:  "boardaddr",
+		usage: "board mode: eth0's `address/prefix` (QEMU user networking's guest address by default; the gateway is .2)",
+		set:   func(o *Options, v string) error { o.BoardAddr = v; return nil },
+		get:   func(o *Options) string { return o.BoardAddr },
+	},
+	{
+		name:   "stdinwatch",
+		usage:  "stop the run when stdin reaches EOF (the harness's SSH session dropped)",
+		isBool: true,
+		set: func(o *Options, v string) (err error) {
+			o.StdinWatch, err = parseBool(v)
+			return err
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.StdinWatch) },
+	},
+	{
 		name:  "sabotage",
 		usage: "test only: \"wrong-ip\" or \"skip-count\" makes the func-ip or exact-count oracle see a failure",
 		set: func(o *Options, v string) error {
@@ -452,6 +488,14 @@ const (
 	maxHot     = 1024
 	maxWorkers = 64
 )
+
+func parseBool(v string) (bool, error) {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, errors.New("want true or false")
+	}
+	return b, nil
+}
 
 // intRange parses an integer in [lo, hi].
 func intRange(v string, lo, hi int) (int, error) {
