@@ -172,15 +172,11 @@ loop:
 				log.Info("agent ready", "boot", boot.Round(time.Millisecond), "kernel", ev.Hello.KernelRelease, "preempt", ev.Hello.PreemptModel)
 				_ = w.Update(func(r *results.Result) {
 					r.Timings.BootToAgentSeconds = boot.Seconds()
-					r.PreemptModel = ev.Hello.PreemptModel
-					r.Seed = ev.Hello.Args["seed"]
+					results.Apply(r, ev)
 				})
 				if spec.PauseAfter > 0 {
 					pauseAt = time.After(spec.PauseAfter)
 				}
-			case event.KindInventory:
-				log.Info("inventory", "traceable", ev.Inventory.Traceable, "btf", ev.Inventory.WithBTF, "candidates", ev.Inventory.Candidates, "selected", ev.Inventory.Selected)
-				_ = w.Update(func(r *results.Result) { r.Inventory = ev.Inventory })
 			case event.KindProgress:
 				if time.Since(lastProgressLog) > 5*time.Second {
 					lastProgressLog = time.Now()
@@ -198,41 +194,22 @@ loop:
 				inFlight, recentOps = nil, nil
 				p := ev.Phase
 				log.Info("phase done", "phase", p.Name, "ok", p.Succeeded, "failed", p.Failed, "median", p.Latency.Median, "p99", p.Latency.P99, "wall", p.Wall)
-				_ = w.Update(func(r *results.Result) {
-					if r.Phases == nil {
-						r.Phases = map[string]*event.Phase{}
-					}
-					r.Phases[p.Name] = p
-				})
-			case event.KindTransition:
-				_ = w.Update(func(r *results.Result) {
-					if r.Transitions == nil {
-						r.Transitions = map[string]*event.Phase{}
-					}
-					r.Transitions[ev.Transition.Name] = ev.Transition
-				})
+				_ = w.Update(func(r *results.Result) { results.Apply(r, ev) })
 			case event.KindOracle:
-				o := *ev.Oracle
-				if !o.OK && o.Skipped == "" {
+				if o := ev.Oracle; !o.OK && o.Skipped == "" {
 					log.Warn("oracle failed", "oracle", o.Name, "function", o.Function, "expected", o.Expected, "got", o.Got, "msg", o.Msg)
 				}
-				_ = w.Update(func(r *results.Result) { r.Oracles = addOracle(r.Oracles, o) })
-			case event.KindFeature:
-				_ = w.Update(func(r *results.Result) { r.Features = append(r.Features, *ev.Feature) })
-			case event.KindPreempt:
-				_ = w.Update(func(r *results.Result) { r.Preempt = ev.Preempt })
-			case event.KindHotSet:
-				_ = w.Update(func(r *results.Result) { r.HotSet = ev.HotSet })
-			case event.KindLiveness:
-				_ = w.Update(func(r *results.Result) { r.Liveness = mergeLiveness(r.Liveness, ev.Liveness) })
+				_ = w.Update(func(r *results.Result) { results.Apply(r, ev) })
+			case event.KindInventory:
+				log.Info("inventory", "traceable", ev.Inventory.Traceable, "btf", ev.Inventory.WithBTF, "candidates", ev.Inventory.Candidates, "selected", ev.Inventory.Selected)
+				_ = w.Update(func(r *results.Result) { results.Apply(r, ev) })
+			case event.KindTransition, event.KindFeature, event.KindPreempt, event.KindHotSet, event.KindLiveness:
+				_ = w.Update(func(r *results.Result) { results.Apply(r, ev) })
 			case event.KindLog:
 				log.Info("agent: " + ev.Log)
 			case event.KindDone:
 				done = true
-				_ = w.Update(func(r *results.Result) {
-					ok := ev.Done.OK
-					r.AgentOK, r.AgentReason = &ok, ev.Done.Reason
-				})
+				_ = w.Update(func(r *results.Result) { results.Apply(r, ev) })
 				res = outDone
 				break loop
 			}
@@ -334,7 +311,7 @@ func verdict(r *results.Result, res outcome, done bool, silence, deadline time.D
 	case r.Liveness != nil && len(r.Liveness.Stalled) > 0:
 		return results.Fail, fmt.Sprintf("liveness: %d hammer thread(s) stalled", len(r.Liveness.Stalled))
 	}
-	if o, ok := failedOracle(r.Oracles); ok {
+	if o, ok := results.FailedOracle(r.Oracles); ok {
 		return results.Fail, o
 	}
 	if r.AgentOK != nil && !*r.AgentOK {
@@ -343,36 +320,7 @@ func verdict(r *results.Result, res outcome, done bool, silence, deadline time.D
 	return results.Pass, ""
 }
 
-// failedOracle describes the first failed oracle check or summary: the
-// host fails the cell on it even if the agent said all was well.
-func failedOracle(os []event.Oracle) (string, bool) {
-	for _, o := range os {
-		if o.OK || o.Skipped != "" {
-			continue
-		}
-		switch {
-		case o.Function != "" && o.Checks == 0 && o.Name == "exact-count":
-			return fmt.Sprintf("oracle %s failed on %s: expected %d hits, got %d", o.Name, o.Function, o.Expected, o.Got), true
-		case o.Function != "" && o.Checks == 0:
-			return strings.TrimSpace(fmt.Sprintf("oracle %s failed on %s: expected %#x, got %#x %s", o.Name, o.Function, o.Expected, o.Got, o.Msg)), true
-		default:
-			return fmt.Sprintf("oracle %s: %d of %d checks failed", o.Name, o.Failures, o.Checks), true
-		}
-	}
-	return "", false
-}
 
-func mergeLiveness(prev, cur *event.Liveness) *event.Liveness {
-	if prev == nil {
-		c := *cur
-		return &c
-	}
-	out := *prev
-	out.Threads = cur.Threads
-	out.Iterations += cur.Iterations
-	out.Stalled = append(out.Stalled, cur.Stalled...)
-	return &out
-}
 
 func readLines(r io.Reader, agent bool, out chan<- lineMsg, done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
@@ -403,25 +351,3 @@ func drain(lines <-chan lineMsg, conLog, evLog *results.LineLog, det *console.De
 	}
 }
 
-// addOracle keeps summaries (no Function, or a Checks count) always and
-// failed checks up to results.MaxOracleFailures; passing single checks
-// are in events.jsonl only.
-func addOracle(list []event.Oracle, o event.Oracle) []event.Oracle {
-	summary := o.Function == "" || o.Checks > 0 || o.Skipped != ""
-	if summary || o.Name == "func-ip-calibration" {
-		return append(list, o)
-	}
-	if o.OK {
-		return list
-	}
-	failed := 0
-	for _, x := range list {
-		if !x.OK && x.Checks == 0 && x.Skipped == "" {
-			failed++
-		}
-	}
-	if failed >= results.MaxOracleFailures {
-		return list
-	}
-	return append(list, o)
-}
