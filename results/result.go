@@ -77,8 +77,44 @@ type Request struct {
 	KernelSrc  string  `json:"kernel_src"`
 }
 
+// Board describes the SSH board a soak ran on.
+type Board struct {
+	Target  string `json:"target"`
+	Uname   string `json:"uname"`
+	Release string `json:"release"`
+	// Config says where the kernel config came from ("/proc/config.gz",
+	// "/boot/config-<release>") or why it could not be read.
+	Config string `json:"config"`
+	// BootIDs are the boot_ids seen, in order: more than one means the
+	// board rebooted during the soak.
+	BootIDs []string `json:"boot_ids"`
+	// DeploySeconds covers building the agent for the board and copying
+	// it over, for each deploy.
+	DeploySeconds []float64 `json:"deploy_seconds"`
+	// Reconnects lists every lost connection and how it ended.
+	Reconnects []Reconnect `json:"reconnects,omitempty"`
+	// Pstore lists the files saved from /sys/fs/pstore after reboots.
+	Pstore []string `json:"pstore,omitempty"`
+}
+
+// Reconnect is one lost connection to a board.
+type Reconnect struct {
+	// At is seconds into the soak when the connection was lost.
+	At       float64 `json:"at_seconds"`
+	Rebooted bool    `json:"rebooted"`
+	// Back is false when the board never answered again.
+	Back   bool    `json:"back"`
+	Tries  int     `json:"tries"`
+	Waited float64 `json:"waited_seconds"`
+	Err    string  `json:"error,omitempty"`
+}
+
 // Finding is a kernel report found on the console, or a hang.
 type Finding struct {
+	// Source is where the report was found: "" for the console (or a
+	// board's kmsg stream), "pstore" for a record kept across a reboot,
+	// "board" for what the soak itself saw (a reboot, a lost board).
+	Source    string   `json:"source,omitempty"`
 	Kind      string   `json:"kind"`
 	Title     string   `json:"title"`
 	Function  string   `json:"function,omitempty"`
@@ -136,6 +172,8 @@ type Result struct {
 	Features []event.Feature `json:"features,omitempty"`
 	Preempt  *event.Preempt  `json:"preempt,omitempty"`
 	HotSet   *event.HotSet   `json:"hot_set,omitempty"`
+	// Board is set for a soak on an SSH board.
+	Board *Board `json:"board,omitempty"`
 	// AgentOK and AgentReason are the agent's own view; the verdict also weighs
 	// the console and liveness.
 	AgentOK     *bool  `json:"agent_ok,omitempty"`

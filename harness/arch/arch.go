@@ -40,6 +40,9 @@ type Arch struct {
 	Name Name
 	// GOARCH is what the guest agent is built for.
 	GOARCH string
+	// Uname is what `uname -m` prints on this arch: how a board is
+	// recognised.
+	Uname string
 	// KernelArch is the kernel's ARCH= value.
 	KernelArch string
 	// CrossCompile is the CROSS_COMPILE prefix when the host is not this arch.
@@ -85,6 +88,7 @@ func (a *Arch) Fragment() string { return "arch/" + string(a.Name) }
 var table = []Arch{
 	{
 		Name:         X86_64,
+		Uname:        "x86_64",
 		GOARCH:       "amd64",
 		KernelArch:   "x86_64",
 		CrossCompile: "x86_64-linux-gnu-",
@@ -104,6 +108,7 @@ var table = []Arch{
 	},
 	{
 		Name:         ARM64,
+		Uname:        "aarch64",
 		GOARCH:       "arm64",
 		KernelArch:   "arm64",
 		CrossCompile: "aarch64-linux-gnu-",
@@ -122,6 +127,7 @@ var table = []Arch{
 	},
 	{
 		Name:         RISCV64,
+		Uname:        "riscv64",
 		GOARCH:       "riscv64",
 		KernelArch:   "riscv",
 		CrossCompile: "riscv64-linux-gnu-",
@@ -145,6 +151,7 @@ var table = []Arch{
 	},
 	{
 		Name:         PPC64LE,
+		Uname:        "ppc64le",
 		GOARCH:       "ppc64le",
 		KernelArch:   "powerpc",
 		CrossCompile: "powerpc64le-linux-gnu-",
@@ -202,4 +209,22 @@ func HostName(machine string) (Name, bool) {
 		return PPC64LE, true
 	}
 	return "", false
+}
+
+// ByUname returns the row whose Uname is m (`uname -m` on a board).
+func ByUname(m string) (Arch, error) {
+	for _, a := range table {
+		if a.Uname == m {
+			return a, nil
+		}
+	}
+	return Arch{}, fmt.Errorf("%w: uname -m says %q; fth knows %s", ErrUnknown, m, knownUnames())
+}
+
+func knownUnames() string {
+	var out []string
+	for _, a := range table {
+		out = append(out, a.Uname)
+	}
+	return strings.Join(out, ", ")
 }

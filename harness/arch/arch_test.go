@@ -3,6 +3,7 @@ package arch
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -61,5 +62,17 @@ func TestX86HasNoCallOps(t *testing.T) {
 	}
 	if a.Has(CallOps) {
 		t.Error("x86_64 must not claim CALL_OPS: Linux has none there")
+	}
+}
+
+func TestByUname(t *testing.T) {
+	for m, want := range map[string]Name{"x86_64": X86_64, "aarch64": ARM64, "riscv64": RISCV64, "ppc64le": PPC64LE} {
+		a, err := ByUname(m)
+		if err != nil || a.Name != want {
+			t.Errorf("ByUname(%q) = %s, %v; want %s", m, a.Name, err, want)
+		}
+	}
+	if _, err := ByUname("s390x"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "aarch64") {
+		t.Errorf("ByUname(s390x) err = %v, want ErrUnknown listing the known ones", err)
 	}
 }

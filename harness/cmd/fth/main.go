@@ -39,6 +39,8 @@ commands:
   image    build (or fetch from cache) the guest initramfs for --arch
   run      build, boot under QEMU, run a scenario (attach storm or churn), record a verdict
   matrix   run every arch × variant cell (skips what an arch cannot build), one summary
+  soak     run a scenario for hours on a board over SSH (deploy, stream dmesg, survive reboots)
+  boardvm  boot a VM that stands in for an SSH board (sshd on 127.0.0.1:--port)
   repro    run a recorded cell again (same kernel fragments, seed, boot flags, QEMU flags)
   triage   find, title and symbolize every kernel report in one or more console logs
   report   write report.html, junit.xml and summary.json for a run directory
@@ -89,6 +91,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdMatrix(ctx, rest, stdout, stderr)
 	case "repro":
 		return cmdRepro(ctx, rest, stdout, stderr)
+	case "soak":
+		return cmdSoak(ctx, rest, stdout, stderr)
+	case "boardvm":
+		return cmdBoardVM(ctx, rest, stdout, stderr)
 	case "triage":
 		return cmdTriage(ctx, rest, stdout, stderr)
 	case "report":

@@ -114,6 +114,13 @@ type Config struct {
 	SocketDir string
 	// Widen holds the race-widening settings.
 	Widen Widening
+	// SSHPort, when non-zero, gives the guest a NIC on QEMU's user-mode
+	// network with the guest's port 22 forwarded from 127.0.0.1:SSHPort
+	// (never another host address): the VM that stands in for a board.
+	SSHPort int
+	// Reboot lets a guest reboot (a board that panics comes back) instead
+	// of making QEMU exit.
+	Reboot bool
 	// QEMUVersion is the emulator's major*100+minor (702 for 7.2); 0 means
 	// 7.2, the version Debian 12 ships. It picks the spelling of Singlestep.
 	QEMUVersion int
@@ -154,7 +161,6 @@ func (c Config) Args() []string {
 		"-append", c.KernelCmdline(),
 		"-display", "none",
 		"-monitor", "none",
-		"-no-reboot",
 		"-qmp", "unix:" + c.QMPSocket() + ",server=on,wait=off",
 		"-chardev", "stdio,id=con0,signal=off",
 		"-serial", "chardev:con0",
@@ -167,6 +173,14 @@ func (c Config) Args() []string {
 	}
 	if c.Initrd != "" {
 		args = append(args, "-initrd", c.Initrd)
+	}
+	if !c.Reboot {
+		args = append(args, "-no-reboot")
+	}
+	if c.SSHPort != 0 {
+		args = append(args,
+			"-netdev", fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", c.SSHPort),
+			"-device", "virtio-net-pci,netdev=net0")
 	}
 	if c.Widen.Singlestep {
 		if c.QEMUVersion >= 801 {

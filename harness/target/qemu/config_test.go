@@ -30,7 +30,6 @@ func TestArgsGolden(t *testing.T) {
 		"-append", "console=ttyS0 panic=-1 nokaslr printk.time=1 preempt=full fth.n=2000",
 		"-display", "none",
 		"-monitor", "none",
-		"-no-reboot",
 		"-qmp", "unix:/s/qmp.sock,server=on,wait=off",
 		"-chardev", "stdio,id=con0,signal=off",
 		"-serial", "chardev:con0",
@@ -39,6 +38,7 @@ func TestArgsGolden(t *testing.T) {
 		"-device", "virtserialport,bus=vser0.0,chardev=agent0,name=fth.agent",
 		"-nodefaults",
 		"-initrd", "/i/agent.cpio",
+		"-no-reboot",
 	}
 	if got := c.Args(); !slices.Equal(got, want) {
 		t.Errorf("Args() =\n%q\nwant\n%q", got, want)
@@ -105,6 +105,8 @@ func TestWideningArgs(t *testing.T) {
 				t.Errorf("-accel %q, want %q", args[3], tt.accel)
 			}
 			base := Config{Arch: x86(t), Accel: AccelTCGSingle, CPUs: 1, MemoryMB: 64}.Args()
+			base = base[:len(base)-1] // -no-reboot comes before the widening
+			tt.extra = append([]string{"-no-reboot"}, tt.extra...)
 			if got := args[len(base):]; !slices.Equal(got, tt.extra) {
 				t.Errorf("extra args %q, want %q", got, tt.extra)
 			}
@@ -143,5 +145,16 @@ func TestParseVersion(t *testing.T) {
 	}
 	if _, err := parseVersion("garbage"); err == nil {
 		t.Error("parseVersion(garbage) succeeded")
+	}
+}
+
+func TestBoardArgs(t *testing.T) {
+	c := Config{Arch: x86(t), Accel: AccelTCGSingle, CPUs: 1, MemoryMB: 64, SSHPort: 2222, Reboot: true}
+	args := strings.Join(c.Args(), " ")
+	if strings.Contains(args, "-no-reboot") {
+		t.Error("a board VM must reboot on panic, not exit")
+	}
+	if !strings.Contains(args, "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:2222-:22 -device virtio-net-pci,netdev=net0") {
+		t.Errorf("no loopback-only port forward in %s", args)
 	}
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/soak"
+	"github.com/ftrace-harness/fth/harness/target/ssh"
+	"github.com/ftrace-harness/fth/results"
+)
+
+func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var b buildFlags
+	b.register(fs)
+	var (
+		target     = fs.String("target", "", "the board: ssh://user@host[:port] (required)")
+		duration   = fs.Duration("duration", 8*time.Hour, "how long the stress runs, across reboots with --resume")
+		scenario   = fs.String("scenario", "churn", "agent scenario: churn or storm")
+		knownHosts = fs.String("known-hosts", "", "comma-separated known_hosts files (default ~/.ssh/known_hosts)")
+		identity   = fs.String("i", "", "comma-separated identity files (default: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
+		insecure   = fs.Bool("insecure-host-key", false, "accept any host key (logged as a warning on every connection); never the default")
+		resume     = fs.Bool("resume", false, "after a reboot, redeploy and go on until --duration is used up")
+		crashAfter = fs.Duration("crash-after", 0, "test hook: panic the board with sysrq-c this long into the soak")
+		silence    = fs.Duration("silence", 2*time.Minute, "heartbeat deadline: no agent output this long, with the connection up, is a hang")
+		tries      = fs.Int("reconnect-tries", 40, "how many times to redial a board that dropped the connection (backoff 2s doubling to 30s)")
+		remoteDir  = fs.String("remote-dir", "/tmp", "where the agent is copied on the board")
+		out        = fs.String("out", "out/runs", "directory for run results")
+		runID      = fs.String("run-id", "", "run id (default: soak- plus a time stamp)")
+		agentArgs  multiFlag
+	)
+	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *target == "" {
+		return fmt.Errorf("%w: --target ssh://user@host[:port] is required", errUsage)
+	}
+	t, err := ssh.ParseTarget(*target)
+	if err != nil {
+		return fmt.Errorf("%w: --target: %v", errUsage, err)
+	}
+	if *duration <= 0 {
+		return fmt.Errorf("%w: --duration must be > 0", errUsage)
+	}
+	if *scenario != "churn" && *scenario != "storm" {
+		return fmt.Errorf("%w: --scenario %q: want churn or storm", errUsage, *scenario)
+	}
+	agent := map[string]string{"scenario": *scenario}
+	if err := agentArgs.into(agent); err != nil {
+		return err
+	}
+	_, repo, _, err := b.resolve()
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, b.verbose)
+	if *insecure {
+		log.Warn("--insecure-host-key: the board's identity will NOT be verified")
+	}
+	if *runID == "" {
+		*runID = "soak-" + newRunID()
+	}
+	cellName := "board-" + strings.NewReplacer(":", "_", "[", "", "]", "").Replace(t.Host) + fmt.Sprintf("-%d", t.Port)
+	runDir := filepath.Join(*out, *runID)
+	w, err := results.NewCellWriter(filepath.Join(runDir, cellName), results.Result{
+		RunID: *runID, Cell: cellName, Scenario: "soak-" + *scenario, StartedAt: time.Now().UTC(),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "soak of %s for %s: results in %s\n", t, *duration, w.Dir)
+	cfg := soak.Config{
+		SSH: ssh.Config{
+			Target:   t,
+			HostKeys: ssh.HostKeys{KnownHosts: splitList(*knownHosts), Insecure: *insecure, Log: log},
+			Auth:     ssh.Auth{IdentityFiles: splitList(*identity)},
+			Log:      log,
+		},
+		Duration: *duration, AgentArgs: agent, Resume: *resume, CrashAfter: *crashAfter, Silence: *silence,
+		Backoff:   ssh.Backoff{Tries: *tries},
+		ModuleDir: repo, CacheDir: b.cache, RemoteDir: *remoteDir, Log: log,
+	}
+	if err := soak.Run(ctx, w, cfg); err != nil {
+		_ = w.Update(func(r *results.Result) {
+			r.Verdict, r.Reason = results.Error, err.Error()
+			r.EndedAt = time.Now().UTC()
+		})
+		return err
+	}
+	r := w.Result()
+	sum := results.Summary{RunID: *runID, At: time.Now().UTC(), Cells: []results.CellSummary{results.Summarize(r, w.Dir)}}
+	if err := results.WriteSummary(runDir, sum); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	results.PrintTable(stdout, sum)
+	if r.Board != nil {
+		fmt.Fprintf(stdout, "\nboard: %s %s, deploys %v s, reconnects %d, boot_ids %d\n", r.Board.Uname, r.Board.Release, r.Board.DeploySeconds, len(r.Board.Reconnects), len(r.Board.BootIDs))
+	}
+	fmt.Fprintf(stdout, "results: %s\n", w.Dir)
+	switch r.Verdict {
+	case results.Pass, results.Skip:
+		return nil
+	case results.Fail:
+		return fmt.Errorf("%w: %s: %s", errCellsFailed, cellName, r.Reason)
+	default:
+		return fmt.Errorf("%s: %s: %s", cellName, r.Verdict, r.Reason)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
