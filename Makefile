@@ -54,3 +54,19 @@ FTH_MATRIX_FLAGS ?=
 .PHONY: matrix
 matrix: fth
 	$(FTH) matrix --arches all --variants all $(FTH_MATRIX_FLAGS)
+
+# A soak on a real board over SSH: `make soak BOARD=user@host[:port]`. The
+# board's host key must be in ~/.ssh/known_hosts (ssh-keyscan), and a key in
+# ssh-agent or ~/.ssh/id_* must log in. FTH_SOAK_FLAGS adds e.g. --resume.
+BOARD ?=
+DURATION ?= 8h
+FTH_SOAK_FLAGS ?=
+.PHONY: soak boardvm
+soak: fth
+	@test -n "$(BOARD)" || { echo "usage: make soak BOARD=user@host[:port] [DURATION=8h]"; exit 3; }
+	$(FTH) soak --target ssh://$(BOARD) --duration $(DURATION) $(FTH_SOAK_FLAGS)
+
+# A local VM that stands in for a board (sshd on 127.0.0.1:2222); then
+# `make soak BOARD=root@127.0.0.1:2222 FTH_SOAK_FLAGS="--known-hosts out/boardvm/known_hosts -i out/boardvm/id_ed25519"`.
+boardvm: fth
+	$(FTH) boardvm --arch $(ARCH)

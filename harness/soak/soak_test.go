@@ -1,0 +1,24 @@
+package soak
+
+import "testing"
+
+func TestAgentCommand(t *testing.T) {
+	got := agentCommand("/tmp/fth-agent", map[string]string{"scenario": "churn", "churn": "2h0m0s", "funcs": "a b"})
+	want := `FTH_NO_CMDLINE=1 /tmp/fth-agent -events - -poweroff=false -stdinwatch -churn=2h0m0s '-funcs=a b' -scenario=churn`
+	if got != want {
+		t.Errorf("agentCommand =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"/sys/fs/pstore/dmesg-ramoops-0": "/sys/fs/pstore/dmesg-ramoops-0",
+		"it's":                           `'it'\''s'`,
+		"":                               "''",
+		"$(reboot)":                      "'$(reboot)'",
+	} {
+		if got := shq(in); got != want {
+			t.Errorf("shq(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

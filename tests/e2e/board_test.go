@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/ftrace-harness/fth/results"
+)
+
+// freePort returns a TCP port free on 127.0.0.1 right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startBoardVM boots `fth boardvm` and waits for its "board up" line. The
+// VM is stopped (SIGINT, as a developer would) at the end of the test, and
+// the test fails if a QEMU with its port forward is left behind.
+func startBoardVM(t *testing.T, dir string, port int) {
+	t.Helper()
+	cmd := exec.Command(fthBin, "boardvm", "--arch", "x86_64", "--port", fmt.Sprint(port), "--dir", dir)
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	up := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "board up:") {
+				up <- sc.Text()
+			}
+		}
+		close(up)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("fth boardvm did not stop within 20s of SIGINT")
+		}
+		if b, _ := exec.Command("pgrep", "-f", fmt.Sprintf("hostfwd=tcp:127.0.0.1:%d-", port)).Output(); len(b) > 0 {
+			t.Errorf("QEMU left behind after fth boardvm stopped: pids %s", b)
+		}
+	})
+	select {
+	case line, ok := <-up:
+		if !ok {
+			t.Fatalf("fth boardvm ended before the board came up:\n%s", stderr.String())
+		}
+		t.Log(line)
+	case <-time.After(20 * time.Minute): // includes a cold kernel build
+		t.Fatalf("board VM not up in time:\n%s", stderr.String())
+	}
+}
+
+// runSoak runs `fth soak` against the board VM.
+func runSoak(t *testing.T, timeout time.Duration, out string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	full := append([]string{"soak", "--out", out, "--run-id", "r"}, args...)
+	cmd := exec.CommandContext(ctx, fthBin, full...)
+	cmd.Dir = "../.."
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("fth soak: %v", err)
+	}
+	t.Logf("fth %s: exit %d in %s\nstdout:\n%s", strings.Join(full, " "), code, time.Since(start).Round(time.Second), stdout.String())
+	return code, stdout.String(), stderr.String()
+}
+
+// The SSH-board path for real, no mocks: a QEMU VM running u-root's sshd
+// on a loopback port forward is the board. A short soak deploys the agent,
+// streams kmsg, and is panicked mid-soak; the harness must record the
+// crash from pstore and tell the reboot (new boot_id) from a blip. A wrong
+// host key must be refused before anything runs.
+func TestBoardSoakSurvivesPanic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a kernel; skipped with -short")
+	}
+	base, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
+	os.RemoveAll(base)
+	dir := filepath.Join(base, "board")
+	port := freePort(t)
+	startBoardVM(t, dir, port)
+	target := fmt.Sprintf("ssh://root@127.0.0.1:%d", port)
+
+	t.Run("wrong host key refused", func(t *testing.T) {
+		pub, _, _ := ed25519.GenerateKey(rand.Reader)
+		spk, _ := gossh.NewPublicKey(pub)
+		bad := filepath.Join(base, "bad_known_hosts")
+		line := knownhosts.Line([]string{knownhosts.Normalize(fmt.Sprintf("127.0.0.1:%d", port))}, spk)
+		if err := os.WriteFile(bad, []byte(line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := runSoak(t, 2*time.Minute, filepath.Join(base, "badkey"), "--target", target,
+			"--known-hosts", bad, "-i", filepath.Join(dir, "id_ed25519"), "--duration", "30s")
+		if code != 2 || !strings.Contains(stderr, "CHANGED") {
+			t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and a host key CHANGED error", code, stderr)
+		}
+	})
+
+	t.Run("panic mid-soak", func(t *testing.T) {
+		out := filepath.Join(base, "soak")
+		code, _, stderr := runSoak(t, 15*time.Minute, out, "--target", target,
+			"--known-hosts", filepath.Join(dir, "known_hosts"), "-i", filepath.Join(dir, "id_ed25519"),
+			"--duration", "3m", "--crash-after", "75s", "--reconnect-tries", "20",
+			"--agent-arg", "hot=4", "--agent-arg", "seed=42")
+		cells, _ := filepath.Glob(filepath.Join(out, "r", "*", "result.json"))
+		if len(cells) != 1 {
+			t.Fatalf("no result.json (stderr:\n%s)", stderr)
+		}
+		r, err := results.ReadResult(cells[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 1 || r.Verdict != results.Fail {
+			t.Errorf("exit %d verdict %s (%s); want a fail (stderr:\n%s)", code, r.Verdict, r.Reason, stderr)
+		}
+		if r.Board == nil {
+			t.Fatalf("no board section in %s", cells[0])
+		}
+		b := r.Board
+		if b.Uname != "x86_64" || len(b.DeploySeconds) == 0 {
+			t.Errorf("board = %+v, want x86_64 and a timed deploy", b)
+		}
+		if len(b.Reconnects) == 0 || !b.Reconnects[0].Rebooted || !b.Reconnects[0].Back || len(b.BootIDs) != 2 {
+			t.Errorf("reconnects %+v, boot_ids %v: want one reboot detected by a new boot_id", b.Reconnects, b.BootIDs)
+		}
+		pstore := false
+		for _, f := range r.Findings {
+			if f.Source == "pstore" && strings.Contains(f.Title, "sysrq") {
+				pstore = true
+			}
+		}
+		if !pstore {
+			t.Errorf("findings %+v: want the sysrq panic recovered from pstore", r.Findings)
+		}
+		if r.Transitions["fentry_first"] == nil {
+			t.Errorf("no churn transitions recorded before the panic: the agent did not run")
+		}
+		con, _ := os.ReadFile(filepath.Join(filepath.Dir(cells[0]), "console.log"))
+		if !bytes.Contains(con, []byte("Linux version")) {
+			t.Errorf("console.log does not hold the board's kernel log")
+		}
+		t.Logf("deploy %v s, reconnect %+v, findings %d", b.DeploySeconds, b.Reconnects, len(r.Findings))
+	})
+}
