@@ -8,6 +8,7 @@ require (
 	github.com/u-root/gobusybox/src v0.3.0
 	github.com/u-root/mkuimage v0.2.0
 	github.com/u-root/uio v0.0.0-20240224005618-d2acac8f3701
+	golang.org/x/crypto v0.45.0
 	golang.org/x/sync v0.20.0
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.17.0
@@ -51,7 +52,6 @@ require (
 	github.com/ulikunitz/xz v0.5.15 // indirect
 	github.com/vishvananda/netlink v1.3.0 // indirect
 	github.com/vishvananda/netns v0.0.4 // indirect
-	golang.org/x/crypto v0.45.0 // indirect
 	golang.org/x/exp v0.0.0-20260312153236-7ab1446f8b90 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/mod v0.34.0 // indirect
