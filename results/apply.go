@@ -8,9 +8,10 @@ import (
 
 // Apply folds the state an agent event carries into r: the hello's seed
 // and preemption model, inventory, phases, transitions, oracles, features,
-// liveness and the agent's own verdict. Events that are only a stream
-// (logs, progress, operations) leave r alone. The QEMU cell and the SSH
-// soak share it, so a board's result reads like a VM's.
+// liveness, the bench's measurements and the agent's own verdict. Events
+// that are only a stream (logs, progress, operations) leave r alone. The
+// QEMU cell and the SSH soak share it, so a board's result reads like a
+// VM's.
 func Apply(r *Result, ev event.Event) {
 	switch ev.Kind {
 	case event.KindHello:
@@ -36,6 +37,8 @@ func Apply(r *Result, ev event.Event) {
 		r.Preempt = ev.Preempt
 	case event.KindHotSet:
 		r.HotSet = ev.HotSet
+	case event.KindBench:
+		r.Bench = ev.Bench
 	case event.KindLiveness:
 		r.Liveness = mergeLiveness(r.Liveness, ev.Liveness)
 	case event.KindDone:

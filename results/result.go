@@ -172,6 +172,8 @@ type Result struct {
 	Features []event.Feature `json:"features,omitempty"`
 	Preempt  *event.Preempt  `json:"preempt,omitempty"`
 	HotSet   *event.HotSet   `json:"hot_set,omitempty"`
+	// Bench holds the bench scenario's measurements.
+	Bench *event.Bench `json:"bench,omitempty"`
 	// Board is set for a soak on an SSH board.
 	Board *Board `json:"board,omitempty"`
 	// AgentOK and AgentReason are the agent's own view; the verdict also weighs

@@ -52,6 +52,9 @@ const (
 	// agent probed works (BPF_LINK_UPDATE on tracing links, tracefs
 	// instances, CPU hotplug), with the errno when it does not.
 	KindFeature Kind = "feature"
+	// KindBench carries the bench scenario's measurements, once, at the
+	// end of the run.
+	KindBench Kind = "bench"
 )
 
 // Event is one line on the agent channel.
@@ -76,6 +79,7 @@ type Event struct {
 	Preempt    *Preempt `json:"preempt,omitempty"`
 	HotSet     *HotSet  `json:"hotset,omitempty"`
 	Feature    *Feature `json:"feature,omitempty"`
+	Bench      *Bench   `json:"bench,omitempty"`
 }
 
 // Hello describes the guest as the agent found it.
@@ -234,6 +238,194 @@ type Feature struct {
 	Supported bool   `json:"supported"`
 	Errno     string `json:"errno,omitempty"`
 	Msg       string `json:"msg,omitempty"`
+}
+
+// Bench is the bench scenario's report: numbers a kernel developer argues
+// with, measured inside one boot. Under TCG absolute nanoseconds are not
+// hardware numbers, so every figure comes with its ratio to the untraced
+// baseline measured in the same boot. Every part is present; a part that
+// did not run has Supported false and Skipped saying why (not requested,
+// module missing, the kernel refused), and is never filled with guesses.
+type Bench struct {
+	// CPU is the CPU the timed threads were pinned to (-1 if pinning
+	// failed).
+	CPU     int           `json:"cpu"`
+	Ops     *BenchOps     `json:"ops"`
+	Syscall *BenchSyscall `json:"syscall"`
+	Scaling *BenchScaling `json:"scaling"`
+	Multi   *BenchMulti   `json:"multi"`
+	Wakeup  *BenchWakeup  `json:"wakeup"`
+}
+
+// BenchOps is the per-call overhead of ftrace_ops on one function, measured
+// by the kernel's samples/ftrace/ftrace-ops.ko in its init.
+type BenchOps struct {
+	Supported bool   `json:"supported"`
+	Skipped   string `json:"skipped,omitempty"`
+	// Module is the module file loaded; Calls its nr_function_calls; Runs
+	// how many loads each configuration got.
+	Module string `json:"module,omitempty"`
+	Calls  int    `json:"calls,omitempty"`
+	Runs   int    `json:"runs,omitempty"`
+	// Baseline has no ops at all (nr_ops_relevant=0 nr_ops_irrelevant=0):
+	// the cost of the untraced call loop, the denominator of every Ratio.
+	Baseline *BenchOpsPoint  `json:"baseline,omitempty"`
+	Points   []BenchOpsPoint `json:"points,omitempty"`
+}
+
+// BenchOpsPoint is one ftrace-ops configuration.
+type BenchOpsPoint struct {
+	Relevant   int  `json:"relevant"`
+	Irrelevant int  `json:"irrelevant"`
+	SaveRegs   bool `json:"save_regs"`
+	// NsPerCall is the median over the runs of total/calls, in ns;
+	// RunsNs lists each run's value.
+	NsPerCall float64   `json:"ns_per_call"`
+	RunsNs    []float64 `json:"runs_ns,omitempty"`
+	// Ratio is NsPerCall over the baseline's (0 when there is no
+	// baseline).
+	Ratio float64 `json:"ratio"`
+	// Tracee is the function the module timed, as %ps printed it.
+	Tracee string `json:"tracee,omitempty"`
+	// Note repeats what the module said about the configuration, e.g. that
+	// the kernel cannot save registers (save_regs then measured without).
+	Note string `json:"note,omitempty"`
+	// Error says why the point has no number.
+	Error string `json:"error,omitempty"`
+}
+
+// BenchSyscall is the cost of one getppid() from user space with its kernel
+// entry function in various traced states.
+type BenchSyscall struct {
+	Supported bool   `json:"supported"`
+	Skipped   string `json:"skipped,omitempty"`
+	// Syscall is the syscall timed; Function its kernel entry function.
+	Syscall  string `json:"syscall,omitempty"`
+	Function string `json:"function,omitempty"`
+	// Calls per timed run, Runs per state.
+	Calls  int                 `json:"calls,omitempty"`
+	Runs   int                 `json:"runs,omitempty"`
+	States []BenchSyscallState `json:"states,omitempty"`
+}
+
+// BenchSyscallState is one state of the entry function: "baseline",
+// "fentry", "fentry2", "fentry_fexit", "function_tracer", "kprobe",
+// "bpf_kprobe", and "baseline_end" (the baseline again, to show drift).
+type BenchSyscallState struct {
+	Name string `json:"name"`
+	// NsPerCall is the median over the runs, BestNs the fastest run.
+	NsPerCall float64 `json:"ns_per_call,omitempty"`
+	BestNs    float64 `json:"best_ns,omitempty"`
+	// Ratio is NsPerCall over the baseline's.
+	Ratio   float64 `json:"ratio,omitempty"`
+	Skipped string  `json:"skipped,omitempty"`
+}
+
+// BenchScaling is the attach/detach cost of N fentry trampolines, each N
+// attached fresh and fully detached in the same boot.
+type BenchScaling struct {
+	Supported bool   `json:"supported"`
+	Skipped   string `json:"skipped,omitempty"`
+	// Candidates bounds N: requested counts above it were capped.
+	Candidates int                 `json:"candidates,omitempty"`
+	Points     []BenchScalingPoint `json:"points,omitempty"`
+}
+
+// BenchScalingPoint is one N of the scaling curve. Seconds are wall time of
+// the whole phase (every operation, timing and event included).
+type BenchScalingPoint struct {
+	N        int `json:"n"`
+	Loaded   int `json:"loaded"`
+	Attached int `json:"attached"`
+	Detached int `json:"detached"`
+
+	LoadSeconds   float64 `json:"load_seconds"`
+	AttachSeconds float64 `json:"attach_seconds"`
+	DetachSeconds float64 `json:"detach_seconds"`
+	// Attach and Detach are the per-trampoline distributions.
+	Attach Latency `json:"attach"`
+	Detach Latency `json:"detach"`
+	// AttachRatio and DetachRatio are the cost per operation relative to
+	// the first point's: (seconds/N) / (seconds0/N0). A curve above 1
+	// grows faster than linearly.
+	AttachRatio float64 `json:"attach_ratio"`
+	DetachRatio float64 `json:"detach_ratio"`
+	// Errnos counts failures as "<phase>:<errno>".
+	Errnos map[string]int `json:"errnos,omitempty"`
+}
+
+// BenchMulti compares one multi-function link over N functions with N
+// single fentry links.
+type BenchMulti struct {
+	Supported bool   `json:"supported"`
+	Skipped   string `json:"skipped,omitempty"`
+	// TracingMulti is BPF_TRACE_FENTRY_MULTI (a BPF_LINK_TYPE_TRACING_MULTI
+	// link); KprobeMulti is BPF_TRACE_KPROBE_MULTI (fprobe).
+	TracingMulti BenchMultiLink `json:"tracing_multi"`
+	KprobeMulti  BenchMultiLink `json:"kprobe_multi"`
+}
+
+// BenchMultiLink is one kind of multi link.
+type BenchMultiLink struct {
+	Supported bool   `json:"supported"`
+	Skipped   string `json:"skipped,omitempty"`
+	// Errno is the kernel's answer when it refused.
+	Errno  string            `json:"errno,omitempty"`
+	Points []BenchMultiPoint `json:"points,omitempty"`
+}
+
+// BenchMultiPoint is one link over N functions.
+type BenchMultiPoint struct {
+	N             int     `json:"n"`
+	AttachSeconds float64 `json:"attach_seconds"`
+	DetachSeconds float64 `json:"detach_seconds"`
+	// AttachRatio and DetachRatio compare with N single links from the
+	// scaling part (multi/singles; 0 when scaling did not measure this N).
+	AttachRatio float64 `json:"attach_ratio,omitempty"`
+	DetachRatio float64 `json:"detach_ratio,omitempty"`
+	Error       string  `json:"error,omitempty"`
+}
+
+// BenchWakeup is cyclictest-style wakeup latency: a SCHED_FIFO thread on one
+// CPU sleeping to absolute 1 ms deadlines, quiet and then under an attach
+// storm.
+type BenchWakeup struct {
+	Supported bool           `json:"supported"`
+	Skipped   string         `json:"skipped,omitempty"`
+	Period    Duration       `json:"period"`
+	For       Duration       `json:"for"`
+	Priority  int            `json:"priority"`
+	Quiet     *WakeupSummary `json:"quiet,omitempty"`
+	Storm     *WakeupSummary `json:"storm,omitempty"`
+	// Ratio is storm over quiet, per percentile.
+	Ratio *WakeupPercentiles `json:"ratio,omitempty"`
+	// StormAttaches and StormDetaches count the trampoline operations
+	// the storm made while the storm run measured, StormErrors its
+	// failures: a storm that did nothing would make the ratio a lie.
+	StormAttaches int `json:"storm_attaches,omitempty"`
+	StormDetaches int `json:"storm_detaches,omitempty"`
+	StormErrors   int `json:"storm_errors,omitempty"`
+}
+
+// WakeupSummary is one wakeup-latency histogram: wake time minus intended
+// time, in microseconds.
+type WakeupSummary struct {
+	Samples int64 `json:"samples"`
+	// Overruns counts periods missed entirely (the thread woke after the
+	// next deadline had passed).
+	Overruns int64 `json:"overruns,omitempty"`
+	WakeupPercentiles
+}
+
+// WakeupPercentiles are latency percentiles in microseconds (or, in
+// BenchWakeup.Ratio, ratios).
+type WakeupPercentiles struct {
+	Min  float64 `json:"min_us"`
+	P50  float64 `json:"p50_us"`
+	P90  float64 `json:"p90_us"`
+	P99  float64 `json:"p99_us"`
+	P999 float64 `json:"p99_9_us"`
+	Max  float64 `json:"max_us"`
 }
 
 // Duration is a time.Duration that marshals as fractional milliseconds, which
