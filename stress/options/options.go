@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,157 @@ const (
 	// other tracers toggle and the preemption model switches, with oracles
 	// checking every hit.
 	ScenarioChurn = "churn"
+	// ScenarioBench measures instead of stressing: ftrace_ops per-call
+	// overhead, syscall cost under tracers, attach/detach scaling, multi
+	// links and wakeup latency, reported as one bench event.
+	ScenarioBench = "bench"
+)
+
+// Parts of the bench scenario, in the order it runs them.
+const (
+	BenchOps     = "ops"
+	BenchSyscall = "syscall"
+	BenchScaling = "scaling"
+	BenchMulti   = "multi"
+	BenchWakeup  = "wakeup"
+)
+
+// BenchParts lists every bench part in run order. It is never modified.
+var BenchParts = []string{BenchOps, BenchSyscall, BenchScaling, BenchMulti, BenchWakeup}
+
+// OpsPoint is one configuration of the kernel's ftrace-ops sample module:
+// how many ftrace_ops trace the timed function (Relevant) and another one
+// (Irrelevant), and whether they ask for full pt_regs (SaveRegs). Its text
+// form is "R:I", or "R:I:regs" with SaveRegs.
+type OpsPoint struct {
+	Relevant   int
+	Irrelevant int
+	SaveRegs   bool
+}
+
+// String is the text form opssweep takes.
+func (p OpsPoint) String() string {
+	s := strconv.Itoa(p.Relevant) + ":" + strconv.Itoa(p.Irrelevant)
+	if p.SaveRegs {
+		s += ":regs"
+	}
+	return s
+}
+
+// DefaultOpsSweep is the ftrace-ops sweep run unless opssweep says
+// otherwise: small, because every point is a module load per run, yet
+// enough to show the single-op fast path against the list function
+// (relevant 2, 10), the cost irrelevant ops put on every callsite, and
+// saving full registers.
+var DefaultOpsSweep = []OpsPoint{{1, 0, false}, {2, 0, false}, {10, 0, false}, {1, 10, false}, {1, 100, false}, {1, 0, true}}
+
+// FullOpsSweep is the cross product opssweep=full runs: relevant 1, 2, 10 by
+// irrelevant 0, 10, 100 by save_regs off and on.
+func FullOpsSweep() []OpsPoint {
+	var out []OpsPoint
+	for _, regs := range []bool{false, true} {
+		for _, irr := range []int{0, 10, 100} {
+			for _, rel := range []int{1, 2, 10} {
+				out = append(out, OpsPoint{rel, irr, regs})
+			}
+		}
+	}
+	return out
+}
+
+// maxOps bounds nr_ops_relevant and nr_ops_irrelevant: each op is an
+// ftrace_ops registration, which patches text, so thousands would take
+// minutes under TCG for no new information.
+const maxOps = 1000
+
+// ParseOpsSweep parses a comma-separated list of OpsPoint text forms, or
+// "full" for FullOpsSweep. An empty list is valid: the baseline alone.
+func ParseOpsSweep(v string) ([]OpsPoint, error) {
+	if v == "full" {
+		return FullOpsSweep(), nil
+	}
+	var out []OpsPoint
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		f := strings.Split(item, ":")
+		if len(f) < 2 || len(f) > 3 || (len(f) == 3 && f[2] != "regs") {
+			return nil, fmt.Errorf("%q: want relevant:irrelevant or relevant:irrelevant:regs", item)
+		}
+		rel, err1 := strconv.Atoi(f[0])
+		irr, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil || rel < 0 || irr < 0 || rel > maxOps || irr > maxOps {
+			return nil, fmt.Errorf("%q: op counts must be integers from 0 to %d", item, maxOps)
+		}
+		out = append(out, OpsPoint{Relevant: rel, Irrelevant: irr, SaveRegs: len(f) == 3})
+	}
+	return out, nil
+}
+
+func formatOpsSweep(ps []OpsPoint) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseParts parses benchparts: known names, comma-separated, or "all".
+// The result follows BenchParts order whatever the order given, so that a
+// part that feeds another (scaling before multi) always runs first.
+func parseParts(v string) ([]string, error) {
+	if v == "all" {
+		return slices.Clone(BenchParts), nil
+	}
+	want := map[string]bool{}
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(BenchParts, p) {
+			return nil, fmt.Errorf("unknown part %q (known: %s)", p, strings.Join(BenchParts, ","))
+		}
+		want[p] = true
+	}
+	var out []string
+	for _, p := range BenchParts {
+		if want[p] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// parseCounts parses a comma-separated list of integers in [1, hi].
+func parseCounts(v string, hi int) ([]int, error) {
+	var out []int
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		n, err := strconv.Atoi(item)
+		if err != nil || n < 1 || n > hi {
+			return nil, fmt.Errorf("%q: want integers from 1 to %d", item, hi)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func formatCounts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Bounds of the bench options. maxCount is beyond any kernel's traceable
+// function count; maxCalls keeps one timed run within seconds under TCG.
+const (
+	maxCount = 1 << 20
+	maxCalls = 100_000_000
 )
 
 // MaxArgsLimit is the largest parameter count any kernel accepts for a
@@ -95,10 +247,10 @@ type Options struct {
 	// everywhere trampolines exist.
 	MaxArgs int
 
-	// Scenario is ScenarioStorm or ScenarioChurn. The options below apply
-	// to churn only; in churn, N is the count of background trampolines
-	// attached before the churn and detached (per Detach) after it, and
-	// Hold is not used.
+	// Scenario is ScenarioStorm, ScenarioChurn or ScenarioBench. The
+	// options below apply to churn only; in churn, N is the count of
+	// background trampolines attached before the churn and detached (per
+	// Detach) after it, and Hold is not used.
 	Scenario string
 	// Hot is how many functions the churn drives through its states.
 	Hot int
@@ -148,6 +300,26 @@ type Options struct {
 	// agent runs in an SSH session whose stdin the harness holds, so a
 	// dropped session stops the stress instead of leaving it burning.
 	StdinWatch bool
+
+	// The options below apply to the bench scenario only.
+	//
+	// BenchParts are the parts to run, in BenchParts order.
+	BenchParts []string
+	// OpsSweep are the ftrace-ops configurations measured besides the
+	// baseline (no ops at all), which always runs.
+	OpsSweep []OpsPoint
+	// OpsCalls is nr_function_calls of every ftrace-ops load.
+	OpsCalls int
+	// SyscallCalls is how many getppid calls one timed run makes.
+	SyscallCalls int
+	// ScalingN are the trampoline counts of the attach/detach scaling
+	// curve, each capped by the number of candidates.
+	ScalingN []int
+	// MultiN are the function counts of the tracing_multi and
+	// kprobe_multi links.
+	MultiN []int
+	// WakeupFor is how long each wakeup-latency run (quiet, storm) lasts.
+	WakeupFor time.Duration
 }
 
 // Env is what the defaults depend on.
@@ -185,6 +357,14 @@ func Defaults(env Env) Options {
 		Modules:      true,
 		ModHold:      3 * time.Second,
 		BoardAddr:    "10.0.2.15/24",
+
+		BenchParts:   slices.Clone(BenchParts),
+		OpsSweep:     slices.Clone(DefaultOpsSweep),
+		OpsCalls:     100_000,
+		SyscallCalls: 100_000,
+		ScalingN:     []int{100, 500, 1000, 2000, 5000, 10000},
+		MultiN:       []int{100, 1000},
+		WakeupFor:    10 * time.Second,
 	}
 }
 
@@ -332,14 +512,14 @@ var fields = []field{
 	},
 	{
 		name:  "scenario",
-		usage: "`workload`: \"storm\" (attach n, hold, detach) or \"churn\" (drive a hot set through callsite states with oracles)",
+		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles) or \"bench\" (measure overheads)",
 		set: func(o *Options, v string) error {
 			switch v {
-			case ScenarioStorm, ScenarioChurn:
+			case ScenarioStorm, ScenarioChurn, ScenarioBench:
 				o.Scenario = v
 				return nil
 			}
-			return errors.New(`want "storm" or "churn"`)
+			return errors.New(`want "storm", "churn" or "bench"`)
 		},
 		get: func(o *Options) string { return o.Scenario },
 	},
@@ -464,6 +644,48 @@ var fields = []field{
 		get: func(o *Options) string { return strconv.FormatBool(o.StdinWatch) },
 	},
 	{
+		name:  "benchparts",
+		usage: "bench: comma-separated `parts` to run (ops, syscall, scaling, multi, wakeup), or \"all\"",
+		set:   func(o *Options, v string) (err error) { o.BenchParts, err = parseParts(v); return err },
+		get:   func(o *Options) string { return strings.Join(o.BenchParts, ",") },
+	},
+	{
+		name:  "opssweep",
+		usage: "bench: ftrace-ops `configurations` besides the baseline: relevant:irrelevant[:regs],... or \"full\"",
+		set:   func(o *Options, v string) (err error) { o.OpsSweep, err = ParseOpsSweep(v); return err },
+		get:   func(o *Options) string { return formatOpsSweep(o.OpsSweep) },
+	},
+	{
+		name:  "opscalls",
+		usage: "bench: nr_function_calls of each ftrace-ops load (`count`)",
+		set:   func(o *Options, v string) (err error) { o.OpsCalls, err = intRange(v, 1, maxCalls); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.OpsCalls) },
+	},
+	{
+		name:  "syscallcalls",
+		usage: "bench: getppid calls per timed run (`count`)",
+		set:   func(o *Options, v string) (err error) { o.SyscallCalls, err = intRange(v, 1, maxCalls); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.SyscallCalls) },
+	},
+	{
+		name:  "scalingn",
+		usage: "bench: comma-separated trampoline `counts` of the attach/detach scaling curve",
+		set:   func(o *Options, v string) (err error) { o.ScalingN, err = parseCounts(v, maxCount); return err },
+		get:   func(o *Options) string { return formatCounts(o.ScalingN) },
+	},
+	{
+		name:  "multin",
+		usage: "bench: comma-separated function `counts` of the tracing_multi and kprobe_multi links",
+		set:   func(o *Options, v string) (err error) { o.MultiN, err = parseCounts(v, maxCount); return err },
+		get:   func(o *Options) string { return formatCounts(o.MultiN) },
+	},
+	{
+		name:  "wakeupfor",
+		usage: "bench: `duration` of each wakeup-latency run (quiet, then under the attach storm)",
+		set:   func(o *Options, v string) (err error) { o.WakeupFor, err = duration(v, true); return err },
+		get:   func(o *Options) string { return o.WakeupFor.String() },
+	},
+	{
 		name:  "sabotage",
 		usage: "test only: \"wrong-ip\" or \"skip-count\" makes the func-ip or exact-count oracle see a failure",
 		set: func(o *Options, v string) error {
@@ -582,7 +804,7 @@ func (o *Options) Validate() error {
 	check(o.Stall <= 0, "stall", "want a duration > 0")
 	check(o.Crash != CrashNone && o.Crash != CrashSysrqC, "crash", `want "none" or "sysrq-c"`)
 	check(o.MaxArgs < 0 || o.MaxArgs > MaxArgsLimit, "maxargs", fmt.Sprintf("want an integer from 0 to %d", MaxArgsLimit))
-	check(o.Scenario != ScenarioStorm && o.Scenario != ScenarioChurn, "scenario", `want "storm" or "churn"`)
+	check(o.Scenario != ScenarioStorm && o.Scenario != ScenarioChurn && o.Scenario != ScenarioBench, "scenario", `want "storm", "churn" or "bench"`)
 	check(o.Hot < 1 || o.Hot > maxHot, "hot", fmt.Sprintf("want an integer from 1 to %d", maxHot))
 	check(o.Churn < 0, "churn", "want a duration >= 0")
 	check(o.Cycles < 0, "cycles", "want an integer >= 0")
@@ -595,6 +817,18 @@ func (o *Options) Validate() error {
 	check(o.TimerPeriod < 0, "timerperiod", "want a duration >= 0")
 	check(o.ModHold <= 0, "modhold", "want a duration > 0")
 	check(o.Sabotage != SabotageNone && o.Sabotage != SabotageWrongIP && o.Sabotage != SabotageSkipCount, "sabotage", `want "none", "wrong-ip" or "skip-count"`)
+	check(o.OpsCalls < 1 || o.OpsCalls > maxCalls, "opscalls", fmt.Sprintf("want an integer from 1 to %d", maxCalls))
+	check(o.SyscallCalls < 1 || o.SyscallCalls > maxCalls, "syscallcalls", fmt.Sprintf("want an integer from 1 to %d", maxCalls))
+	check(o.WakeupFor <= 0, "wakeupfor", "want a duration > 0")
+	for _, p := range o.BenchParts {
+		check(!slices.Contains(BenchParts, p), "benchparts", fmt.Sprintf("unknown part %q", p))
+	}
+	for _, p := range o.OpsSweep {
+		check(p.Relevant < 0 || p.Irrelevant < 0 || p.Relevant > maxOps || p.Irrelevant > maxOps, "opssweep", fmt.Sprintf("op counts must be from 0 to %d", maxOps))
+	}
+	for _, n := range append(slices.Clone(o.ScalingN), o.MultiN...) {
+		check(n < 1 || n > maxCount, "scalingn/multin", fmt.Sprintf("want counts from 1 to %d", maxCount))
+	}
 	// Without either bound the churn would only end on a signal, and the
 	// host would call that a hang.
 	check(o.Scenario == ScenarioChurn && o.Churn == 0 && o.Cycles == 0, "churn", "churn=0 needs cycles > 0")

@@ -156,7 +156,9 @@ func TestArgsRoundTrip(t *testing.T) {
 	orig := Options{N: 17, Seed: 99, Hold: 1500 * time.Millisecond, Detach: 3, Threads: 5, Stall: 7 * time.Second, Crash: CrashSysrqC, Events: "/tmp/with space", Poweroff: true, MaxArgs: 4,
 		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second,
 		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount,
-		Board: true, BoardAddr: "192.168.7.2/24", StdinWatch: true}
+		Board: true, BoardAddr: "192.168.7.2/24", StdinWatch: true,
+		BenchParts: []string{BenchSyscall, BenchWakeup}, OpsSweep: []OpsPoint{{0, 5, true}, {3, 0, false}}, OpsCalls: 1000, SyscallCalls: 77,
+		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond}
 	args := orig.Args()
 	if len(args) != len(Names()) {
 		t.Fatalf("Args has %d keys, want %d", len(args), len(Names()))
@@ -248,6 +250,8 @@ func withChurnDefaults(o Options) Options {
 	o.ExactCalls, o.ExactEvery, o.PreemptEvery, o.Mixed, o.Hotplug = d.ExactCalls, d.ExactEvery, d.PreemptEvery, d.Mixed, d.Hotplug
 	o.RT, o.TimerPeriod, o.Modules, o.ModHold, o.Sabotage = d.RT, d.TimerPeriod, d.Modules, d.ModHold, d.Sabotage
 	o.Board, o.BoardAddr, o.StdinWatch = d.Board, d.BoardAddr, d.StdinWatch
+	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
+	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
 	return o
 }
 
@@ -264,7 +268,7 @@ func TestChurnOptions(t *testing.T) {
 		t.Errorf("bare fth.mixed = %+v, %v", o.Mixed, err)
 	}
 	for cmdline, want := range map[string]string{
-		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm" or "churn"`,
+		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn" or "bench"`,
 		"fth.hot=0":                       "fth.hot",
 		"fth.hot=5000":                    "fth.hot",
 		"fth.churn=-1s":                   "fth.churn",
@@ -320,5 +324,80 @@ func TestSabotageValues(t *testing.T) {
 		if err != nil || o.Sabotage != tt.want {
 			t.Errorf("sabotage=%s: got %q, %v; want %q", tt.in, o.Sabotage, err, tt.want)
 		}
+	}
+}
+
+func TestBenchOptions(t *testing.T) {
+	o, err := Parse(nil, "fth.scenario=bench fth.benchparts=wakeup,ops fth.opssweep=1:0,10:100:regs fth.opscalls=500 fth.syscallcalls=9 fth.scalingn=100,5000 fth.multin=7 fth.wakeupfor=5s", env4, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Scenario != ScenarioBench || o.OpsCalls != 500 || o.SyscallCalls != 9 || o.WakeupFor != 5*time.Second {
+		t.Errorf("got %+v", o)
+	}
+	// Parts run in BenchParts order whatever the order given.
+	if want := []string{BenchOps, BenchWakeup}; !reflect.DeepEqual(o.BenchParts, want) {
+		t.Errorf("BenchParts = %q, want %q", o.BenchParts, want)
+	}
+	if want := []OpsPoint{{1, 0, false}, {10, 100, true}}; !reflect.DeepEqual(o.OpsSweep, want) {
+		t.Errorf("OpsSweep = %+v, want %+v", o.OpsSweep, want)
+	}
+	if !reflect.DeepEqual(o.ScalingN, []int{100, 5000}) || !reflect.DeepEqual(o.MultiN, []int{7}) {
+		t.Errorf("ScalingN = %v, MultiN = %v", o.ScalingN, o.MultiN)
+	}
+	def := Defaults(env4)
+	if got := def.Args(); got["benchparts"] != "ops,syscall,scaling,multi,wakeup" || got["opssweep"] != "1:0,2:0,10:0,1:10,1:100,1:0:regs" ||
+		got["scalingn"] != "100,500,1000,2000,5000,10000" || got["multin"] != "100,1000" || got["wakeupfor"] != "10s" {
+		t.Errorf("default bench args = %v", got)
+	}
+	if o, err := Parse(nil, "fth.benchparts=all fth.opssweep=", env4, io.Discard); err != nil || len(o.BenchParts) != len(BenchParts) || len(o.OpsSweep) != 0 {
+		t.Errorf("benchparts=all opssweep= : %+v, %v", o, err)
+	}
+	for cmdline, want := range map[string]string{
+		"fth.benchparts=ops,bogus": `unknown part "bogus"`,
+		"fth.opssweep=1":           "want relevant:irrelevant",
+		"fth.opssweep=1:2:x":       "want relevant:irrelevant",
+		"fth.opssweep=-1:0":        "op counts must be",
+		"fth.opssweep=1:5000":      "op counts must be",
+		"fth.opscalls=0":           "fth.opscalls",
+		"fth.syscallcalls=x":       "fth.syscallcalls",
+		"fth.scalingn=100,0":       `"0": want integers`,
+		"fth.multin=a":             `"a": want integers`,
+		"fth.wakeupfor=0s":         "fth.wakeupfor",
+	} {
+		if _, err := Parse(nil, cmdline, env4, io.Discard); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", cmdline, err, want)
+		}
+	}
+}
+
+func TestOpsSweep(t *testing.T) {
+	full, err := ParseOpsSweep("full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) != 18 {
+		t.Fatalf("full sweep has %d points, want 3 relevant x 3 irrelevant x 2 save_regs", len(full))
+	}
+	seen := map[OpsPoint]bool{}
+	for _, p := range full {
+		seen[p] = true
+	}
+	for _, rel := range []int{1, 2, 10} {
+		for _, irr := range []int{0, 10, 100} {
+			for _, regs := range []bool{false, true} {
+				if !seen[OpsPoint{rel, irr, regs}] {
+					t.Errorf("full sweep lacks %v", OpsPoint{rel, irr, regs})
+				}
+			}
+		}
+	}
+	// The text form round-trips.
+	back, err := ParseOpsSweep(formatOpsSweep(full))
+	if err != nil || !reflect.DeepEqual(back, full) {
+		t.Errorf("round trip = %v, %v", back, err)
+	}
+	if got, _ := ParseOpsSweep(" 2:3 , ,4:0:regs"); !reflect.DeepEqual(got, []OpsPoint{{2, 3, false}, {4, 0, true}}) {
+		t.Errorf("spaces and empty items: %v", got)
 	}
 }
