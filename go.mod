@@ -3,6 +3,7 @@ module github.com/ftrace-harness/fth
 go 1.26.8
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/digitalocean/go-qemu v0.0.0-20230711162256-2e3d0186973e
 	github.com/u-root/gobusybox/src v0.3.0

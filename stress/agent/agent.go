@@ -150,6 +150,9 @@ func (a *agent) execute(ctx context.Context) error {
 		a.churn = &churnVerdict{}
 		return a.executeChurn(ctx, cache, inv)
 	}
+	if a.opts.Scenario == options.ScenarioBench {
+		return a.executeBench(ctx, cache, inv)
+	}
 	funcs := selectFuncs(inv.Candidates, a.opts.N, a.opts.Seed)
 	if len(a.opts.Funcs) > 0 {
 		funcs = a.opts.Funcs

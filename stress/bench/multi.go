@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/report"
+)
+
+// attachFEntryMulti is BPF_TRACE_FENTRY_MULTI of enum bpf_attach_type as
+// Linux 7.3 numbers it (after BPF_TRACE_FSESSION, 58). Neither cilium/ebpf
+// v0.22 nor x/sys names it, so the bench loads and links such programs
+// itself; a kernel without it refuses the load with EINVAL.
+const attachFEntryMulti = 59
+
+// tracingMultiAttr is the link_create member of union bpf_attr with its
+// tracing_multi variant (Linux 7.3): ids is a user pointer to cnt u32 BTF
+// ids of the target functions, cookies an optional pointer to cnt u64.
+type tracingMultiAttr struct {
+	progFD     uint32
+	targetFD   uint32
+	attachType uint32
+	flags      uint32
+	ids        uint64
+	cookies    uint64
+	cnt        uint32
+	_          uint32
+}
+
+// multiNote says where the tracing_multi support comes from, for the log.
+const multiNote = "cilium/ebpf v0.22 has no tracing-multi link; raw BPF_LINK_CREATE with BPF_TRACE_FENTRY_MULTI (59)"
+
+// multi times one multi-function link over N functions, for tracing_multi
+// and kprobe_multi, and compares it with N single links from the scaling
+// part.
+func (r *runner) multi(ctx context.Context) (*event.BenchMulti, error) {
+	out := &event.BenchMulti{}
+	ns := capCounts(r.cfg.MultiN, len(r.order))
+	if len(ns) == 0 {
+		out.Skipped = fmt.Sprintf("no count to measure (multin %v, %d candidates)", r.cfg.MultiN, len(r.order))
+		return out, nil
+	}
+	out.Supported = true
+	report.Logf(r.cfg.Emit, "bench: multi: %s", multiNote)
+	out.TracingMulti = r.tracingMulti(ctx, ns)
+	if err := ctx.Err(); err != nil {
+		return out, err
+	}
+	out.KprobeMulti = r.kprobeMulti(ctx, ns)
+	return out, ctx.Err()
+}
+
+// singles returns the scaling part's totals for n single links.
+func (r *runner) singles(n int) (attachS, detachS float64, ok bool) {
+	if r.scaled == nil {
+		return 0, 0, false
+	}
+	for _, p := range r.scaled.Points {
+		if p.N == n && p.Attached == n {
+			return p.AttachSeconds, p.DetachSeconds, true
+		}
+	}
+	return 0, 0, false
+}
+
+// compare sets pt's ratios to the single links of the same N.
+func (r *runner) compare(pt *event.BenchMultiPoint) {
+	if a, d, ok := r.singles(pt.N); ok {
+		pt.AttachRatio, pt.DetachRatio = Ratio(pt.AttachSeconds, a), Ratio(pt.DetachSeconds, d)
+	}
+}
+
+// tracingMulti measures BPF_TRACE_FENTRY_MULTI links.
+func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLink {
+	var out event.BenchMultiLink
+	spec, err := r.cfg.Cache.Kernel()
+	if err != nil {
+		out.Skipped = fmt.Sprintf("vmlinux BTF: %v", err)
+		return out
+	}
+	ids, err := btfIDs(spec, r.order[:ns[len(ns)-1]])
+	if err != nil {
+		out.Skipped = err.Error()
+		return out
+	}
+	// The program has no target of its own: the link names them.
+	prog, err := ebpf.NewProgram(tracingSpec("", ebpf.AttachType(attachFEntryMulti)))
+	if err != nil {
+		out.Errno, _ = attach.ErrnoOf(err)
+		out.Skipped = fmt.Sprintf("the kernel refused a BPF_TRACE_FENTRY_MULTI program (no tracing_multi before Linux 7.3): %s", attach.Message(err))
+		return out
+	}
+	defer prog.Close()
+	for _, n := range ns {
+		if ctx.Err() != nil {
+			break
+		}
+		pt := event.BenchMultiPoint{N: n}
+		t0 := time.Now()
+		fd, errno := tracingMultiLink(prog.FD(), ids[:n])
+		pt.AttachSeconds = seconds(time.Since(t0))
+		if errno != 0 {
+			pt.Error = fmt.Sprintf("BPF_LINK_CREATE tracing_multi over %d functions: %s (%v)", n, attach.ErrnoName(errno), errno)
+			if !out.Supported {
+				// Refused before any success: the kernel lacks it
+				// (EOPNOTSUPP without the single direct ops), or
+				// refuses these functions.
+				out.Errno = attach.ErrnoName(errno)
+			}
+			out.Points = append(out.Points, pt)
+			report.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)
+			continue
+		}
+		t0 = time.Now()
+		cerr := unix.Close(fd)
+		pt.DetachSeconds = seconds(time.Since(t0))
+		if cerr != nil {
+			pt.Error = fmt.Sprintf("close tracing_multi link: %v", cerr)
+		}
+		out.Supported = true
+		r.compare(&pt)
+		out.Points = append(out.Points, pt)
+		report.Logf(r.cfg.Emit, "bench: multi: tracing_multi N=%d: attach %.3fs (x%.3f of singles), detach %.3fs (x%.3f)",
+			n, pt.AttachSeconds, pt.AttachRatio, pt.DetachSeconds, pt.DetachRatio)
+	}
+	if !out.Supported && out.Skipped == "" {
+		out.Skipped = "every tracing_multi link was refused: " + out.Points[0].Error
+	}
+	return out
+}
+
+// btfIDs returns the vmlinux BTF id of each function. The inventory only
+// keeps functions with exactly one BTF FUNC, so a name is an id.
+func btfIDs(spec *btf.Spec, fns []string) ([]uint32, error) {
+	ids := make([]uint32, 0, len(fns))
+	for _, fn := range fns {
+		types, err := spec.AnyTypesByName(fn)
+		if err != nil {
+			return nil, fmt.Errorf("BTF of %s: %w", fn, err)
+		}
+		var f *btf.Func
+		for _, t := range types {
+			if tf, ok := t.(*btf.Func); ok {
+				f = tf
+			}
+		}
+		if f == nil {
+			return nil, fmt.Errorf("BTF of %s: no FUNC", fn)
+		}
+		id, err := spec.TypeID(f)
+		if err != nil {
+			return nil, fmt.Errorf("BTF id of %s: %w", fn, err)
+		}
+		ids = append(ids, uint32(id))
+	}
+	return ids, nil
+}
+
+// tracingMultiLink creates one tracing_multi link of progFD over ids.
+func tracingMultiLink(progFD int, ids []uint32) (int, unix.Errno) {
+	attr := tracingMultiAttr{
+		progFD:     uint32(progFD),
+		attachType: attachFEntryMulti,
+		ids:        uint64(uintptr(unsafe.Pointer(&ids[0]))),
+		cnt:        uint32(len(ids)),
+	}
+	for i := 0; ; i++ {
+		fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+		// The Go runtime preempts with signals: EINTR says nothing
+		// about the kernel.
+		if errno == unix.EINTR && i < 5 {
+			continue
+		}
+		runtime.KeepAlive(ids)
+		if errno != 0 {
+			return -1, errno
+		}
+		return int(fd), 0
+	}
+}
+
+// kprobeMulti measures BPF_TRACE_KPROBE_MULTI links (fprobe underneath).
+func (r *runner) kprobeMulti(ctx context.Context, ns []int) event.BenchMultiLink {
+	var out event.BenchMultiLink
+	prog, err := ebpf.NewProgram(kprobeSpec(ebpf.AttachTraceKprobeMulti))
+	if err != nil {
+		out.Errno, _ = attach.ErrnoOf(err)
+		out.Skipped = "load kprobe_multi program: " + attach.Message(err)
+		return out
+	}
+	defer prog.Close()
+	for _, n := range ns {
+		if ctx.Err() != nil {
+			break
+		}
+		pt := event.BenchMultiPoint{N: n}
+		t0 := time.Now()
+		l, err := link.KprobeMulti(prog, link.KprobeMultiOptions{Symbols: r.order[:n]})
+		pt.AttachSeconds = seconds(time.Since(t0))
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			out.Skipped = "the kernel has no kprobe_multi links (CONFIG_FPROBE is off): " + err.Error()
+			out.Points = nil
+			return out
+		}
+		if err != nil {
+			pt.Error = fmt.Sprintf("kprobe_multi over %d functions: %v", n, err)
+			out.Points = append(out.Points, pt)
+			report.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)
+			continue
+		}
+		t0 = time.Now()
+		cerr := l.Close()
+		pt.DetachSeconds = seconds(time.Since(t0))
+		if cerr != nil {
+			pt.Error = fmt.Sprintf("close kprobe_multi link: %v", cerr)
+		}
+		out.Supported = true
+		r.compare(&pt)
+		out.Points = append(out.Points, pt)
+		report.Logf(r.cfg.Emit, "bench: multi: kprobe_multi N=%d: attach %.3fs (x%.3f of fentry singles), detach %.3fs (x%.3f)",
+			n, pt.AttachSeconds, pt.AttachRatio, pt.DetachSeconds, pt.DetachRatio)
+	}
+	if !out.Supported && out.Skipped == "" && len(out.Points) > 0 {
+		out.Skipped = "every kprobe_multi link was refused: " + out.Points[0].Error
+	}
+	return out
+}
