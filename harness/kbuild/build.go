@@ -104,6 +104,20 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		if cfg, err := os.ReadFile(filepath.Join(k.BuildDir, ".config")); err == nil {
 			final := ParseConfig(cfg)
 			k.Verified, k.Observed = verified(want, final), Observe(final)
+			if final["MODULES"] == "y" && k.Modules == nil {
+				// An entry from before modules were built: add them to the
+				// finished tree (only the modules compile) rather than rebuild.
+				b := &builder{req: req, tc: tc, out: k.BuildDir, log: log}
+				if err := b.make(ctx, "modules"); err != nil {
+					return Kernel{}, err
+				}
+				if k.Modules, err = findModules(k.BuildDir); err != nil {
+					return Kernel{}, fmt.Errorf("built modules: %w", err)
+				}
+				if err := writeManifest(entry, k); err != nil {
+					return Kernel{}, fmt.Errorf("write kernel manifest: %w", err)
+				}
+			}
 		}
 		log.Info("kernel cached", "arch", req.Arch.Name, "release", k.Release, "entry", entry)
 		return k, nil
@@ -130,7 +144,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		return Kernel{}, err
 	}
 	var mods map[string]string
-	if final["CONFIG_MODULES"] == "y" {
+	if final["MODULES"] == "y" {
 		// The samples the agent loads are modules; a separate make keeps the
 		// image step's progress and error tail about the image alone.
 		if err := b.make(ctx, "modules"); err != nil {

@@ -20,7 +20,7 @@ const extDoneName = ".fth-done"
 
 // BuildModule builds the out-of-tree module whose Kbuild file and sources
 // are in src against k, the way a kernel developer would (make M=...), and
-// returns the .ko named after src's base name. The build lives in k's
+// returns its .ko: src must build exactly one. The build lives in k's
 // cache entry under ext/, keyed by the kernel and the contents of src, so
 // it is redone only when either changes. req must be the request k was
 // built from: it supplies the toolchain and the source tree.
@@ -46,9 +46,8 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 	key := hex.EncodeToString(h.Sum(nil))
 	entry := filepath.Dir(k.BuildDir)
 	dir := filepath.Join(entry, "ext", name+"-"+key[:16])
-	ko := filepath.Join(dir, name+".ko")
 	if _, err := os.Stat(filepath.Join(dir, extDoneName)); err == nil {
-		if _, err := os.Stat(ko); err == nil {
+		if ko, err := onlyKO(dir); err == nil {
 			return ko, nil
 		}
 	}
@@ -82,8 +81,9 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 	if err := b.run(ctx, "make M="+name, "make", args, nil); err != nil {
 		return "", fmt.Errorf("module %s: %w", name, err)
 	}
-	if _, err := os.Stat(ko); err != nil {
-		return "", fmt.Errorf("module %s: make succeeded but produced no %s", name, ko)
+	ko, err := onlyKO(dir)
+	if err != nil {
+		return "", fmt.Errorf("module %s: make succeeded but %w", name, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, extDoneName), nil, 0o644); err != nil {
 		return "", err
@@ -119,4 +119,13 @@ func moduleFiles(src string) ([]string, error) {
 	}
 	sort.Strings(files)
 	return files, nil
+}
+
+// onlyKO returns the one .ko in dir.
+func onlyKO(dir string) (string, error) {
+	kos, _ := filepath.Glob(filepath.Join(dir, "*.ko"))
+	if len(kos) != 1 {
+		return "", fmt.Errorf("%s holds %d .ko files, want exactly one", dir, len(kos))
+	}
+	return kos[0], nil
 }

@@ -92,9 +92,6 @@ func (e *Env) request(a arch.Arch, frags []string) (kbuild.Request, error) {
 // GuestModuleDir is where the initramfs holds the modules the agent loads.
 const GuestModuleDir = "/lib/modules/fth"
 
-// TargetModule is the project's own test module, under stress/kmod.
-const TargetModule = "fth_target"
-
 // Modules builds the project's test module against k and returns every
 // module the guest gets, as guest path → host path: k's in-tree modules
 // (the ftrace samples) and fth_target. A kernel without modules gets none.
@@ -112,7 +109,7 @@ func (e *Env) Modules(ctx context.Context, a arch.Arch, frags []string, k kbuild
 	if err != nil {
 		return nil, err
 	}
-	files := map[string]string{GuestModuleDir + "/" + TargetModule + ".ko": ko}
+	files := map[string]string{GuestModuleDir + "/" + filepath.Base(ko): ko}
 	for name, p := range k.Modules {
 		files[GuestModuleDir+"/"+name+".ko"] = p
 	}

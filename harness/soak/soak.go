@@ -65,7 +65,7 @@ type Config struct {
 }
 
 // required are the kernel options without which no scenario can run.
-var required = []string{"CONFIG_BPF_SYSCALL", "CONFIG_DEBUG_INFO_BTF", "CONFIG_FUNCTION_TRACER", "CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS"}
+var required = []string{"BPF_SYSCALL", "DEBUG_INFO_BTF", "FUNCTION_TRACER", "DYNAMIC_FTRACE_WITH_DIRECT_CALLS"}
 
 // Run soaks the board and records everything in w. The error is for a
 // soak that could not start (unreachable board, failed build); what the
@@ -172,7 +172,7 @@ func (s *soak) probe(ctx context.Context) (arch.Arch, string, error) {
 		observed = kbuild.Observe(final)
 		for _, sym := range required {
 			if v := final[sym]; v != "y" {
-				missing = append(missing, sym)
+				missing = append(missing, "CONFIG_"+sym)
 			}
 		}
 	}
