@@ -25,7 +25,7 @@ func (a *agent) executeBench(ctx context.Context, cache *btf.Cache, inv inventor
 		sel = min(slices.Max(o.ScalingN), len(inv.Candidates))
 	}
 	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(sel)})
-	report.Logf(a.w, "bench: parts %v on %d candidates", o.BenchParts, len(inv.Candidates))
+	report.Logf(a.w, "bench: parts %v on %d candidates; rejected: %s", o.BenchParts, len(inv.Candidates), formatReasons(inv.Rejected))
 
 	b, err := bench.Run(ctx, bench.Config{
 		Parts:        o.BenchParts,

@@ -75,6 +75,10 @@ func (r *runner) opsPoint(ctx context.Context, path string, p options.OpsPoint) 
 			continue
 		}
 		pt.RunsNs = append(pt.RunsNs, round(run.NsPerCall(), 2))
+		// One line per load: with a hundred ops a load waits for as
+		// many RCU-tasks grace periods, and the host's silence
+		// watchdog must see the run is alive.
+		report.Logf(r.cfg.Emit, "bench: ops %s run %d/%d: %.2f ns/call", p, i+1, opsRuns, run.NsPerCall())
 		pt.Tracee = run.Tracee
 		if run.NoSaveRegs && p.SaveRegs {
 			pt.Note = NoSaveRegsMsg + " (measured without)"

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,10 @@ func formatSummary(s event.WakeupSummary) string {
 func measureWakeup(ctx context.Context, cpu int, d time.Duration) (event.WakeupSummary, error) {
 	h := NewHistogram()
 	var overruns int64
+	// A garbage collection stops the world, this thread included, and
+	// its pause would be measured as kernel latency: cyclictest has no
+	// collector, so the run has none either. The loop does not allocate.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	err := onPinnedThread(cpu, func() error {
 		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: WakeupPriority}
 		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
