@@ -228,5 +228,21 @@ func onPinnedThread(cpu int, fn func() error) error {
 	return <-done
 }
 
+// settleTime is how long a timed part waits before it starts.
+const settleTime = time.Second
+
+// settle waits settleTime (or until ctx ends) so that the deferred work of
+// the previous part — RCU callbacks, module and trampoline frees — drains
+// before timing starts: under TCG it runs on a vCPU that shares the host
+// thread with the measured one.
+func settle(ctx context.Context) {
+	t := time.NewTimer(settleTime)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // seconds is d in seconds, rounded to the microsecond.
 func seconds(d time.Duration) float64 { return round(d.Seconds(), 6) }

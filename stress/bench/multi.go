@@ -54,10 +54,16 @@ func (r *runner) multi(ctx context.Context) (*event.BenchMulti, error) {
 	out.Supported = true
 	report.Logf(r.cfg.Emit, "bench: multi: %s", multiNote)
 	out.TracingMulti = r.tracingMulti(ctx, ns)
+	if s := out.TracingMulti.Skipped; s != "" {
+		report.Logf(r.cfg.Emit, "bench: multi: tracing_multi skipped: %s", s)
+	}
 	if err := ctx.Err(); err != nil {
 		return out, err
 	}
 	out.KprobeMulti = r.kprobeMulti(ctx, ns)
+	if s := out.KprobeMulti.Skipped; s != "" {
+		report.Logf(r.cfg.Emit, "bench: multi: kprobe_multi skipped: %s", s)
+	}
 	return out, ctx.Err()
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,7 @@ func (r *runner) ops(ctx context.Context) (*event.BenchOps, error) {
 		return out, ctx.Err()
 	}
 	out.Supported = true
+	base.Ratio, base.BestRatio = 1, 1
 	out.Baseline = &base
 	for _, p := range r.cfg.OpsSweep {
 		if err := ctx.Err(); err != nil {
@@ -56,6 +58,7 @@ func (r *runner) ops(ctx context.Context) (*event.BenchOps, error) {
 		}
 		pt := r.opsPoint(ctx, path, p)
 		pt.Ratio = Ratio(pt.NsPerCall, base.NsPerCall)
+		pt.BestRatio = Ratio(pt.BestNs, base.BestNs)
 		out.Points = append(out.Points, pt)
 	}
 	return out, nil
@@ -88,6 +91,7 @@ func (r *runner) opsPoint(ctx context.Context, path string, p options.OpsPoint) 
 		// A point with some numbers is a point; the error of a lost run
 		// stays in the log.
 		pt.NsPerCall = round(median(pt.RunsNs), 2)
+		pt.BestNs = slices.Min(pt.RunsNs)
 		pt.Error = ""
 	}
 	report.Logf(r.cfg.Emit, "bench: ops relevant=%d irrelevant=%d save_regs=%v: %.2f ns/call (runs %v)",

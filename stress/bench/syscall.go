@@ -74,7 +74,8 @@ func (r *runner) syscall(ctx context.Context) (*event.BenchSyscall, error) {
 		{StateBPFKprobe, bpfKprobe(fn)},
 		{name: StateBaselineEnd},
 	}
-	var base float64
+	settle(ctx)
+	var base, bestBase float64
 	for _, s := range states {
 		if err := ctx.Err(); err != nil {
 			return out, err
@@ -106,11 +107,11 @@ func (r *runner) syscall(ctx context.Context) (*event.BenchSyscall, error) {
 		st.NsPerCall = round(median(runs), 1)
 		st.BestNs = round(slices.Min(runs), 1)
 		if s.name == StateBaseline {
-			base = st.NsPerCall
+			base, bestBase = st.NsPerCall, st.BestNs
 		}
-		st.Ratio = Ratio(st.NsPerCall, base)
+		st.Ratio, st.BestRatio = Ratio(st.NsPerCall, base), Ratio(st.BestNs, bestBase)
 		out.States = append(out.States, st)
-		report.Logf(r.cfg.Emit, "bench: syscall %s on %s: %.1f ns/call (best %.1f, x%.2f)", s.name, fn, st.NsPerCall, st.BestNs, st.Ratio)
+		report.Logf(r.cfg.Emit, "bench: syscall %s on %s: median %.1f ns/call (x%.2f), best %.1f (x%.2f)", s.name, fn, st.NsPerCall, st.Ratio, st.BestNs, st.BestRatio)
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,7 @@ func PercentileRatio(x, base event.WakeupPercentiles) event.WakeupPercentiles {
 func (r *runner) wakeup(ctx context.Context) (*event.BenchWakeup, error) {
 	d := r.cfg.WakeupFor
 	out := &event.BenchWakeup{Period: event.Duration(WakeupPeriod), For: event.Duration(d), Priority: WakeupPriority}
+	settle(ctx)
 	q, err := measureWakeup(ctx, r.cpu, d)
 	if err != nil {
 		out.Skipped = "quiet run: " + err.Error()
@@ -122,6 +124,11 @@ func measureWakeup(ctx context.Context, cpu int, d time.Duration) (event.WakeupS
 	// its pause would be measured as kernel latency: cyclictest has no
 	// collector, so the run has none either. The loop does not allocate.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	// The thread holds its scheduler P through every raw sleep; one more
+	// P leaves the storm, the hammer and the event writer as many as they
+	// have in other scenarios. (A first run without it saw two hammer
+	// threads make no progress for 20 s around a 5 s storm run.)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 	err := onPinnedThread(cpu, func() error {
 		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: WakeupPriority}
 		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
