@@ -82,8 +82,16 @@ func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.L
 	}
 	var samples []string
 	target := ""
+	only := map[string]bool{}
+	for _, n := range a.opts.ModList {
+		only[n] = true
+	}
 	for _, p := range paths {
-		switch n := kmods.Name(p); {
+		n := kmods.Name(p)
+		if len(only) > 0 && !only[n] {
+			continue
+		}
+		switch {
 		case n == targetModule:
 			target = p
 		case !notCycled[n]:
@@ -96,7 +104,7 @@ func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.L
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &kmods.Cycler{Paths: samples, Hold: a.opts.ModHold, Rec: rec}
+			c := &kmods.Cycler{Paths: samples, Hold: a.opts.ModHold, Rec: rec, OnLoad: a.logModule}
 			if err := c.Run(ctx, rand.New(rand.NewPCG(uint64(a.opts.Seed), streamSamples))); err != nil {
 				a.churnOther(fmt.Sprintf("modules: %v", err))
 			}
@@ -165,6 +173,7 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 			sleep(ctx, 200*time.Millisecond)
 			continue
 		}
+		a.logModule(targetModule)
 		if !before && rng.IntN(2) == 0 {
 			tracer(true)
 		}
@@ -315,4 +324,11 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// logModule records where a module's text was loaded: the address a hung
+// or crashed CPU is found at (registers.txt, an oops RIP) can then be
+// matched to a module that was already unloaded.
+func (a *agent) logModule(name string) {
+	report.Logf(a.w, "module %s loaded, .text at %s", name, kmods.TextAddr(name))
 }

@@ -99,8 +99,22 @@ type Cycler struct {
 	Rec *tally.Recorder
 	// Params are module parameters by module name.
 	Params map[string]string
+	// OnLoad, if set, is called after each successful load (to log where
+	// the module's text landed: a CPU later found executing there after the
+	// unload points at a trampoline used after free).
+	OnLoad func(name string)
 	// unloadTries bounds the retries of a busy unload.
 	unloadTries int
+}
+
+// TextAddr returns the load address of module name's .text section, from
+// /sys/module/<name>/sections/.text ("" if unreadable).
+func TextAddr(name string) string {
+	b, err := os.ReadFile(filepath.Join("/sys/module", name, "sections", ".text"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // Run cycles until ctx is done and leaves no module of Paths loaded; the
@@ -119,6 +133,9 @@ func (c *Cycler) Run(ctx context.Context, rng *rand.Rand) error {
 		if err := c.Rec.Time(OpLoad, name, func() error { return Load(p, c.Params[name]) }); err != nil {
 			sleep(ctx, 100*time.Millisecond)
 			continue
+		}
+		if c.OnLoad != nil {
+			c.OnLoad(name)
 		}
 		hold := c.Hold/4 + time.Duration(rng.Int64N(int64(c.Hold-c.Hold/4)+1))
 		sleep(ctx, hold)

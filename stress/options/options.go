@@ -286,6 +286,10 @@ type Options struct {
 	// the kernel's ftrace-direct samples one at a time, and fth_target with
 	// tracers already filtering its functions.
 	Modules bool
+	// ModList, when set, restricts the cycled modules to these names
+	// (kernel spelling, e.g. ftrace_direct_modify, fth_target): how a
+	// module-path finding is narrowed down.
+	ModList []string
 	// ModHold is the longest a cycled module stays loaded (drawn from
 	// [ModHold/4, ModHold]).
 	ModHold time.Duration
@@ -610,6 +614,20 @@ var fields = []field{
 			return nil
 		},
 		get: func(o *Options) string { return strconv.FormatBool(o.Modules) },
+	},
+	{
+		name:  "modlist",
+		usage: "churn: comma-separated module `names` to cycle (default: every module under /lib/modules/fth but ftrace_ops)",
+		set: func(o *Options, v string) error {
+			o.ModList = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f != "" {
+					o.ModList = append(o.ModList, strings.ReplaceAll(f, "-", "_"))
+				}
+			}
+			return nil
+		},
+		get: func(o *Options) string { return strings.Join(o.ModList, ",") },
 	},
 	{
 		name:  "modhold",
