@@ -12,6 +12,11 @@ import (
 	"github.com/ftrace-harness/fth/results/event"
 )
 
+// stableModules are the modules the short churn cycles: every sample but
+// ftrace-direct-modify and ftrace-direct-multi-modify, which hang Linux
+// 7.3.4 under the churn (TestKnownFindingDirectModifyUnload).
+const stableModules = "ftrace_direct,ftrace_direct_too,ftrace_direct_multi,fth_target"
+
 // churnArgs is the short churn of `make test`: a minute of callsite churn on
 // 8 hot functions with mixed tracers, preemption switching, the module loop
 // and both oracles, and no background storm. The seed is pinned (see
@@ -19,7 +24,7 @@ import (
 func churnArgs(seed, churn string, extra ...string) []string {
 	args := []string{"--n", "0", "--seed", seed,
 		"--agent-arg", "scenario=churn", "--agent-arg", "churn=" + churn, "--agent-arg", "hot=8",
-		"--agent-arg", "exactevery=5s", "--agent-arg", "modhold=2s"}
+		"--agent-arg", "exactevery=5s", "--agent-arg", "modhold=2s", "--agent-arg", "modlist=" + stableModules}
 	for _, e := range extra {
 		args = append(args, "--agent-arg", e)
 	}
@@ -108,4 +113,39 @@ func TestOraclesCatchSabotage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A finding of this harness, kept reproduced: cycling the kernel's
+// samples/ftrace/ftrace-direct-modify.ko (and -multi-modify) while the churn
+// runs hangs Linux 7.3.4 on x86_64 within seconds of a load or unload: both
+// CPUs end up in the stopper threads or the ftrace hash lookup and the RCU
+// grace-period kthread starves. Seen in every run so far (6 of 6). When a
+// kernel fixes it this test fails, and the modules go back into the short
+// churn.
+func TestKnownFindingDirectModifyUnload(t *testing.T) {
+	r := runFth(t, 15*time.Minute, "--n", "0", "--seed", "42", "--silence", "45s",
+		"--agent-arg", "scenario=churn", "--agent-arg", "churn=60s", "--agent-arg", "hot=8",
+		"--agent-arg", "modhold=3s", "--agent-arg", "modlist=ftrace_direct_modify,ftrace_direct_multi_modify")
+	r.mustCell(t)
+	if r.result.Verdict != results.Fail {
+		t.Fatalf("verdict %s (%s): the ftrace-direct-modify hang did not reproduce", r.result.Verdict, r.result.Reason)
+	}
+	stall := strings.Contains(r.result.Reason, "hang") || strings.Contains(r.result.Reason, "stall") || strings.Contains(r.result.Reason, "lockup")
+	if !stall {
+		t.Errorf("reason %q: want a hang, RCU stall or lockup", r.result.Reason)
+	}
+	loads := 0
+	for _, op := range append(r.result.RecentOps, derefOp(r.result.InFlight)...) {
+		if strings.HasPrefix(op.Phase, "module_") {
+			loads++
+		}
+	}
+	t.Logf("reproduced: %s (module ops among the last: %d)", r.result.Reason, loads)
+}
+
+func derefOp(o *event.Op) []event.Op {
+	if o == nil {
+		return nil
+	}
+	return []event.Op{*o}
 }
