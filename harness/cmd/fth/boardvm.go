@@ -148,6 +148,11 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// The guest says sshd started; the board is up when an SSH banner comes
+	// back through the port forward.
+	if err := waitBanner(ctx, *port, bootTimeout); err != nil {
+		return fmt.Errorf("board VM: %w (console: %s)", err, filepath.Join(*dir, "console.log"))
+	}
 	fmt.Fprintf(stdout, "board up: ssh://root@127.0.0.1:%d known_hosts=%s identity=%s console=%s\n",
 		*port, keys.knownHosts, keys.identity, filepath.Join(*dir, "console.log"))
 	select {
@@ -210,4 +215,32 @@ func ensureKey(path string) (gossh.PublicKey, error) {
 		return nil, err
 	}
 	return gossh.NewPublicKey(pub)
+}
+
+// waitBanner waits until 127.0.0.1:port answers with an SSH banner.
+func waitBanner(ctx context.Context, port int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 2*time.Second)
+		if err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 4)
+			_, err = io.ReadFull(c, buf)
+			c.Close()
+			if err == nil && string(buf) == "SSH-" {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("not an SSH banner: %q", buf)
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no SSH banner on 127.0.0.1:%d within %s: %v", port, limit, last)
 }

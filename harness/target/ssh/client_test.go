@@ -183,9 +183,9 @@ func TestOutput(t *testing.T) {
 				}
 				return
 			}
-			var exit *ssh.ExitError
-			if !errors.As(err, &exit) || exit.ExitStatus() != tc.status {
-				t.Fatalf("error %v: want an *ssh.ExitError with status %d", err, tc.status)
+			var exit *ExitError
+			if !errors.As(err, &exit) || exit.Status != tc.status {
+				t.Fatalf("error %v: want an *ExitError with status %d", err, tc.status)
 			}
 			for _, w := range tc.errHas {
 				if !strings.Contains(err.Error(), w) {
@@ -279,8 +279,8 @@ func TestStream(t *testing.T) {
 		if out.String() != "SHOUT\n" || errOut.String() != "warn\n" {
 			t.Errorf("stdout %q stderr %q", out.String(), errOut.String())
 		}
-		var exit *ssh.ExitError
-		if !errors.As(err, &exit) || exit.ExitStatus() != 5 || !strings.Contains(err.Error(), "warn") {
+		var exit *ExitError
+		if !errors.As(err, &exit) || exit.Status != 5 || !strings.Contains(err.Error(), "warn") {
 			t.Errorf("error %v: want exit status 5 quoting stderr", err)
 		}
 	})
@@ -568,5 +568,30 @@ func TestWaitBackDial(t *testing.T) {
 	defer back.Close()
 	if cb.Rebooted || cb.BootID != id || cb.Tries != 1 {
 		t.Fatalf("Comeback = %+v, want a blip with boot_id %s after 1 try", cb, id)
+	}
+}
+
+// u-root's sshd (the board VM's) replies to exec only after the command
+// ends, and the command first waits for stdin EOF: a client that waits for
+// the reply before sending EOF deadlocks. Output and Upload must not.
+func TestLateExecReply(t *testing.T) {
+	r := newRig(t, false)
+	r.srv.lateReply = true
+	c := r.dial(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := c.Output(ctx, "cat; echo ok")
+	if err != nil || string(out) != "ok\n" {
+		t.Fatalf("Output = %q, %v; want ok and no error", out, err)
+	}
+	if _, err := c.Output(ctx, "exit 3"); err == nil {
+		t.Error("exit 3 gave no error")
+	}
+	dst := filepath.Join(t.TempDir(), "agent")
+	if err := c.Upload(ctx, dst, strings.NewReader("binary"), 0o755); err != nil {
+		t.Fatalf("Upload: %v", err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "binary" {
+		t.Errorf("uploaded %q", b)
 	}
 }

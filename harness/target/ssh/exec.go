@@ -3,9 +3,9 @@ package ssh
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -52,103 +52,139 @@ func (c *Client) Stream(ctx context.Context, cmd string, stdin io.Reader, stdout
 
 // run runs cmd in a new session; tail holds the stderr to quote on failure.
 // kill sends SIGKILL before closing the session when ctx ends.
+//
+// It drives the session channel itself rather than through ssh.Session:
+// Session.Start sends "exec" with want-reply and starts copying stdin only
+// after the reply, but minimal sshds (u-root's, which the board VM runs)
+// reply only after the command ends, and the command waits for stdin EOF:
+// a deadlock. Like OpenSSH, run sends exec without waiting, then stdin.
 func (c *Client) run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer, tail *tailBuffer, kill bool) error {
-	sess, err := c.newSession(ctx)
+	ch, reqs, err := c.openSession(ctx)
 	if err != nil {
 		return fmt.Errorf("run %q on %s: %w", cmd, c.target, err)
 	}
 	outGate, errGate := newGate(stdout), newGate(stderr)
 	defer outGate.close()
 	defer errGate.close()
-	sess.Stdin, sess.Stdout, sess.Stderr = stdin, outGate, errGate
-	// Start waits for the board to accept the exec request, and Wait for
-	// the command to end; neither takes a context, so both run aside.
-	started, waited := make(chan error, 1), make(chan error, 1)
-	go func() {
-		if err := sess.Start(cmd); err != nil {
-			started <- err
-			return
+	if _, err := ch.SendRequest("exec", false, ssh.Marshal(struct{ Command string }{cmd})); err != nil {
+		ch.Close()
+		select {
+		case <-c.done:
+			return fmt.Errorf("run %q: %w", cmd, c.lostErr())
+		default:
+			return fmt.Errorf("run %q on %s: exec: %w", cmd, c.target, err)
 		}
-		close(started)
-		waited <- sess.Wait()
+	}
+	go func() {
+		if stdin != nil {
+			_, _ = io.Copy(ch, stdin)
+		}
+		_ = ch.CloseWrite()
 	}()
-	select {
-	case err := <-started:
-		if err != nil {
-			sess.Close()
-			select {
-			case <-c.done:
-				return fmt.Errorf("run %q: %w", cmd, c.lostErr())
-			default:
-				return fmt.Errorf("run %q on %s: start: %w", cmd, c.target, err)
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() { defer copies.Done(); _, _ = io.Copy(outGate, ch) }()
+	go func() { defer copies.Done(); _, _ = io.Copy(errGate, ch.Stderr()) }()
+	waited := make(chan exitStatus, 1)
+	go func() {
+		st := exitStatus{status: -1}
+		for r := range reqs {
+			switch r.Type {
+			case "exit-status":
+				var p struct{ Status uint32 }
+				if ssh.Unmarshal(r.Payload, &p) == nil {
+					st.status = int(p.Status)
+				}
+			case "exit-signal":
+				var p struct {
+					Signal     string
+					CoreDumped bool
+					Error      string
+					Lang       string
+				}
+				if ssh.Unmarshal(r.Payload, &p) == nil {
+					st.signal = p.Signal
+				}
+			}
+			if r.WantReply {
+				_ = r.Reply(false, nil)
 			}
 		}
-	case <-ctx.Done(): // both handled below, the same as after a start
-	case <-c.done:
-	}
+		// The channel is closed; what it carried has been delivered.
+		copies.Wait()
+		waited <- st
+	}()
 	select {
-	case err := <-waited:
-		sess.Close()
-		return c.exitError(cmd, err, tail)
+	case st := <-waited:
+		ch.Close()
+		return c.exitError(cmd, st, tail)
 	case <-ctx.Done():
 		// Both writes can block on a wedged connection, and the caller asked
 		// to stop now; the keepalive reaps such a connection later.
 		go func() {
 			if kill {
-				_ = sess.Signal(ssh.SIGKILL)
+				_, _ = ch.SendRequest("signal", false, ssh.Marshal(struct{ Signal string }{string(ssh.SIGKILL)}))
 			}
-			sess.Close()
+			ch.Close()
 		}()
 		return fmt.Errorf("run %q on %s: %w", cmd, c.target, context.Cause(ctx))
 	case <-c.done:
-		sess.Close()
+		ch.Close()
 		return fmt.Errorf("run %q: %w", cmd, c.lostErr())
 	}
 }
 
-// newSession opens a session, giving up when ctx ends or the connection is
-// lost: opening waits for the board's answer, which a dead board never sends.
-func (c *Client) newSession(ctx context.Context) (*ssh.Session, error) {
+// exitStatus is how a remote command ended: status -1 when the board sent
+// none (signal set if it sent exit-signal instead).
+type exitStatus struct {
+	status int
+	signal string
+}
+
+// openSession opens a session channel, giving up when ctx ends or the
+// connection is lost: opening waits for the board's answer, which a dead
+// board never sends.
+func (c *Client) openSession(ctx context.Context) (ssh.Channel, <-chan *ssh.Request, error) {
 	type opened struct {
-		s   *ssh.Session
-		err error
+		ch   ssh.Channel
+		reqs <-chan *ssh.Request
+		err  error
 	}
-	ch := make(chan opened, 1)
+	done := make(chan opened, 1)
 	go func() {
-		s, err := c.conn.NewSession()
-		ch <- opened{s, err}
+		ch, reqs, err := c.conn.OpenChannel("session", nil)
+		done <- opened{ch, reqs, err}
 	}()
 	select {
-	case o := <-ch:
+	case o := <-done:
 		if o.err == nil {
-			return o.s, nil
+			return o.ch, o.reqs, nil
 		}
 		select {
 		case <-c.done:
-			return nil, c.lostErr()
+			return nil, nil, c.lostErr()
 		default:
-			return nil, fmt.Errorf("open session: %w (sshd's MaxSessions reached?)", o.err)
+			return nil, nil, fmt.Errorf("open session: %w (sshd's MaxSessions reached?)", o.err)
 		}
 	case <-ctx.Done():
 		go func() {
-			if o := <-ch; o.s != nil {
-				o.s.Close()
+			if o := <-done; o.ch != nil {
+				o.ch.Close()
 			}
 		}()
-		return nil, context.Cause(ctx)
+		return nil, nil, context.Cause(ctx)
 	case <-c.done:
-		return nil, c.lostErr()
+		return nil, nil, c.lostErr()
 	}
 }
 
-// exitError interprets the result of Session.Wait.
-func (c *Client) exitError(cmd string, err error, tail *tailBuffer) error {
-	if err == nil {
+// exitError interprets how the command ended.
+func (c *Client) exitError(cmd string, st exitStatus, tail *tailBuffer) error {
+	if st.status == 0 && st.signal == "" {
 		return nil
 	}
-	var exit *ssh.ExitError
-	if errors.As(err, &exit) {
-		return &remoteExitError{cmd: cmd, target: c.target, exit: exit, stderr: tail.String()}
+	if st.status > 0 || st.signal != "" {
+		return &ExitError{Cmd: cmd, Target: c.target, Status: st.status, Signal: st.signal, Stderr: tail.String()}
 	}
 	// No exit status: the channel was torn down under the command, which is
 	// almost always the connection going away.
@@ -157,33 +193,27 @@ func (c *Client) exitError(cmd string, err error, tail *tailBuffer) error {
 		return fmt.Errorf("run %q: %w", cmd, c.lostErr())
 	case <-time.After(lostGrace):
 	}
-	var missing *ssh.ExitMissingError
-	if errors.As(err, &missing) {
-		return fmt.Errorf("run %q on %s: the session ended without an exit status (sshd killed?); stderr: %q", cmd, c.target, tail.String())
-	}
-	return fmt.Errorf("run %q on %s: %w; stderr: %q", cmd, c.target, err, tail.String())
+	return fmt.Errorf("run %q on %s: the session ended without an exit status (sshd killed?); stderr: %q", cmd, c.target, tail.String())
 }
 
-// remoteExitError is a command that ran and failed. It unwraps to
-// *ssh.ExitError for callers that need the status.
-type remoteExitError struct {
-	cmd    string
-	target Target
-	exit   *ssh.ExitError
-	stderr string
+// ExitError is a command that ran on the board and failed.
+type ExitError struct {
+	Cmd    string
+	Target Target
+	// Status is the exit status, -1 when the command was killed by Signal.
+	Status int
+	Signal string
+	Stderr string
 }
 
 // Error names the command, the board, how it ended and the end of stderr.
-func (e *remoteExitError) Error() string {
-	how := fmt.Sprintf("exit status %d", e.exit.ExitStatus())
-	if sig := e.exit.Signal(); sig != "" {
-		how = "killed by signal " + sig
+func (e *ExitError) Error() string {
+	how := fmt.Sprintf("exit status %d", e.Status)
+	if e.Signal != "" {
+		how = "killed by signal " + e.Signal
 	}
-	if e.stderr == "" {
-		return fmt.Sprintf("run %q on %s: %s (no stderr)", e.cmd, e.target, how)
+	if e.Stderr == "" {
+		return fmt.Sprintf("run %q on %s: %s (no stderr)", e.Cmd, e.Target, how)
 	}
-	return fmt.Sprintf("run %q on %s: %s; stderr: %q", e.cmd, e.target, how, e.stderr)
+	return fmt.Sprintf("run %q on %s: %s; stderr: %q", e.Cmd, e.Target, how, e.Stderr)
 }
-
-// Unwrap gives the *ssh.ExitError.
-func (e *remoteExitError) Unwrap() error { return e.exit }

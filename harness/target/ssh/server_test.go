@@ -31,6 +31,10 @@ type testServer struct {
 	// silent makes the server swallow global requests without replying, like
 	// a board that died with the TCP connection still open.
 	silent bool
+	// lateReply answers exec only once the command has exited, and its
+	// command waits for stdin EOF first: u-root's sshd, which the board VM
+	// runs, does both.
+	lateReply bool
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -161,6 +165,19 @@ func (s *testServer) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				if cmd != nil || ssh.Unmarshal(r.Payload, &p) != nil {
 					r.Reply(false, nil)
 					continue
+				}
+				if s.lateReply {
+					// Like u-root: run to completion (stdin EOF included), reply, close.
+					c := exec.Command("/bin/sh", "-c", p.Command)
+					c.Stdin, c.Stdout, c.Stderr = ch, ch, ch.Stderr()
+					err := c.Run()
+					status := 0
+					if err != nil {
+						status = c.ProcessState.ExitCode()
+					}
+					ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(status)}))
+					r.Reply(true, nil)
+					return
 				}
 				cmd = s.start(p.Command, ch, exited)
 				r.Reply(cmd != nil, nil)
