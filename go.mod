@@ -76,4 +76,5 @@ tool (
 	github.com/u-root/u-root/cmds/core/sleep
 	github.com/u-root/u-root/cmds/core/sshd
 	github.com/u-root/u-root/cmds/core/uname
+	github.com/u-root/u-root/cmds/core/wc
 )

@@ -36,7 +36,7 @@ const (
 // soak runs remotely (cat for /dev/kmsg and uploads, chmod, mv, uname, kill,
 // ...). ip brings up the user-mode network. They cost the image about a
 // few MB and nothing at run time when unused.
-var boardCommands = []string{"gosh", "sshd", "cat", "chmod", "mv", "uname", "ip", "kill", "ls", "sleep", "rm", "mkdir"}
+var boardCommands = []string{"gosh", "sshd", "cat", "chmod", "mv", "uname", "ip", "kill", "ls", "sleep", "rm", "mkdir", "wc"}
 
 // Request says which initramfs to build.
 type Request struct {
