@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // Files the harness puts in a board VM's initramfs (an overlay of the
@@ -45,6 +48,11 @@ func runBoard(ctx context.Context, addr string, out io.Writer) error {
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("board: %v: %w", s, err)
 		}
+	}
+	// A real board's init mounts pstore; u-root's does not. The soak reads
+	// the records of the crash that rebooted the board from here.
+	if err := unix.Mount("pstore", "/sys/fs/pstore", "pstore", 0, ""); err != nil && !errors.Is(err, unix.EBUSY) {
+		fmt.Fprintf(out, "fth-board: mount pstore: %v (crash records will be missing)\n", err)
 	}
 	for _, f := range []string{boardHostKey, boardAuthorizedKeys} {
 		if _, err := os.Stat(f); err != nil {

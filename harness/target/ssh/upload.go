@@ -35,7 +35,7 @@ func (c *Client) Upload(ctx context.Context, remotePath string, r io.Reader, mod
 	// The paths go through variables so the error message can name them
 	// without pasting them into a double-quoted string, where $( ) would run.
 	script := fmt.Sprintf(`t=%s; d=%s; `+
-		`{ cat > "$t" && [ $(wc -c < "$t") -eq %d ] && chmod %04o "$t" && mv -f "$t" "$d"; } || `+
+		`{ cat > "$t" && [ $(wc -c < "$t") -eq %d ] && chmod %04o "$t" && mv "$t" "$d"; } || `+
 		`{ rm -f "$t"; echo "fth upload: failed or incomplete; $d left as it was" >&2; exit 1; }`,
 		shellQuote(dst+uploadSuffix), shellQuote(dst), size, uint32(mode.Perm()))
 	tail := &tailBuffer{max: stderrTail}
