@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
@@ -158,5 +161,24 @@ func TestBenchEventRoundTrip(t *testing.T) {
 	results.Apply(&r, ev)
 	if r.Bench == nil || !reflect.DeepEqual(*r.Bench, b) {
 		t.Errorf("after the wire and Apply: %+v\nwant %+v", r.Bench, b)
+	}
+}
+
+func TestRunNothingRequested(t *testing.T) {
+	var rec recorder
+	b, err := Run(context.Background(), Config{Emit: &rec, Cache: btf.NewCache()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every part is present and says why it has no numbers.
+	for name, skipped := range map[string]string{
+		"ops": b.Ops.Skipped, "syscall": b.Syscall.Skipped, "scaling": b.Scaling.Skipped, "multi": b.Multi.Skipped, "wakeup": b.Wakeup.Skipped,
+	} {
+		if skipped != NotRequested {
+			t.Errorf("%s: skipped = %q, want %q", name, skipped, NotRequested)
+		}
+	}
+	if _, err := Run(context.Background(), Config{}); err == nil {
+		t.Error("Run without Emit and Cache: no error")
 	}
 }
