@@ -41,6 +41,7 @@ commands:
   matrix   run every arch × variant cell (skips what an arch cannot build), one summary
   soak     run a scenario for hours on a board over SSH (deploy, stream dmesg, survive reboots)
   boardvm  boot a VM that stands in for an SSH board (sshd on 127.0.0.1:--port)
+  bench    side-by-side benchmarks: 'fth bench widening' (cost of each race-widening mode)
   repro    run a recorded cell again (same kernel fragments, seed, boot flags, QEMU flags)
   triage   find, title and symbolize every kernel report in one or more console logs
   report   write report.html, junit.xml and summary.json for a run directory
@@ -93,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdRepro(ctx, rest, stdout, stderr)
 	case "soak":
 		return cmdSoak(ctx, rest, stdout, stderr)
+	case "bench":
+		return cmdBench(ctx, rest, stdout, stderr)
 	case "boardvm":
 		return cmdBoardVM(ctx, rest, stdout, stderr)
 	case "triage":

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/runner"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/results"
+)
+
+// widenMode is one emulator setting `fth bench widening` compares.
+type widenMode struct {
+	name  string
+	accel qemu.Accel
+	widen qemu.Widening
+}
+
+// widenModes are compared against the first, the default.
+var widenModes = []widenMode{
+	{"tcg-single", qemu.AccelTCGSingle, qemu.Widening{}},
+	{"tcg-multi", qemu.AccelTCGMulti, qemu.Widening{}},
+	{"tcg-single+singlestep", qemu.AccelTCGSingle, qemu.Widening{Singlestep: true}},
+	{"tcg-single+icount", qemu.AccelTCGSingle, qemu.Widening{Icount: "shift=auto,sleep=off"}},
+}
+
+// cmdBench runs benchmarks that compare settings side by side in one run.
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "widening" {
+		return fmt.Errorf("%w: usage: fth bench widening [flags] (the one benchmark so far)", errUsage)
+	}
+	fs := flag.NewFlagSet("bench widening", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var b buildFlags
+	b.register(fs)
+	var (
+		churn = fs.Duration("churn", 60*time.Second, "churn duration of each run")
+		seed  = fs.Int64("seed", 42, "seed shared by every run")
+		out   = fs.String("out", "out/runs", "directory for run results")
+	)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	a, repo, frags, err := b.resolve()
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, b.verbose)
+	env := b.env(log, repo)
+	runID := "bench-widening-" + newRunID()
+	runDir := filepath.Join(*out, runID)
+	type row struct {
+		mode      widenMode
+		r         results.Result
+		opsPerSec float64
+	}
+	var rows []row
+	for _, m := range widenModes {
+		agent := map[string]string{
+			"scenario": "churn", "churn": churn.String(), "seed": fmt.Sprint(*seed), "n": "0", "hot": "8",
+			"modlist": "ftrace_direct,ftrace_direct_too,ftrace_direct_multi,fth_target",
+		}
+		c := runner.Cell{
+			Name: m.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: "churn", AgentArgs: agent,
+			Accel: m.accel, CPUs: 2, MemoryMB: 1024, Deadline: 30 * time.Minute, Silence: 3 * time.Minute, Widen: m.widen,
+		}
+		log.Info("bench widening", "mode", m.name)
+		r, err := env.Run(ctx, runID, runDir, c)
+		if err != nil {
+			return err
+		}
+		ops := 0
+		for _, t := range r.Transitions {
+			ops += t.Attempted
+		}
+		rows = append(rows, row{m, r, float64(ops) / churn.Seconds()})
+	}
+	fmt.Fprintf(stdout, "\nrace widening on %s, churn %s, seed %d (ratios against %s, same run)\n\n", a.Name, churn, *seed, rows[0].mode.name)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tVERDICT\tBOOT→AGENT s\tRATIO\tCHURN OPS/s\tRATIO\tTITLE")
+	base := rows[0]
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.2f×\t%.1f\t%.2f×\t%s\n", r.mode.name, r.r.Verdict,
+			r.r.Timings.BootToAgentSeconds, ratio(r.r.Timings.BootToAgentSeconds, base.r.Timings.BootToAgentSeconds),
+			r.opsPerSec, ratio(r.opsPerSec, base.opsPerSec), r.r.Title())
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "\nresults: %s\n", runDir)
+	return nil
+}
+
+func ratio(x, base float64) float64 {
+	if base == 0 {
+		return 0
+	}
+	return x / base
+}
