@@ -181,7 +181,7 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 		if rng.IntN(2) == 0 {
 			tracer(false)
 		}
-		if err := unloadRetry(rec, targetModule); err != nil {
+		if err := kmods.UnloadRetry(rec, targetModule, 0); err != nil {
 			a.churnOther(fmt.Sprintf("modules: %v", err))
 			return
 		}
@@ -301,20 +301,6 @@ func (st *modStats) summary(calls int) event.Oracle {
 		o.Skipped = "fth_target never loaded"
 	}
 	return o
-}
-
-// unloadRetry unloads name, retrying while it is busy (a tracer or link
-// still holds it) for up to 5 s.
-func unloadRetry(rec *tally.Recorder, name string) error {
-	var err error
-	for range 50 {
-		err = rec.Time(kmods.OpUnload, name, func() error { return kmods.Unload(name) })
-		if err == nil || !(errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EBUSY)) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s still busy after 5s of unload tries: %w", name, err)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -146,16 +146,21 @@ func (c *Cycler) Run(ctx context.Context, rng *rand.Rand) error {
 	return nil
 }
 
-// unload unloads name, retrying while it is busy: a module whose function
-// is being traced holds references until the tracer lets go.
+// unload unloads name, retrying while it is busy.
 func (c *Cycler) unload(name string) error {
-	tries := c.unloadTries
+	return UnloadRetry(c.Rec, name, c.unloadTries)
+}
+
+// UnloadRetry unloads name, timing each try in rec, and retries every
+// 100 ms while it is busy: a module whose function is being traced holds
+// references until the tracer lets go. tries 0 means 50 (5 s).
+func UnloadRetry(rec *tally.Recorder, name string, tries int) error {
 	if tries == 0 {
 		tries = 50
 	}
 	var err error
 	for range tries {
-		err = c.Rec.Time(OpUnload, name, func() error { return Unload(name) })
+		err = rec.Time(OpUnload, name, func() error { return Unload(name) })
 		if err == nil || !(errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EBUSY)) {
 			return err
 		}
