@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/progress"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
@@ -36,6 +37,9 @@ type Spec struct {
 	// PauseAfter, if set, stops the VM over QMP that long after the agent's
 	// hello: a host-side hang injection to prove the watchdog works.
 	PauseAfter time.Duration
+	// Progress, if set, shows the agent's long phases (attach, detach,
+	// churn); nil logs a line every 5 s instead.
+	Progress *progress.Reporter
 }
 
 // agentCmdline renders AgentArgs in a stable order, so repros are comparable.
@@ -178,7 +182,9 @@ loop:
 					pauseAt = time.After(spec.PauseAfter)
 				}
 			case event.KindProgress:
-				if time.Since(lastProgressLog) > 5*time.Second {
+				if spec.Progress != nil {
+					spec.Progress.Update(w.Result().Cell+" "+ev.Progress.Phase, ev.Progress.Done, ev.Progress.Total, "")
+				} else if time.Since(lastProgressLog) > 5*time.Second {
 					lastProgressLog = time.Now()
 					log.Info("progress", "phase", ev.Progress.Phase, "done", ev.Progress.Done, "total", ev.Progress.Total)
 				}

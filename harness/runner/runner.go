@@ -18,6 +18,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/cell"
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/progress"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
@@ -32,6 +33,9 @@ type Env struct {
 	CacheDir  string
 	Jobs      int
 	Log       *slog.Logger
+	// Progress shows builds and the agent's phases as they go (a bar on a
+	// terminal, plain lines in CI); nil logs a line every 5 s.
+	Progress *progress.Reporter
 
 	buildMu sync.Mutex
 }
@@ -84,6 +88,10 @@ func (e *Env) request(a arch.Arch, frags []string) (kbuild.Request, error) {
 	return kbuild.Request{
 		Arch: a, Source: src, KconfigDir: e.KconfigDir, Fragments: frags, CacheDir: e.CacheDir, Jobs: e.Jobs,
 		Progress: func(p kbuild.Progress) {
+			if e.Progress != nil {
+				e.Progress.Update(string(a.Name)+" kernel build", p.Steps, 0, p.Current)
+				return
+			}
 			e.Log.Info("building", "arch", a.Name, "steps", p.Steps, "elapsed", p.Elapsed.Round(time.Second), "at", p.Current)
 		},
 	}, nil
@@ -216,6 +224,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		Deadline:   c.Deadline,
 		Silence:    c.Silence,
 		PauseAfter: c.PauseAfter,
+		Progress:   e.Progress,
 	}
 	if err := cell.Run(ctx, log, w, spec); err != nil {
 		return fail("boot", fmt.Errorf("%w: %w", ErrInfra, err))

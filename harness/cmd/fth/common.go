@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/progress"
 	"github.com/ftrace-harness/fth/harness/runner"
 )
 
@@ -122,7 +123,8 @@ func findRepo() (string, error) {
 }
 
 func (b *buildFlags) env(log *slog.Logger, repo string) *runner.Env {
-	return &runner.Env{KernelSrc: b.kernelSrc, KconfigDir: b.kconfigs, ModuleDir: repo, CacheDir: b.cache, Jobs: b.jobs, Log: log}
+	return &runner.Env{KernelSrc: b.kernelSrc, KconfigDir: b.kconfigs, ModuleDir: repo, CacheDir: b.cache, Jobs: b.jobs, Log: log,
+		Progress: progress.New(os.Stderr, progress.IsTerminal(os.Stderr), log)}
 }
 
 func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
