@@ -209,7 +209,7 @@ loop:
 			case event.KindInventory:
 				log.Info("inventory", "traceable", ev.Inventory.Traceable, "btf", ev.Inventory.WithBTF, "candidates", ev.Inventory.Candidates, "selected", ev.Inventory.Selected)
 				_ = w.Update(func(r *results.Result) { results.Apply(r, ev) })
-			case event.KindTransition, event.KindFeature, event.KindPreempt, event.KindHotSet, event.KindLiveness:
+			case event.KindTransition, event.KindFeature, event.KindPreempt, event.KindHotSet, event.KindLiveness, event.KindBench:
 				_ = w.Update(func(r *results.Result) { results.Apply(r, ev) })
 			case event.KindLog:
 				log.Info("agent: " + ev.Log)

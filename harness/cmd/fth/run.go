@@ -91,8 +91,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // scenarioName is the result's scenario label for the agent options.
 func scenarioName(agent map[string]string) string {
-	if agent["scenario"] == "churn" {
-		return "churn"
+	switch agent["scenario"] {
+	case "churn", "bench":
+		return agent["scenario"]
 	}
 	return "attach-storm"
 }
