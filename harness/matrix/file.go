@@ -53,7 +53,7 @@ type Params struct {
 }
 
 // scenarios are the guest workloads the agent knows today.
-var scenarios = []string{"attach-storm"}
+var scenarios = []string{"attach-storm", "churn", "bench"}
 
 // Scenarios returns the scenario names a matrix may use.
 func Scenarios() []string { return slices.Clone(scenarios) }
@@ -339,6 +339,17 @@ func Expand(s Spec, t *Tree) ([]Cell, error) {
 			p := s.Params
 			c.Run.Scenario = p.Scenario
 			c.Run.AgentArgs = maps.Clone(p.Agent)
+			// The agent's scenario option and the label agree, whichever of
+			// the two the matrix file or --agent-arg set.
+			switch sc := c.Run.AgentArgs["scenario"]; {
+			case sc == "churn" || sc == "bench":
+				c.Run.Scenario = sc
+			case p.Scenario == "churn" || p.Scenario == "bench":
+				if c.Run.AgentArgs == nil {
+					c.Run.AgentArgs = map[string]string{}
+				}
+				c.Run.AgentArgs["scenario"] = p.Scenario
+			}
 			c.Run.Accel, c.Run.CPUs, c.Run.MemoryMB = p.Accel, p.CPUs, p.MemoryMB
 			c.Run.Deadline, c.Run.Silence = p.Deadline, p.Silence
 			cells = append(cells, c)

@@ -287,3 +287,33 @@ func TestExpandOrder(t *testing.T) {
 		t.Errorf("mine,all,default on arm64 = %v, want %v", all, wantAll)
 	}
 }
+
+func TestExpandScenarioReachesTheAgent(t *testing.T) {
+	tr := fixtureTree(t)
+	arches, err := ParseArches([]string{"x86_64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		label, agentArg, wantLabel, wantAgent string
+	}{
+		{"churn", "", "churn", "churn"},             // the file says churn: the agent is told
+		{"attach-storm", "bench", "bench", "bench"}, // --agent-arg scenario=bench: the label follows
+		{"attach-storm", "", "attach-storm", ""},
+	} {
+		spec := Spec{Arches: arches, Variants: []string{DefaultVariants}, Params: DefaultParams()}
+		spec.Params.Scenario = tt.label
+		if tt.agentArg != "" {
+			spec.Params.Agent["scenario"] = tt.agentArg
+		}
+		cells, err := Expand(spec, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cells {
+			if c.Run.Scenario != tt.wantLabel || c.Run.AgentArgs["scenario"] != tt.wantAgent {
+				t.Errorf("%+v: label %q agent %q, want %q %q", tt, c.Run.Scenario, c.Run.AgentArgs["scenario"], tt.wantLabel, tt.wantAgent)
+			}
+		}
+	}
+}
