@@ -65,6 +65,10 @@ PKGS=(
 	clang-19 lld-19 llvm-19
 	# boot
 	qemu-system-x86 qemu-system-arm qemu-system-misc qemu-system-ppc qemu-utils
+	# report: results/report's browser test loads report.html in headless
+	# Chromium (--dump-dom) and checks the heatmap, tables and SVG plots are
+	# in the DOM a real browser builds; without it that test only skips
+	chromium
 )
 
 main() {

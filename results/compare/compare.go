@@ -4,9 +4,13 @@
 //
 //   - a verdict that became fail (pass→fail, or error/skip→fail);
 //   - a finding title in B that A's cell did not have;
-//   - an attach or detach median slower than the Rule allows.
+//   - an attach or detach median slower than the Rule allows;
+//   - a churn oracle that passed in A and fails in B;
+//   - a bench figure worse than the BenchRule allows: a ratio to the
+//     baseline (ftrace-ops point, syscall state), the attach or detach
+//     seconds at one N of the scaling curve, the wakeup p99 under storm.
 //
-// Everything else that changed (a cell gone or new, a fail that became a
+// Measurements are never compared across accelerators. Everything else that changed (a cell gone or new, a fail that became a
 // pass, a pass that became an error, latencies not comparable) is a note:
 // shown, but not a reason to fail a CI job.
 package compare
@@ -47,11 +51,13 @@ type Rule struct {
 	// MinSamples is how many operations each side needs; fewer, and the
 	// phase is noted as not comparable.
 	MinSamples int
+	// Bench judges the bench scenario's figures.
+	Bench BenchRule
 }
 
 // DefaultRule is the rule above with its measured constants.
 func DefaultRule() Rule {
-	return Rule{MinRatio: 0.30, SpreadFactor: 0.5, Floor: 500 * time.Microsecond, MinSamples: 50}
+	return Rule{MinRatio: 0.30, SpreadFactor: 0.5, Floor: 500 * time.Microsecond, MinSamples: 50, Bench: DefaultBenchRule()}
 }
 
 // Limit is the slowest median B may have against baseline a.
@@ -62,7 +68,8 @@ func (r Rule) Limit(a event.Latency) time.Duration {
 	return med + allowed
 }
 
-// String states the rule for a table footer.
+// String states the latency rule for a table footer (the bench rule
+// states itself).
 func (r Rule) String() string {
 	return fmt.Sprintf("median slower by more than max(%.0f%% of baseline median, %.1f× baseline p50→p90 spread, %s), with at least %d operations on each side", r.MinRatio*100, r.SpreadFactor, r.Floor, r.MinSamples)
 }
@@ -70,7 +77,8 @@ func (r Rule) String() string {
 // Kind classifies an Issue.
 type Kind string
 
-// Issue kinds. The first three are regressions.
+// Issue kinds. The first three are regressions, as are KindOracle and the
+// bench kinds (KindBenchRatio, KindScaling, KindWakeup).
 const (
 	KindVerdict    Kind = "verdict"
 	KindNewFinding Kind = "new-finding"
@@ -195,6 +203,8 @@ func compareCell(a, b *results.Result, rule Rule) Row {
 			row.Issues = append(row.Issues, *issue)
 		}
 	}
+	row.Issues = append(row.Issues, compareOracles(a, b)...)
+	row.Issues = append(row.Issues, compareBench(a, b, rule.Bench)...)
 	return row
 }
 
@@ -286,7 +296,7 @@ func (r Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s→%s\t%s\t%s\t%s%s\n", row.Cell, orDash(string(row.A)), orDash(string(row.B)), latencyCell(row, "attach"), latencyCell(row, "detach"), mark, strings.Join(issues, "; "))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%d regressions in %d of %d cells. Latency rule: %s.\n", r.Regressions(), cells, len(r.Rows), r.Rule)
+	fmt.Fprintf(w, "\n%d regressions in %d of %d cells. Latency rule: %s.\nBench rule: %s.\n", r.Regressions(), cells, len(r.Rows), r.Rule, r.Rule.Bench)
 }
 
 func latencyCell(row Row, phase string) string {

@@ -6,7 +6,9 @@
 // cells by architecture; a fail verdict is a <failure> whose message is the
 // title and whose body is the first finding's report, the lines a developer
 // reads first; error is <error> (the harness could not judge), skip is
-// <skipped>, and time is the cell's total wall time.
+// <skipped>, and time is the cell's total wall time. Failed churn oracles
+// and a board's reboots are appended to the message of a <failure> or an
+// <error>, and detailed in its body, since a CI view shows only those.
 package junit
 
 import (
@@ -14,12 +16,14 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 // Testsuites is the document root. It always holds one Testsuite; the
@@ -102,21 +106,21 @@ func FromResults(runID string, cells []results.Result) Testsuites {
 		switch r.Verdict {
 		case results.Pass:
 		case results.Fail:
-			p := &Problem{Message: r.Title(), Body: xmlText(r.Reason)}
+			p := &Problem{Message: r.Title(), Body: r.Reason}
 			if len(r.Findings) > 0 {
-				p.Type, p.Body = r.Findings[0].Kind, xmlText(r.Findings[0].Report)
+				p.Type, p.Body = r.Findings[0].Kind, r.Findings[0].Report
 			}
-			tc.Failure = p
+			tc.Failure = withExtras(p, r)
 			suite.Failures++
 		case results.Skip:
 			tc.Skipped = &Skip{Message: r.Reason}
 			suite.Skipped++
 		case results.Error:
-			tc.Error = &Problem{Message: r.Title(), Type: "error", Body: xmlText(r.Reason)}
+			tc.Error = withExtras(&Problem{Message: r.Title(), Type: "error", Body: r.Reason}, r)
 			suite.Errors++
 		default:
 			// A cell still "running" in a finished run lost its harness.
-			tc.Error = &Problem{Message: fmt.Sprintf("cell never finished: verdict %q", r.Verdict), Type: "unfinished", Body: xmlText(r.Reason)}
+			tc.Error = withExtras(&Problem{Message: fmt.Sprintf("cell never finished: verdict %q", r.Verdict), Type: "unfinished", Body: r.Reason}, r)
 			suite.Errors++
 		}
 		if r.Verdict != results.Pass && r.Verdict != results.Skip && r.Repro != "" {
@@ -136,6 +140,104 @@ func FromResults(runID string, cells []results.Result) Testsuites {
 		Name: runID, Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors,
 		Skipped: suite.Skipped, Time: suite.Time, Suites: []Testsuite{suite},
 	}
+}
+
+// maxChecks bounds the failed oracle checks listed in a body; the report
+// and result.json have them all.
+const maxChecks = 10
+
+// withExtras appends the failed oracles and the board's reboots to p's
+// message and body, and makes the body safe for XML. The title alone can
+// hide both: a cell that failed on a console report names only that, and
+// a reboot whose pstore record was parsed is titled by the record.
+func withExtras(p *Problem, r results.Result) *Problem {
+	oracles, checks := failedOracles(r.Oracles)
+	board := boardTrouble(r.Board)
+	msg := append([]string{p.Message}, oracles...)
+	if len(oracles) == 0 && len(checks) > 0 {
+		// The guest died before its summaries: the first check stands in.
+		msg = append(msg, checks[0])
+	}
+	p.Message = strings.Join(append(msg, board...), "; ")
+	body := []string{p.Body}
+	if len(checks) > 0 {
+		more := ""
+		if len(checks) > maxChecks {
+			more = fmt.Sprintf("\n  … and %d more", len(checks)-maxChecks)
+			checks = checks[:maxChecks]
+		}
+		body = append(body, "failed oracle checks:\n  "+strings.Join(checks, "\n  ")+more)
+	}
+	if len(board) > 0 {
+		body = append(body, "board: "+strings.Join(boardLines(r.Board), "\n  "))
+	}
+	p.Body = xmlText(strings.Join(slices.DeleteFunc(body, func(s string) bool { return s == "" }), "\n\n"))
+	return p
+}
+
+// failedOracles describes the failed oracle summaries, and the failed
+// single checks, one line each. A summary counts checks or has no
+// function, as results.AddOracle keeps them.
+func failedOracles(os []event.Oracle) (summaries, checks []string) {
+	for _, o := range os {
+		if o.OK || o.Skipped != "" {
+			continue
+		}
+		name := o.Name
+		if o.Function != "" {
+			name += " on " + o.Function
+		}
+		if o.Function == "" || o.Checks > 0 {
+			summaries = append(summaries, fmt.Sprintf("oracle %s: %d of %d checks failed", name, o.Failures, o.Checks))
+			continue
+		}
+		detail := o.Msg
+		switch {
+		case detail != "":
+		case o.Name == "exact-count":
+			detail = fmt.Sprintf("expected %d hits, got %d", o.Expected, o.Got)
+		default:
+			// func-ip compares addresses, which kallsyms prints in hex.
+			detail = fmt.Sprintf("expected %#x, got %#x", o.Expected, o.Got)
+		}
+		checks = append(checks, fmt.Sprintf("oracle %s: %s", name, detail))
+	}
+	return summaries, checks
+}
+
+// boardTrouble says, for the message, whether the board rebooted or was
+// lost during the soak.
+func boardTrouble(b *results.Board) []string {
+	if b == nil {
+		return nil
+	}
+	var out []string
+	if n := len(b.BootIDs) - 1; n > 0 {
+		out = append(out, fmt.Sprintf("board %s rebooted %d× during the soak", b.Target, n))
+	}
+	for _, rc := range b.Reconnects {
+		if !rc.Back {
+			out = append(out, fmt.Sprintf("board %s unreachable after a lost connection at %.0f s", b.Target, rc.At))
+		}
+	}
+	return out
+}
+
+// boardLines details the board's boots, lost connections and pstore
+// records for the body.
+func boardLines(b *results.Board) []string {
+	out := []string{b.Target + " (" + strings.TrimSpace(b.Uname+" "+b.Release) + ")", "boot ids: " + strings.Join(b.BootIDs, " → ")}
+	for _, rc := range b.Reconnects {
+		line := fmt.Sprintf("connection lost at %.1f s: rebooted %v, back %v after %d tries, %.1f s", rc.At, rc.Rebooted, rc.Back, rc.Tries, rc.Waited)
+		if rc.Err != "" {
+			line += ": " + rc.Err
+		}
+		out = append(out, line)
+	}
+	if len(b.Pstore) > 0 {
+		out = append(out, "pstore: "+strings.Join(b.Pstore, " "))
+	}
+	return out
 }
 
 // xmlText replaces what XML 1.0 cannot hold, even in CDATA (the escape

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/ftrace-harness/fth/internal/atomicfile"
@@ -186,6 +185,9 @@ type slotView struct {
 
 type cellLink struct {
 	Anchor, Name, Verdict, Title string
+	// Scenario is shown when it is not the default attach storm, so a
+	// churn, bench or soak cell is told apart in the heatmap.
+	Scenario string
 }
 
 type cellView struct {
@@ -199,6 +201,11 @@ type cellView struct {
 	Excerpt                                             *excerptView
 	Registers                                           []string
 	Notes                                               []string
+	// Bench, Churn and Board are the scenario-specific sections; nil when
+	// the cell has none of their records.
+	Bench *benchView
+	Churn *churnView
+	Board *boardView
 }
 
 type fact struct{ K, V string }
@@ -211,6 +218,10 @@ type phaseView struct {
 }
 
 type findingView struct {
+	// Source is where the report came from when not the console:
+	// "pstore" (kept across a board's reboot) or "board" (the soak's own
+	// observation).
+	Source             string
 	Title, Kind, Lines string
 	Stack              []string
 	Symbolized         bool
@@ -220,8 +231,9 @@ type findingView struct {
 type excerptView struct {
 	Caption string
 	Lines   []string
-	// More counts the lines left out.
+	// More counts the lines left out, which are in the file In.
 	More int
+	In   string
 }
 
 var anchorUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
@@ -257,7 +269,7 @@ func buildPage(ctx context.Context, run *Run, opts Options, syms *symbolizers) (
 			slot := slotView{}
 			for _, c := range run.Cells {
 				if c.Result.Arch == a && c.Variant == va {
-					slot.Cells = append(slot.Cells, cellLink{Anchor: anchor(c.Result.Cell), Name: c.Result.Cell, Verdict: string(c.Result.Verdict), Title: c.Result.Title()})
+					slot.Cells = append(slot.Cells, cellLink{Anchor: anchor(c.Result.Cell), Name: c.Result.Cell, Verdict: string(c.Result.Verdict), Title: c.Result.Title(), Scenario: shownScenario(c.Result.Scenario)})
 				}
 			}
 			slot.Verdict = worst(slot.Cells)
@@ -289,6 +301,16 @@ func buildPage(ctx context.Context, run *Run, opts Options, syms *symbolizers) (
 		v.Cells = append(v.Cells, cv)
 	}
 	return v, nil
+}
+
+// defaultScenario is the scenario a heatmap slot does not name.
+const defaultScenario = "attach-storm"
+
+func shownScenario(s string) string {
+	if s == defaultScenario {
+		return ""
+	}
+	return s
 }
 
 // worst picks the colour of a heatmap slot holding several cells.
@@ -356,25 +378,17 @@ func buildCell(ctx context.Context, run *Run, c Cell, opts Options, syms *symbol
 	for _, name := range phaseOrder(r.Phases) {
 		p := r.Phases[name]
 		l := p.Latency
-		pv := phaseView{Name: name, Attempted: p.Attempted, Succeeded: p.Succeeded, Failed: p.Failed,
-			Min: msText(l.Min), Median: msText(l.Median), P90: msText(l.P90), P99: msText(l.P99), Max: msText(l.Max), Wall: fmt.Sprintf("%.1f s", p.Wall.Std().Seconds())}
-		var errnos []string
-		for e, n := range p.Errnos {
-			errnos = append(errnos, fmt.Sprintf("%s×%d", e, n))
-		}
-		slices.Sort(errnos)
-		pv.Errnos = strings.Join(errnos, " ")
-		cv.Phases = append(cv.Phases, pv)
+		cv.Phases = append(cv.Phases, phaseView{Name: name, Attempted: p.Attempted, Succeeded: p.Succeeded, Failed: p.Failed,
+			Min: msText(l.Min), Median: msText(l.Median), P90: msText(l.P90), P99: msText(l.P99), Max: msText(l.Max), Wall: fmt.Sprintf("%.1f s", p.Wall.Std().Seconds()),
+			Errnos: countsText(p.Errnos)})
 	}
 	var err error
-	if cv.LatencyPlot, err = latencyFigure(r.Cell, r.Phases).svg(); err != nil {
-		return cv, err
+	if cv.Bench, err = buildBench(r.Cell, r.Accel, r.Bench, c.BenchFromEvents); err != nil {
+		return cv, fmt.Errorf("bench: %w", err)
 	}
-	progress, err := progressFigure(c)
-	if err != nil {
-		return cv, err
-	}
-	if cv.ProgressPlot, err = progress.svg(); err != nil {
+	cv.Churn = buildChurn(r)
+	cv.Board = buildBoard(r.Board, c.Dir)
+	if err := cellPlots(&cv, c); err != nil {
 		return cv, err
 	}
 
@@ -387,13 +401,14 @@ func buildCell(ctx context.Context, run *Run, c Cell, opts Options, syms *symbol
 		cv.Notes = append(cv.Notes, note)
 	}
 	for _, f := range r.Findings {
-		fv := findingView{Title: f.Title, Kind: f.Kind, Stack: f.Stack}
+		fv := findingView{Source: f.Source, Title: f.Title, Kind: f.Kind, Stack: f.Stack}
+		in := findingFile(f, r.Board)
 		if f.StartLine > 0 {
-			fv.Lines = fmt.Sprintf("console.log lines %d–%d", f.StartLine, f.EndLine)
+			fv.Lines = fmt.Sprintf("%s lines %d–%d", in, f.StartLine, f.EndLine)
 		}
 		if f.Report != "" {
 			lines := strings.Split(f.Report, "\n")
-			fv.Excerpt = &excerptView{Caption: fv.Lines, Lines: lines[:min(len(lines), limit)], More: max(len(lines)-limit, 0)}
+			fv.Excerpt = &excerptView{Caption: fv.Lines, Lines: lines[:min(len(lines), limit)], More: max(len(lines)-limit, 0), In: in}
 			if sym != nil {
 				frames, err := sym.Report(ctx, f.Report)
 				if err != nil {
@@ -423,6 +438,38 @@ func buildCell(ctx context.Context, run *Run, c Cell, opts Options, syms *symbol
 		}
 	}
 	return cv, nil
+}
+
+// cellPlots draws a cell's latency and progress plots.
+func cellPlots(cv *cellView, c Cell) error {
+	var err error
+	if cv.LatencyPlot, err = latencyFigure(c.Result.Cell, c.Result.Phases).svg(); err != nil {
+		return err
+	}
+	// A bench's progress restarts at every N of its scaling curve, which
+	// draws a saw, not progress; the scaling table has the same per N.
+	if c.Result.Bench != nil {
+		return nil
+	}
+	progress, err := progressFigure(c)
+	if err != nil {
+		return err
+	}
+	cv.ProgressPlot, err = progress.svg()
+	return err
+}
+
+// findingFile names the file a finding's line numbers count in: the
+// console, except for a report parsed from a pstore record, whose lines
+// count in that record (named when the board kept just one).
+func findingFile(f results.Finding, b *results.Board) string {
+	if f.Source != "pstore" {
+		return ConsoleLog
+	}
+	if b != nil && len(b.Pstore) == 1 {
+		return b.Pstore[0]
+	}
+	return "the pstore record"
 }
 
 // registerLines names where each vCPU was when registers.txt was taken.

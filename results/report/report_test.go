@@ -306,6 +306,16 @@ func TestRenderLinksAndHeatmap(t *testing.T) {
 			t.Errorf("page lacks %s", want)
 		}
 	}
+	if n := checkLinks(t, dir, page); n < 10 {
+		t.Errorf("only %d links", n)
+	}
+}
+
+// checkLinks checks that every link on page leads somewhere that exists,
+// an anchor on the page or a file under dir, and that nothing is fetched
+// from elsewhere; it returns how many links there are.
+func checkLinks(t *testing.T, dir string, page []byte) int {
+	t.Helper()
 	d := xml.NewDecoder(bytes.NewReader(page))
 	d.Strict, d.AutoClose, d.Entity = false, xml.HTMLAutoClose, xml.HTMLEntity
 	ids := map[string]bool{}
@@ -343,9 +353,7 @@ func TestRenderLinksAndHeatmap(t *testing.T) {
 			}
 		}
 	}
-	if len(hrefs) < 10 {
-		t.Errorf("only %d links", len(hrefs))
-	}
+	return len(hrefs)
 }
 
 // Write leaves junit.xml and a summary.json rebuilt from the cells, whatever
@@ -459,5 +467,134 @@ func TestRenderVmlinuxErrors(t *testing.T) {
 	}
 	if want := "stacks not symbolized: " + missing + " is not on this machine (pass --vmlinux)"; !strings.Contains(b.String(), want) {
 		t.Errorf("page lacks %q", want)
+	}
+}
+
+// The churn-bench page: every link resolves (the board's pstore record
+// too), and the heatmap names the non-default scenarios.
+func TestRenderChurnBenchLinks(t *testing.T) {
+	dir := copyRun(t, churnBench)
+	_, w, err := Write(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(w.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := checkLinks(t, dir, page); n < 12 {
+		t.Errorf("only %d links", n)
+	}
+}
+
+// The TCG caveat goes with TCG only: on KVM or a board the nanoseconds
+// are the hardware's.
+func TestTCGNote(t *testing.T) {
+	for _, tt := range []struct {
+		accel string
+		note  bool
+	}{{"tcg-single", true}, {"tcg-multi", true}, {"kvm", false}, {"", false}} {
+		if got := tcgNote(tt.accel) != ""; got != tt.note {
+			t.Errorf("tcgNote(%q) shown = %v, want %v", tt.accel, got, tt.note)
+		}
+	}
+}
+
+// A part that did not run says why; one the agent left out says so; no
+// part is an empty table.
+func TestBenchParts(t *testing.T) {
+	b := &event.Bench{
+		CPU:     -1,
+		Ops:     &event.BenchOps{Skipped: "not requested (bench=syscall,scaling)"},
+		Syscall: &event.BenchSyscall{Supported: true, Syscall: "getppid", Function: "__do_sys_getppid", States: []event.BenchSyscallState{{Name: "baseline", NsPerCall: 431.9, Ratio: 1}, {Name: "kprobe", Skipped: "kprobe: EOPNOTSUPP"}}},
+		Scaling: &event.BenchScaling{Supported: true, Points: []event.BenchScalingPoint{{N: 100, Attached: 100, AttachSeconds: 1.2}}},
+		Multi:   &event.BenchMulti{Supported: true, TracingMulti: event.BenchMultiLink{Errno: "EINVAL", Skipped: "BPF_TRACE_FENTRY_MULTI refused"}, KprobeMulti: event.BenchMultiLink{Supported: true, Points: []event.BenchMultiPoint{{N: 100, Error: "attach: ENOENT"}}}},
+	}
+	v, err := buildBench("c", "kvm", b, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, got, want string
+	}{
+		{"cpu", v.CPU, "not pinned (pinning failed)"},
+		{"tcg note on kvm", v.TCGNote, ""},
+		{"ops skipped", v.Ops.Skipped, "not requested (bench=syscall,scaling)"},
+		{"ops not run", fmt.Sprint(v.Ops.Ran), "false"},
+		{"syscall state skipped", v.Syscall.Rows[1].Ratio + " " + v.Syscall.Rows[1].Note, "– kprobe: EOPNOTSUPP"},
+		{"one N draws no curve", string(v.Scaling.Seconds) + string(v.Scaling.PerOp), ""},
+		{"tracing_multi refused", v.Multi.Rows[0].Note, "not supported: EINVAL: BPF_TRACE_FENTRY_MULTI refused"},
+		{"kprobe_multi point failed", v.Multi.Rows[1].Note, "attach: ENOENT"},
+		{"wakeup left out", v.Wakeup.Skipped, "not in the bench report"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+// Summaries and single checks are told apart the way results.AddOracle
+// keeps them; figures are from the real sabotage runs.
+func TestOracleRows(t *testing.T) {
+	sums, checks := oracleRows([]event.Oracle{
+		{Name: "func-ip-calibration", Function: "__do_sys_getppid", Expected: 0xffffffff810796c0, Got: 0xffffffff810796c0, OK: true, Checks: 1},
+		{Name: "func-ip", Function: "__task_pid_nr_ns", Expected: 0xffffffff81085990, Got: 0xffffffff81085950, Msg: "fentry: 7047 of 7047 hits saw bpf_get_func_ip 0xffffffff81085950, want 0xffffffff81085990"},
+		{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, Got: 999, Msg: "1000 calls, 999 hits (-1); recursion misses 0"},
+		{Name: "func-ip", Skipped: "not calibrated"},
+		{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, Checks: 3, Failures: 3},
+	})
+	var got []string
+	for _, s := range sums {
+		got = append(got, fmt.Sprintf("%s/%s/%s/%v", s.Name, s.Function, s.Result, s.Bad))
+	}
+	for _, c := range checks {
+		got = append(got, fmt.Sprintf("check %s/%s %s→%s", c.Name, c.Function, c.Expected, c.Got))
+	}
+	want := []string{
+		"func-ip-calibration/__do_sys_getppid/ok/false",
+		"func-ip//skipped: not calibrated/false",
+		"exact-count/__do_sys_getppid/FAILED/true",
+		"check func-ip/__task_pid_nr_ns 0xffffffff81085990→0xffffffff81085950",
+		"check exact-count/__do_sys_getppid 1000→999",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A run from before the host folded the bench event into result.json
+// still shows its bench, from events.jsonl, and says where it came from.
+func TestBenchFromEvents(t *testing.T) {
+	dir := copyRun(t, churnBench)
+	path := filepath.Join(dir, "x86_64-bench", ResultFile)
+	r, err := results.ReadResult(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Bench = nil
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, string(b))
+	run, err := Load(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range run.Cells {
+		wantFromEvents := c.Dir == "x86_64-bench"
+		if c.BenchFromEvents != wantFromEvents || (wantFromEvents && (c.Result.Bench == nil || len(c.Result.Bench.Scaling.Points) != 6)) {
+			t.Errorf("%s: BenchFromEvents %v, bench %v", c.Dir, c.BenchFromEvents, c.Result.Bench != nil)
+		}
+	}
+	var page bytes.Buffer
+	if err := Render(context.Background(), &page, run, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"result.json has no bench section", `<table class="bench-scaling">`} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("page lacks %q", want)
+		}
 	}
 }

@@ -1,8 +1,10 @@
 // Package report turns a run directory (out/runs/<run-id>/) into what people
 // and CI read: report.html, a self-contained page (inline SVG plots, inline
 // CSS, no scripts) with a verdict heatmap of arch × variant, every cell's
-// findings, stacks and log excerpts, and its latency plots; junit.xml for CI
-// test views; and a refreshed summary.json.
+// findings, stacks and log excerpts, its latency plots, and what its
+// scenario recorded (the churn's transitions, oracles, features and
+// preemption switching; the bench's tables and plots; the board of a soak);
+// junit.xml for CI test views; and a refreshed summary.json.
 //
 // Everything comes from the files the harness leaves in each cell directory
 // (result.json, events.jsonl, console.log, registers.txt), so a report can be
@@ -73,6 +75,14 @@ type Cell struct {
 	// BadEvents counts lines of events.jsonl that did not parse: a harness
 	// killed mid-write leaves half a line.
 	BadEvents int
+	// BenchFromEvents is set when result.json had no bench section and
+	// Result.Bench was taken from the bench event in events.jsonl: the
+	// event is the agent's own record, and a host that did not fold it in
+	// must not hide the measurements.
+	BenchFromEvents bool
+
+	// bench is the last bench event seen in events.jsonl.
+	bench *event.Bench
 }
 
 // Load reads every cell of the run directory dir. Cells come in
@@ -163,6 +173,9 @@ func loadCell(runDir, name string) (Cell, error) {
 	if err := c.readEvents(filepath.Join(dir, EventsFile)); err != nil {
 		return Cell{}, fmt.Errorf("cell %s: %w", name, err)
 	}
+	if c.Result.Bench == nil && c.bench != nil {
+		c.Result.Bench, c.BenchFromEvents = c.bench, true
+	}
 	return c, nil
 }
 
@@ -195,9 +208,12 @@ func (c *Cell) readEvents(path string) error {
 			c.BadEvents++
 			continue
 		}
-		if ev.Kind == event.KindProgress && ev.Progress != nil {
+		switch {
+		case ev.Kind == event.KindProgress && ev.Progress != nil:
 			c.Progress = append(c.Progress, *ev.Progress)
 			c.ProgressAt = append(c.ProgressAt, ev.Time)
+		case ev.Kind == event.KindBench && ev.Bench != nil:
+			c.bench = ev.Bench
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -28,8 +28,9 @@ func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Float64Var(&rule.SpreadFactor, "spread-factor", rule.SpreadFactor, "multiple of the baseline's p50→p90 spread a median may grow by")
 	fs.DurationVar(&rule.Floor, "floor", rule.Floor, "smallest absolute slowdown of a median that counts")
 	fs.IntVar(&rule.MinSamples, "min-samples", rule.MinSamples, "operations each run needs before a phase is compared")
+	benchFlags(fs, &rule.Bench)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fth compare [flags] <baseline-run-dir> <candidate-run-dir>\n\nMatches cells by name and flags regressions: a verdict that became fail, a\nfinding title the baseline cell did not have, an attach or detach median slower\nthan the rule allows. Exit 1 if any.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: fth compare [flags] <baseline-run-dir> <candidate-run-dir>\n\nMatches cells by name and flags regressions: a verdict that became fail, a\nfinding title the baseline cell did not have, an attach or detach median slower\nthan the rule allows, a churn oracle that passed and now fails, and bench\nfigures that got worse (ratios to the baseline, scaling seconds per N, storm\nwakeup p99). Measurements are never compared across accelerators. Exit 1 if any.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -40,6 +41,9 @@ func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if rule.MinRatio < 0 || rule.SpreadFactor < 0 || rule.Floor < 0 || rule.MinSamples < 1 {
 		return fmt.Errorf("%w: --min-ratio, --spread-factor and --floor must not be negative, --min-samples at least 1", errUsage)
+	}
+	if err := checkBenchRule(rule.Bench); err != nil {
+		return err
 	}
 	a, err := report.Load(ctx, fs.Arg(0))
 	if err != nil {
@@ -54,6 +58,24 @@ func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	rep.WriteTable(stdout)
 	if n := rep.Regressions(); n > 0 {
 		return regressionsError{n}
+	}
+	return nil
+}
+
+// benchFlags exposes the bench rule's constants (see compare.BenchRule for
+// where the defaults come from).
+func benchFlags(fs *flag.FlagSet, r *compare.BenchRule) {
+	fs.Float64Var(&r.RatioGrowth, "ratio-growth", r.RatioGrowth, "smallest relative growth of a bench ratio to the baseline that counts")
+	fs.Float64Var(&r.RatioFloor, "ratio-floor", r.RatioFloor, "smallest absolute growth of a bench ratio that counts")
+	fs.Float64Var(&r.ScalingGrowth, "scaling-growth", r.ScalingGrowth, "smallest relative growth of attach/detach seconds at one N that counts")
+	fs.Float64Var(&r.ScalingFloor, "scaling-floor", r.ScalingFloor, "smallest absolute growth of attach/detach seconds at one N that counts, in seconds")
+	fs.Float64Var(&r.WakeupFactor, "wakeup-factor", r.WakeupFactor, "how many times the baseline's storm wakeup p99 counts as a regression")
+	fs.Int64Var(&r.WakeupMinSamples, "wakeup-min-samples", r.WakeupMinSamples, "wakeups each storm run needs before its p99 is compared")
+}
+
+func checkBenchRule(r compare.BenchRule) error {
+	if r.RatioGrowth < 0 || r.RatioFloor < 0 || r.ScalingGrowth < 0 || r.ScalingFloor < 0 || r.WakeupFactor < 1 || r.WakeupMinSamples < 1 {
+		return fmt.Errorf("%w: --ratio-growth, --ratio-floor, --scaling-growth and --scaling-floor must not be negative, --wakeup-factor and --wakeup-min-samples at least 1", errUsage)
 	}
 	return nil
 }

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ftrace-harness/fth/results"
 )
 
 // realRun copies one of results/report's real run directories.
@@ -55,6 +58,8 @@ func TestReportAndCompareUsage(t *testing.T) {
 		{[]string{"report", "--excerpt", "0", "a"}, "--excerpt"},
 		{[]string{"compare", "a"}, "two run directories"},
 		{[]string{"compare", "--min-samples", "0", "a", "b"}, "--min-samples"},
+		{[]string{"compare", "--wakeup-factor", "0.5", "a", "b"}, "--wakeup-factor"},
+		{[]string{"compare", "--ratio-growth", "-1", "a", "b"}, "--ratio-growth"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -72,8 +77,30 @@ func TestReportAndCompareUsage(t *testing.T) {
 	}
 }
 
+// plantedBench copies the churn-bench run with the bench cell's attach at
+// N=10000 twice as slow: superlinear growth that fth compare must flag.
+func plantedBench(t *testing.T) string {
+	t.Helper()
+	dir := realRun(t, "churn-bench")
+	path := filepath.Join(dir, "x86_64-bench", "result.json")
+	r, err := results.ReadResult(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Bench.Scaling.Points[5].AttachSeconds *= 2
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestCompareCommand(t *testing.T) {
 	pass, fail := realRun(t, "tcg-single-1"), realRun(t, "tcg-multi-1")
+	churnBench, planted := realRun(t, "churn-bench"), plantedBench(t)
 	tests := []struct {
 		name     string
 		a, b     string
@@ -83,6 +110,8 @@ func TestCompareCommand(t *testing.T) {
 		{"same run: no regression", pass, pass, exitPass, "0 regressions in 0 of 1 cells"},
 		{"the real MTTCG oops regresses", pass, fail, exitFail, "REGRESSION pass→fail: Oops: int3 in __do_sys_newuname"},
 		{"the fix is a note", fail, pass, exitPass, "fail→pass: Oops: int3 in __do_sys_newuname gone"},
+		{"churn, bench and board against themselves", churnBench, churnBench, exitPass, "0 regressions in 0 of 3 cells"},
+		{"superlinear attach at N=10000", churnBench, planted, exitFail, "REGRESSION scaling N=10000 attach 186.44 s→372.88 s (+100%, limit 279.66 s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
