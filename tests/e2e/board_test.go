@@ -70,8 +70,8 @@ func startBoardVM(t *testing.T, dir string, port int) {
 			_ = cmd.Process.Kill()
 			t.Error("fth boardvm did not stop within 20s of SIGINT")
 		}
-		if b, _ := exec.Command("pgrep", "-f", fmt.Sprintf("hostfwd=tcp:127.0.0.1:%d-", port)).Output(); len(b) > 0 {
-			t.Errorf("QEMU left behind after fth boardvm stopped: pids %s", b)
+		if left := processesMatching("qemu-system", fmt.Sprintf("hostfwd=tcp:127.0.0.1:%d-", port)); len(left) > 0 {
+			t.Errorf("QEMU left behind after fth boardvm stopped: %q", left)
 		}
 	})
 	select {
