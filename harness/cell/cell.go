@@ -326,8 +326,6 @@ func verdict(r *results.Result, res outcome, done bool, silence, deadline time.D
 	return results.Pass, ""
 }
 
-
-
 func readLines(r io.Reader, agent bool, out chan<- lineMsg, done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
 	sc := bufio.NewScanner(r)
@@ -356,4 +354,3 @@ func drain(lines <-chan lineMsg, conLog, evLog *results.LineLog, det *console.De
 		}
 	}
 }
-
