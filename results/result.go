@@ -113,7 +113,8 @@ type Reconnect struct {
 type Finding struct {
 	// Source is where the report was found: "" for the console (or a
 	// board's kmsg stream), "pstore" for a record kept across a reboot,
-	// "board" for what the soak itself saw (a reboot, a lost board).
+	// "prev-boot" for the previous boot's journal, "board" for what the
+	// soak itself saw (a reboot, a lost board).
 	Source    string   `json:"source,omitempty"`
 	Kind      string   `json:"kind"`
 	Title     string   `json:"title"`

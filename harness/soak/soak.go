@@ -528,6 +528,7 @@ func (s *soak) comeback(ctx context.Context) (rebooted, back bool) {
 	s.bootID = cb.BootID
 	_ = s.w.Update(func(r *results.Result) { r.Board.BootIDs = append(r.Board.BootIDs, cb.BootID) })
 	fs := s.collectPstore(ctx)
+	fs = append(fs, s.collectPrevBoot(ctx)...)
 	if len(fs) == 0 {
 		fs = []console.Finding{{Kind: "reboot", Title: "board rebooted during the soak (no pstore record)"}}
 		s.addFindings("board", fs)
@@ -568,6 +569,24 @@ func (s *soak) collectPstore(ctx context.Context) []console.Finding {
 		all = append(all, fs...)
 	}
 	return all
+}
+
+// collectPrevBoot saves the previous boot's kernel log where the board
+// keeps one (systemd's persistent journal) as prev-boot.log and runs the
+// crash parser over it. Boards without journalctl, or with a volatile
+// journal, have none: pstore is then the only record.
+func (s *soak) collectPrevBoot(ctx context.Context) []console.Finding {
+	b, err := s.client().Output(ctx, "journalctl -k -b -1 --no-pager -o short-monotonic")
+	if err != nil || len(b) == 0 {
+		s.log.Info("no previous-boot kernel log on the board", "err", err)
+		return nil
+	}
+	if err := os.WriteFile(s.w.Path("prev-boot.log"), b, 0o644); err != nil {
+		s.log.Warn("save prev-boot.log", "err", err)
+	}
+	fs := console.Parse(b)
+	s.addFindings("prev-boot", fs)
+	return fs
 }
 
 // verdict ends the soak from how its last segment ended.
