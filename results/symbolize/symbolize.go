@@ -145,7 +145,23 @@ func (s *Symbolizer) relPath(name, compDir string) string {
 			best = r
 		}
 	}
-	return strings.TrimPrefix(name, best)
+	out := strings.TrimPrefix(name, best)
+	// clang's .S units name their files relative to "/" in the line table,
+	// and Go's line reader joins that with DW_AT_comp_dir — with ccache's
+	// NOHASHDIR, another cache entry's build dir:
+	// "<other build>/var/cache/.../arch/riscv/lib/memcpy.S". What is left
+	// after cutting the comp dir is then an absolute path without its "/".
+	if best != "" && !strings.HasPrefix(out, "/") {
+		for _, r := range s.roots {
+			if r == "" || r == "/" {
+				continue
+			}
+			if r = strings.TrimSuffix(r, "/") + "/"; strings.HasPrefix("/"+out, r) {
+				return strings.TrimPrefix("/"+out, r)
+			}
+		}
+	}
+	return out
 }
 
 // readDWARF reads only the sections symbolization needs (not locations, not
