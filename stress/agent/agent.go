@@ -62,14 +62,8 @@ func run(ctx context.Context, args []string, sys system) error {
 	}
 	if opts.StdinWatch && sys.stdin != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
+		ctx, cancel = watchStdin(ctx, sys.stdin, sys.stderr)
 		defer cancel()
-		go func() {
-			// EOF or an error: the session that started us is gone.
-			_, _ = io.Copy(io.Discard, sys.stdin)
-			fmt.Fprintln(sys.stderr, "agent: stdin closed; stopping")
-			cancel()
-		}()
 	}
 
 	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
@@ -321,4 +315,20 @@ func formatReasons(m map[inventory.Reason]int) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// watchStdin returns a context that ends when stdin reaches EOF or fails:
+// on a board the agent's stdin is a pipe the harness holds open and never
+// writes, so EOF means the SSH session that started the agent is gone, and
+// the stress must stop (and release its links) rather than outlive it.
+func watchStdin(ctx context.Context, stdin io.Reader, log io.Writer) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		if ctx.Err() == nil {
+			fmt.Fprintln(log, "agent: stdin closed; stopping")
+		}
+		cancel()
+	}()
+	return ctx, cancel
 }

@@ -82,6 +82,9 @@ func (r *runner) opsPoint(ctx context.Context, path string, p options.OpsPoint) 
 		// many RCU-tasks grace periods, and the host's silence
 		// watchdog must see the run is alive.
 		report.Logf(r.cfg.Emit, "bench: ops %s run %d/%d: %.2f ns/call", p, i+1, opsRuns, run.NsPerCall())
+		if i == 0 {
+			report.Logf(r.cfg.Emit, "bench: kmsg: %s", run.Line)
+		}
 		pt.Tracee = run.Tracee
 		if run.NoSaveRegs && p.SaveRegs {
 			pt.Note = NoSaveRegsMsg + " (measured without)"

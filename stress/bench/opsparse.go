@@ -19,6 +19,9 @@ type OpsRun struct {
 	// NoSaveRegs is set when the module said the kernel cannot save
 	// registers: save_regs was then ignored, and the number is without.
 	NoSaveRegs bool
+	// Line is the kernel's "Attempted ..." line as read, kept so that a
+	// run's events hold the module's own words (and tests real fixtures).
+	Line string
 }
 
 // NsPerCall is TotalNs/Calls with the fraction the module's integer
@@ -74,6 +77,7 @@ func ParseOpsRun(lines []string) (OpsRun, bool) {
 		}
 		if r, ok := ParseOpsLine(l); ok {
 			r.NoSaveRegs = noRegs
+			r.Line = l
 			return r, true
 		}
 	}

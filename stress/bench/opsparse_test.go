@@ -39,6 +39,10 @@ func TestParseOpsRunFixtures(t *testing.T) {
 			}
 			for name, in := range map[string][]string{"raw": lines, "messages": msgs} {
 				got, ok := ParseOpsRun(in)
+				if ok && !strings.Contains(got.Line, "Attempted") {
+					t.Errorf("%s: Line = %q, want the kernel's result line", name, got.Line)
+				}
+				got.Line = ""
 				if ok != tt.ok || got != tt.want {
 					t.Errorf("%s: ParseOpsRun = %+v, %v; want %+v, %v", name, got, ok, tt.want, tt.ok)
 				}

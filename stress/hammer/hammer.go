@@ -67,6 +67,12 @@ type Config struct {
 	TimerPeriod time.Duration
 }
 
+// Bounds of an RT hammer thread's sleep after each iteration.
+const (
+	rtMinSleep = 100 * time.Microsecond
+	rtMaxSleep = 5 * time.Millisecond
+)
+
 // rtPriorities bounds the priorities RT threads draw from: low enough that
 // kernel threads (watchdogs, RCU) at higher RT priorities still run.
 const rtPriorities = 10
@@ -340,7 +346,12 @@ func (h *Hammer) loop(i int, th *thread) {
 		ts  unix.Timespec
 		buf = make([]byte, 4096)
 	)
+	rt := i < h.cfg.RT
 	for it := uint64(1); !h.stop.Load(); it++ {
+		var t0 time.Time
+		if rt {
+			t0 = time.Now()
+		}
 		_ = unix.Getpid()
 		if !noGetppid {
 			_ = unix.Getppid()
@@ -373,6 +384,15 @@ func (h *Hammer) loop(i int, th *thread) {
 			set.Set(cpus[rng.IntN(len(cpus))])
 			// EINVAL if that CPU went offline: nothing to report.
 			_ = unix.SchedSetaffinity(0, &set)
+		}
+		if rt {
+			// A real-time thread sleeps twice as long as it ran: it still
+			// preempts everything when it wakes, but leaves two thirds of
+			// its CPU to the rest. Spinning RT threads starved the agent's
+			// loader (and RCU) under riscv64 TCG into a false hang.
+			d := min(max(2*time.Since(t0), rtMinSleep), rtMaxSleep)
+			req := unix.NsecToTimespec(d.Nanoseconds())
+			_ = unix.Nanosleep(&req, nil)
 		}
 		th.iters.Add(1)
 	}
