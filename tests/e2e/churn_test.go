@@ -24,7 +24,8 @@ const stableModules = "ftrace_direct,ftrace_direct_too,ftrace_direct_multi,fth_t
 func churnArgs(seed, churn string, extra ...string) []string {
 	args := []string{"--n", "0", "--seed", seed,
 		"--agent-arg", "scenario=churn", "--agent-arg", "churn=" + churn, "--agent-arg", "hot=8",
-		"--agent-arg", "exactevery=5s", "--agent-arg", "modhold=2s", "--agent-arg", "modlist=" + stableModules}
+		"--agent-arg", "exactevery=5s", "--agent-arg", "modhold=2s", "--agent-arg", "modlist=" + stableModules,
+		"--agent-arg", "rt=2", "--agent-arg", "timerperiod=500us"}
 	for _, e := range extra {
 		args = append(args, "--agent-arg", e)
 	}
