@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/internal/shell"
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/target/ssh"
 	"github.com/ftrace-harness/fth/images"
@@ -205,7 +206,7 @@ func (s *soak) kernelConfig(ctx context.Context, release string) ([]byte, string
 		}
 	}
 	p := "/boot/config-" + release
-	if b, err := c.Output(ctx, "cat "+shq(p)); err == nil && len(b) > 0 {
+	if b, err := c.Output(ctx, "cat "+shell.Quote(p)); err == nil && len(b) > 0 {
 		return b, p
 	}
 	return nil, "unavailable (no /proc/config.gz, no " + p + "): the agent reports what the kernel lacks"
@@ -429,9 +430,9 @@ func agentCommand(remote string, args map[string]string) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	parts := []string{"FTH_NO_CMDLINE=1", shq(remote), "-events", "-", "-poweroff=false", "-stdinwatch"}
+	parts := []string{"FTH_NO_CMDLINE=1", shell.Quote(remote), "-events", "-", "-poweroff=false", "-stdinwatch"}
 	for _, k := range keys {
-		parts = append(parts, shq("-"+k+"="+args[k]))
+		parts = append(parts, shell.Quote("-"+k+"="+args[k]))
 	}
 	return strings.Join(parts, " ")
 }
@@ -555,7 +556,7 @@ func (s *soak) collectPstore(ctx context.Context) []console.Finding {
 		if strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
 			continue
 		}
-		b, err := c.Output(ctx, "cat "+shq("/sys/fs/pstore/"+name))
+		b, err := c.Output(ctx, "cat "+shell.Quote("/sys/fs/pstore/"+name))
 		if err != nil {
 			continue
 		}
@@ -642,14 +643,4 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-// shq quotes s for the board's /bin/sh.
-func shq(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=,:+@", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

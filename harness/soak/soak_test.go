@@ -9,16 +9,3 @@ func TestAgentCommand(t *testing.T) {
 		t.Errorf("agentCommand =\n%s\nwant\n%s", got, want)
 	}
 }
-
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"/sys/fs/pstore/dmesg-ramoops-0": "/sys/fs/pstore/dmesg-ramoops-0",
-		"it's":                           `'it'\''s'`,
-		"":                               "''",
-		"$(reboot)":                      "'$(reboot)'",
-	} {
-		if got := shq(in); got != want {
-			t.Errorf("shq(%q) = %s, want %s", in, got, want)
-		}
-	}
-}

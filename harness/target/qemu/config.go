@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/internal/shell"
 )
 
 // Accel selects how QEMU executes the guest.
@@ -202,18 +203,9 @@ func (c Config) Repro() string {
 	b.WriteString(c.Arch.QEMU)
 	for _, a := range c.Args() {
 		b.WriteByte(' ')
-		b.WriteString(shellQuote(a))
+		b.WriteString(shell.Quote(a))
 	}
 	return b.String()
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=,:+@", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // versionRe finds "version 7.2.11" in `qemu-system-x86_64 --version`.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/ftrace-harness/fth/harness/internal/shell"
 )
 
 // rig is a test server plus a Config that reaches it.
@@ -298,7 +300,7 @@ func TestStream(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				done <- c.Stream(ctx, "cat > "+shellQuote(got)+"; touch "+shellQuote(marker), stdin, io.Discard, io.Discard)
+				done <- c.Stream(ctx, "cat > "+shell.Quote(got)+"; touch "+shell.Quote(marker), stdin, io.Discard, io.Discard)
 			}()
 			if _, err := feed.Write([]byte("agent input\n")); err != nil {
 				t.Fatal(err)

@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/ftrace-harness/fth/harness/internal/shell"
 )
 
 // ErrHostKey is wrapped by every host key refusal (changed, unknown or
@@ -133,7 +135,7 @@ func explainHostKeyError(err error, hostname string, key ssh.PublicKey, files []
 		}
 		return fmt.Errorf("%w: host key for %s CHANGED: the board offered %s, but %s. "+
 			"If the board was reinstalled, delete the old key (ssh-keygen -R %s -f %s) and re-run `%s`; otherwise someone may be intercepting the connection",
-			ErrHostKey, hostname, offered, strings.Join(known, "; "), shellQuote(knownhosts.Normalize(hostname)), keyErr.Want[0].Filename, keyscanFix(host, port))
+			ErrHostKey, hostname, offered, strings.Join(known, "; "), shell.Quote(knownhosts.Normalize(hostname)), keyErr.Want[0].Filename, keyscanFix(host, port))
 	case errors.As(err, &keyErr):
 		return fmt.Errorf("%w: %s is not in known_hosts (%s); it offered %s: check that fingerprint on the board's console (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub), then run `%s`, or pass --known-hosts FILE, or --insecure-host-key",
 			ErrHostKey, hostname, strings.Join(files, ", "), offered, keyscanFix(host, port))

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/ftrace-harness/fth/harness/internal/shell"
 )
 
 // uploadSuffix marks the temporary file an upload writes before renaming it
@@ -37,7 +39,7 @@ func (c *Client) Upload(ctx context.Context, remotePath string, r io.Reader, mod
 	script := fmt.Sprintf(`t=%s; d=%s; `+
 		`{ cat > "$t" && [ $(wc -c < "$t") -eq %d ] && chmod %04o "$t" && mv "$t" "$d"; } || `+
 		`{ rm -f "$t"; echo "fth upload: failed or incomplete; $d left as it was" >&2; exit 1; }`,
-		shellQuote(dst+uploadSuffix), shellQuote(dst), size, uint32(mode.Perm()))
+		shell.Quote(dst+uploadSuffix), shell.Quote(dst), size, uint32(mode.Perm()))
 	tail := &tailBuffer{max: stderrTail}
 	// No SIGKILL on cancel: closing the session hands cat an early EOF, the
 	// size check fails and the script removes the temporary file itself.
@@ -79,10 +81,4 @@ func safePath(p string) string {
 		return "./" + p
 	}
 	return p
-}
-
-// shellQuote quotes s for /bin/sh: inside single quotes nothing is special
-// except the single quote itself, which is closed, escaped and reopened.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
