@@ -435,15 +435,11 @@ func (a *agent) emitOracleSummaries(l *oracle.Loader, res churn.Result, ex *exac
 	}
 	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &fip})
 
-	exs := event.Oracle{Name: oracle.NameExact, Function: exactFn, Expected: uint64(calls), Checks: ex.windows, Failures: ex.failures, OK: ex.failures == 0}
-	switch {
-	case calls == 0:
-		exs.Skipped = "disabled (exactcalls=0)"
-	case exactFn == "":
-		exs.Skipped = fmt.Sprintf("no traceable entry function for %s", exactSyscall)
-	case ex.windows == 0:
-		exs.Skipped = "no window completed: " + ex.skipped
+	why := "no window completed: " + ex.skipped
+	if exactFn == "" {
+		why = fmt.Sprintf("no traceable entry function for %s", exactSyscall)
 	}
+	exs := exactSummary(exactFn, calls, ex.windows, ex.failures, why)
 	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &exs})
 }
 
@@ -498,4 +494,17 @@ func oracleReason(fails []string) string {
 		s += fmt.Sprintf("; and %d more", len(fails)-len(shown))
 	}
 	return s
+}
+
+// exactSummary is an exact-count oracle's summary event: skipped when
+// disabled, or with whyNone when no window completed.
+func exactSummary(fn string, calls, windows, failures int, whyNone string) event.Oracle {
+	o := event.Oracle{Name: oracle.NameExact, Function: fn, Expected: uint64(calls), Checks: windows, Failures: failures, OK: failures == 0}
+	switch {
+	case calls == 0:
+		o.Skipped = "disabled (exactcalls=0)"
+	case windows == 0:
+		o.Skipped = whyNone
+	}
+	return o
 }

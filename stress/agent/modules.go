@@ -290,16 +290,11 @@ func (a *agent) targetExact(ctx context.Context, ml *oracle.Loader, rec *tally.R
 func (st *modStats) summary(calls int) event.Oracle {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	o := event.Oracle{Name: oracle.NameExact, Function: targetCounted, Expected: uint64(calls), Checks: st.windows, Failures: st.failures, OK: st.failures == 0}
-	switch {
-	case calls == 0:
-		o.Skipped = "disabled (exactcalls=0)"
-	case st.windows == 0 && st.skipped != "":
-		o.Skipped = "no window completed: " + st.skipped
-	case st.windows == 0:
-		o.Skipped = "fth_target never loaded"
+	why := "fth_target never loaded"
+	if st.skipped != "" {
+		why = "no window completed: " + st.skipped
 	}
-	return o
+	return exactSummary(targetCounted, calls, st.windows, st.failures, why)
 }
 
 func sleep(ctx context.Context, d time.Duration) {
