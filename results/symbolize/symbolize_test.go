@@ -437,8 +437,8 @@ func TestRelPathAsmUnderForeignCompDir(t *testing.T) {
 	comp := "/var/cache/fth/kernels/riscv64-e180c6b351d2f2e9/build"
 	for name, want := range map[string]string{
 		comp + "/var/cache/fth/src/linux-source-7.3/arch/riscv/lib/strrchr.S": "arch/riscv/lib/strrchr.S",
-		"/var/cache/fth/src/linux-source-7.3/kernel/fork.c":                     "kernel/fork.c",
-		comp + "/include/generated/autoconf.h":                                  "include/generated/autoconf.h",
+		"/var/cache/fth/src/linux-source-7.3/kernel/fork.c":                   "kernel/fork.c",
+		comp + "/include/generated/autoconf.h":                                "include/generated/autoconf.h",
 	} {
 		if got := s.relPath(name, comp); got != want {
 			t.Errorf("relPath(%q) = %q, want %q", name, got, want)

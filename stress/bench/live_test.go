@@ -29,16 +29,20 @@ func TestTimeSyscall(t *testing.T) {
 }
 
 func TestMeasureWakeup(t *testing.T) {
+	t0 := time.Now()
 	s, err := measureWakeup(context.Background(), benchCPU(), 50*time.Millisecond)
+	elapsed := time.Since(t0)
 	if errors.Is(err, unix.EPERM) {
 		t.Skipf("no SCHED_FIFO here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 50 periods, minus those a slow host overran.
-	if s.Samples+s.Overruns < 45 || s.Samples+s.Overruns > 50 {
-		t.Errorf("%d samples + %d overruns in 50 ms of 1 ms periods", s.Samples, s.Overruns)
+	// At least the 50 periods asked for, minus a few at the edges; never
+	// more periods than really elapsed (a loaded host wakes late at the
+	// end, and those overruns count too).
+	if n := s.Samples + s.Overruns; n < 45 || n > int(elapsed/time.Millisecond)+1 {
+		t.Errorf("%d samples + %d overruns in %v of 1 ms periods (asked for 50 ms)", s.Samples, s.Overruns, elapsed)
 	}
 	if s.Min < 0 || s.Max < s.P50 || s.P50 < s.Min {
 		t.Errorf("percentiles out of order: %+v", s)
