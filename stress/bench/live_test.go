@@ -41,7 +41,7 @@ func TestMeasureWakeup(t *testing.T) {
 	// At least the 50 periods asked for, minus a few at the edges; never
 	// more periods than really elapsed (a loaded host wakes late at the
 	// end, and those overruns count too).
-	if n := s.Samples + s.Overruns; n < 45 || n > int(elapsed/time.Millisecond)+1 {
+	if n := s.Samples + s.Overruns; n < 45 || n > int64(elapsed/time.Millisecond)+1 {
 		t.Errorf("%d samples + %d overruns in %v of 1 ms periods (asked for 50 ms)", s.Samples, s.Overruns, elapsed)
 	}
 	if s.Min < 0 || s.Max < s.P50 || s.P50 < s.Min {
