@@ -365,11 +365,39 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 
 // exactStats counts the exact-count windows.
 type exactStats struct {
+	windowTally
+	fipOK int
+}
+
+// windowTally counts one exact-count oracle's windows; its lock also
+// guards the fields of the structs that embed it.
+type windowTally struct {
 	mu       sync.Mutex
 	windows  int
 	failures int
-	fipOK    int
-	skipped  string
+	skipped  string // why the last window could not run
+}
+
+// skip records why a window could not run.
+func (t *windowTally) skip(why string) {
+	t.mu.Lock()
+	t.skipped = why
+	t.mu.Unlock()
+}
+
+// exactWindow counts one completed exact-count window, emits its result and
+// fails the run on a wrong count.
+func (a *agent) exactWindow(t *windowTally, ex event.Oracle) {
+	t.mu.Lock()
+	t.windows++
+	if !ex.OK {
+		t.failures++
+	}
+	t.mu.Unlock()
+	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &ex})
+	if !ex.OK {
+		a.oracleFail(ex)
+	}
 }
 
 // firstExact is the delay before the first exact-count window: long enough
@@ -392,23 +420,12 @@ func (a *agent) exactLoop(ctx context.Context, w oracle.Window, st *exactStats) 
 			if ctx.Err() != nil {
 				return
 			}
-			st.mu.Lock()
-			st.skipped = err.Error()
-			st.mu.Unlock()
+			st.skip(err.Error())
 			report.Logf(a.w, "churn: exact-count window: %v", err)
 			t.Reset(every)
 			continue
 		}
-		st.mu.Lock()
-		st.windows++
-		if !ex.OK {
-			st.failures++
-		}
-		st.mu.Unlock()
-		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &ex})
-		if !ex.OK {
-			a.oracleFail(ex)
-		}
+		a.exactWindow(&st.windowTally, ex)
 		if exp, ok := w.Loader.Expected(w.Func); ok && w.Loader.Checking() {
 			fip := oracle.CheckFuncIP(w.Func, oracle.FEntry, exp, s.Before, s.After)
 			if fip.OK {

@@ -55,12 +55,9 @@ var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true}
 
 // modStats counts what the module companions did, for the summary.
 type modStats struct {
-	mu         sync.Mutex
+	windowTally
 	targetRuns int
-	windows    int
-	failures   int
 	fipChecks  int
-	skipped    string
 }
 
 // runModules cycles the kernel's ftrace-direct samples one at a time, and
@@ -196,9 +193,7 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 func (a *agent) targetChecks(ctx context.Context, loader *oracle.Loader, rec *tally.Recorder, rng *rand.Rand, st *modStats) {
 	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetHot, targetCounted})
 	if err != nil || len(addrs) < 2 {
-		st.mu.Lock()
-		st.skipped = fmt.Sprintf("no kallsyms addresses for %s (%v)", targetModule, err)
-		st.mu.Unlock()
+		st.skip(fmt.Sprintf("no kallsyms addresses for %s (%v)", targetModule, err))
 		sleep(ctx, a.opts.ModHold/4)
 		return
 	}
@@ -253,9 +248,7 @@ func (a *agent) targetChecks(ctx context.Context, loader *oracle.Loader, rec *ta
 func (a *agent) targetExact(ctx context.Context, ml *oracle.Loader, rec *tally.Recorder, st *modStats) {
 	fd, err := unix.Open(targetCall, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		st.mu.Lock()
-		st.skipped = err.Error()
-		st.mu.Unlock()
+		st.skip(err.Error())
 		return
 	}
 	defer unix.Close(fd)
@@ -269,21 +262,10 @@ func (a *agent) targetExact(ctx context.Context, ml *oracle.Loader, rec *tally.R
 	}
 	ex, _, err := w.Exact(ctx, a.opts.ExactCalls)
 	if err != nil {
-		st.mu.Lock()
-		st.skipped = err.Error()
-		st.mu.Unlock()
+		st.skip(err.Error())
 		return
 	}
-	st.mu.Lock()
-	st.windows++
-	if !ex.OK {
-		st.failures++
-	}
-	st.mu.Unlock()
-	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &ex})
-	if !ex.OK {
-		a.oracleFail(ex)
-	}
+	a.exactWindow(&st.windowTally, ex)
 }
 
 // summary is the module companions' exact-count summary event.
