@@ -68,15 +68,24 @@ type Cell struct {
 // kernel's.
 var ErrInfra = errors.New("infrastructure error")
 
-// BuildKernel builds (or fetches) the kernel for arch and fragments.
-func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string) (kbuild.Kernel, error) {
+// BuildKernel builds (or fetches) the kernel for arch and fragments, and
+// the modules its guest gets (see modules), from one opened source tree.
+func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string) (kbuild.Kernel, map[string]string, error) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
 	req, err := e.request(a, frags)
 	if err != nil {
-		return kbuild.Kernel{}, err
+		return kbuild.Kernel{}, nil, err
 	}
-	return kbuild.Build(ctx, e.Log, req)
+	k, err := kbuild.Build(ctx, e.Log, req)
+	if err != nil {
+		return kbuild.Kernel{}, nil, err
+	}
+	mods, err := e.modules(ctx, req, k)
+	if err != nil {
+		return kbuild.Kernel{}, nil, err
+	}
+	return k, mods, nil
 }
 
 func (e *Env) request(a arch.Arch, frags []string) (kbuild.Request, error) {
@@ -100,18 +109,12 @@ func (e *Env) request(a arch.Arch, frags []string) (kbuild.Request, error) {
 // GuestModuleDir is where the initramfs holds the modules the agent loads.
 const GuestModuleDir = "/lib/modules/fth"
 
-// Modules builds the project's test module against k and returns every
+// modules builds the project's test module against k and returns every
 // module the guest gets, as guest path → host path: k's in-tree modules
 // (the ftrace samples) and fth_target. A kernel without modules gets none.
-func (e *Env) Modules(ctx context.Context, a arch.Arch, frags []string, k kbuild.Kernel) (map[string]string, error) {
+func (e *Env) modules(ctx context.Context, req kbuild.Request, k kbuild.Kernel) (map[string]string, error) {
 	if k.Modules == nil {
 		return nil, nil
-	}
-	e.buildMu.Lock()
-	defer e.buildMu.Unlock()
-	req, err := e.request(a, frags)
-	if err != nil {
-		return nil, err
 	}
 	ko, err := kbuild.BuildModule(ctx, e.Log, req, k, filepath.Join(e.ModuleDir, "stress", "kmod"))
 	if err != nil {
@@ -156,7 +159,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		return w.Result(), fmt.Errorf("%s: %s: %w", c.Name, step, err)
 	}
 
-	k, err := e.BuildKernel(ctx, c.Arch, c.Fragments)
+	k, mods, err := e.BuildKernel(ctx, c.Arch, c.Fragments)
 	if err != nil && c.SkipUnconfigurable && errors.Is(err, kbuild.ErrConfigMismatch) {
 		log.Warn("cell skipped: the kernel cannot be configured as asked", "err", err)
 		_ = w.Update(func(r *results.Result) {
@@ -173,10 +176,6 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	img, err := e.BuildImage(ctx, c.Arch)
 	if err != nil {
 		return fail("initramfs", err)
-	}
-	mods, err := e.Modules(ctx, c.Arch, c.Fragments, k)
-	if err != nil {
-		return fail("modules", err)
 	}
 	if img, err = images.Overlay(img, mods, e.CacheDir); err != nil {
 		return fail("initramfs", err)

@@ -76,15 +76,11 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	log := newLogger(stderr, b.verbose)
 	env := b.env(log, repo)
-	k, err := env.BuildKernel(ctx, a, frags)
+	k, files, err := env.BuildKernel(ctx, a, frags)
 	if err != nil {
 		return err
 	}
 	img, err := env.BuildImage(ctx, a)
-	if err != nil {
-		return err
-	}
-	files, err := env.Modules(ctx, a, frags, k)
 	if err != nil {
 		return err
 	}

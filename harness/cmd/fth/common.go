@@ -141,7 +141,7 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	start := time.Now()
 	env := b.env(newLogger(stderr, b.verbose), repo)
-	k, err := env.BuildKernel(ctx, a, frags)
+	k, mods, err := env.BuildKernel(ctx, a, frags)
 	if err != nil {
 		return err
 	}
@@ -150,10 +150,6 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		state = "cached"
 	}
 	fmt.Fprintf(stdout, "%s: %s %s in %s\n  image:   %s\n  vmlinux: %s\n", state, a.Name, k.Release, time.Since(start).Round(time.Millisecond), k.Image, k.Vmlinux)
-	mods, err := env.Modules(ctx, a, frags, k)
-	if err != nil {
-		return err
-	}
 	names := make([]string, 0, len(mods))
 	for g := range mods {
 		names = append(names, strings.TrimSuffix(filepath.Base(g), ".ko"))
