@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -71,7 +72,7 @@ func (r *runner) opsPoint(ctx context.Context, path string, p options.OpsPoint) 
 		if ctx.Err() != nil {
 			break
 		}
-		run, err := loadOps(path, opsParams(r.cfg.OpsCalls, p), r.cfg.Kmsg)
+		run, records, err := loadOps(path, opsParams(r.cfg.OpsCalls, p), r.cfg.Kmsg)
 		if err != nil {
 			report.Logf(r.cfg.Emit, "bench: ops %s run %d: %v", p, i+1, err)
 			pt.Error = err.Error()
@@ -83,7 +84,11 @@ func (r *runner) opsPoint(ctx context.Context, path string, p options.OpsPoint) 
 		// watchdog must see the run is alive.
 		report.Logf(r.cfg.Emit, "bench: ops %s run %d/%d: %.2f ns/call", p, i+1, opsRuns, run.NsPerCall())
 		if i == 0 {
-			report.Logf(r.cfg.Emit, "bench: kmsg: %s", run.Line)
+			// The kernel's records as read, header and all: what the
+			// parser's fixtures (stress/bench/testdata) are cut from.
+			for _, rec := range records {
+				report.Logf(r.cfg.Emit, "bench: kmsg: %s", rec)
+			}
 		}
 		pt.Tracee = run.Tracee
 		if run.NoSaveRegs && p.SaveRegs {
@@ -114,14 +119,14 @@ func opsParams(calls int, p options.OpsPoint) string {
 // loadOps loads the module once and reads its result from the kernel log.
 // The module's init runs the benchmark and then returns -EINVAL on purpose,
 // so EINVAL is the expected answer of finit_module; the log says whether
-// the benchmark ran.
-func loadOps(path, params, kmsgPath string) (OpsRun, error) {
+// the benchmark ran. records are the raw kmsg records read on the way.
+func loadOps(path, params, kmsgPath string) (OpsRun, []string, error) {
 	if kmsgPath == "" {
 		kmsgPath = DefaultKmsg
 	}
 	k, err := openKmsg(kmsgPath)
 	if err != nil {
-		return OpsRun{}, err
+		return OpsRun{}, nil, err
 	}
 	defer k.close()
 	lerr := kmods.Load(path, params)
@@ -131,29 +136,31 @@ func loadOps(path, params, kmsgPath string) (OpsRun, error) {
 		// Only persist=1 keeps it; unload so that its ops do not
 		// weigh on the next point.
 		if uerr := kmods.Unload(kmods.Name(path)); uerr != nil {
-			return OpsRun{}, fmt.Errorf("module stayed loaded and would not unload: %w", uerr)
+			return OpsRun{}, nil, fmt.Errorf("module stayed loaded and would not unload: %w", uerr)
 		}
 	default:
-		return OpsRun{}, lerr
+		return OpsRun{}, nil, lerr
 	}
 	lines, err := k.until(time.Now().Add(kmsgWait), func(lines []string) bool {
 		_, ok := ParseOpsRun(lines)
 		return ok
 	})
 	if err != nil {
-		return OpsRun{}, err
+		return OpsRun{}, k.raw, err
 	}
 	run, ok := ParseOpsRun(lines)
 	if !ok {
-		return OpsRun{}, fmt.Errorf("finit_module %s: %v, and no result line in the kernel log within %v", params, lerr, kmsgWait)
+		return OpsRun{}, k.raw, fmt.Errorf("finit_module %s: %v, and no result line in the kernel log within %v", params, lerr, kmsgWait)
 	}
-	return run, nil
+	return run, k.raw, nil
 }
 
 // kmsg reads the records the kernel logs after it was opened.
 type kmsg struct {
 	fd  int
 	buf []byte
+	// raw holds the records read so far, as the kernel wrote them.
+	raw []string
 }
 
 // openKmsg opens path non-blocking and seeks to its end: reads then return
@@ -182,7 +189,9 @@ func (k *kmsg) until(deadline time.Time, done func([]string) bool) ([]string, er
 		n, err := unix.Read(k.fd, k.buf)
 		switch {
 		case err == nil && n > 0:
-			lines = append(lines, KmsgMessage(string(k.buf[:n])))
+			rec := string(k.buf[:n])
+			k.raw = append(k.raw, strings.TrimRight(rec, "\n"))
+			lines = append(lines, KmsgMessage(rec))
 			if done(lines) {
 				return lines, nil
 			}
