@@ -338,10 +338,16 @@ func (s *soak) segment(ctx context.Context, remote string, left time.Duration, f
 	}
 	var wg sync.WaitGroup
 	kr, kw := io.Pipe()
+	// The agent streams the kernel log rather than `cat /dev/kmsg`: like
+	// the stress, it stops when its stdin (a pipe never written) sees the
+	// session drop. A cat would outlive a harness killed mid-soak on an
+	// sshd that keeps its output pipe open (u-root's), blocked on writes.
+	kin, kinW := io.Pipe()
+	defer kinW.Close()
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		err := c.Stream(sctx, "cat /dev/kmsg", nil, kw, io.Discard)
+		err := c.Stream(sctx, kmsgCommand(remote), kin, kw, io.Discard)
 		kw.CloseWithError(err)
 	}()
 	go func() {
@@ -435,6 +441,11 @@ func agentCommand(remote string, args map[string]string) string {
 		parts = append(parts, shell.Quote("-"+k+"="+args[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// kmsgCommand runs the deployed agent as the board's kernel log stream.
+func kmsgCommand(remote string) string {
+	return strings.Join([]string{"FTH_NO_CMDLINE=1", shell.Quote(remote), "-kmsgstream"}, " ")
 }
 
 // consumeKmsg writes every kernel log record to console.log and feeds

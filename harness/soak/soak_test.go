@@ -9,3 +9,11 @@ func TestAgentCommand(t *testing.T) {
 		t.Errorf("agentCommand =\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestKmsgCommand(t *testing.T) {
+	got := kmsgCommand("/tmp/fth dir/fth-agent")
+	want := `FTH_NO_CMDLINE=1 '/tmp/fth dir/fth-agent' -kmsgstream`
+	if got != want {
+		t.Errorf("kmsgCommand = %s, want %s", got, want)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -60,10 +59,28 @@ func run(ctx context.Context, args []string, sys system) error {
 	if optErr == nil && opts.Board {
 		return runBoard(ctx, opts.BoardAddr, sys.stdout)
 	}
-	if opts.StdinWatch && sys.stdin != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = watchStdin(ctx, sys.stdin, sys.stderr)
+	if (opts.StdinWatch || opts.KmsgStream) && sys.stdin != nil {
+		var (
+			cancel context.CancelFunc
+			gone   <-chan struct{}
+		)
+		ctx, cancel, gone = watchStdin(ctx, sys.stdin)
 		defer cancel()
+		stdout, stderr := newSessionWriter(sys.stdout, gone), newSessionWriter(sys.stderr, gone)
+		defer stderr.Close()
+		defer stdout.Close()
+		sys.stdout, sys.stderr = stdout, stderr
+		go func() {
+			<-gone
+			// Nobody reads stderr any more: the board's own log is
+			// where its operator will look.
+			sys.kmsg(fmt.Sprintf("fth-agent: the harness's SSH session is gone (stdin closed); stopping, exit within %s", orphanGrace))
+			sys.sleep(orphanGrace)
+			sys.exit(3)
+		}()
+	}
+	if optErr == nil && opts.KmsgStream {
+		return streamKmsg(ctx, sys.kmsgPath, sys.stdout)
 	}
 
 	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
@@ -321,14 +338,3 @@ func formatReasons(m map[inventory.Reason]int) string {
 // on a board the agent's stdin is a pipe the harness holds open and never
 // writes, so EOF means the SSH session that started the agent is gone, and
 // the stress must stop (and release its links) rather than outlive it.
-func watchStdin(ctx context.Context, stdin io.Reader, log io.Writer) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		_, _ = io.Copy(io.Discard, stdin)
-		if ctx.Err() == nil {
-			fmt.Fprintln(log, "agent: stdin closed; stopping")
-		}
-		cancel()
-	}()
-	return ctx, cancel
-}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,6 +100,9 @@ type fakeSystem struct {
 	rebooted       int
 	crashed        int
 	doneAtReboot   int
+	mu             sync.Mutex
+	kmsgLines      []string
+	exits          []int
 }
 
 func (f *fakeSystem) system(t *testing.T, ppid int) system {
@@ -127,6 +131,16 @@ func (f *fakeSystem) system(t *testing.T, ppid int) system {
 			return errors.New("not really")
 		},
 		sysrqCrash: func() error { f.crashed++; return nil },
+		kmsg: func(line string) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.kmsgLines = append(f.kmsgLines, line)
+		},
+		exit: func(code int) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.exits = append(f.exits, code)
+		},
 	}
 }
 

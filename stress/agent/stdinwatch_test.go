@@ -3,28 +3,167 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestWatchStdinStopsOnEOF(t *testing.T) {
 	r, w := io.Pipe()
-	var log bytes.Buffer
-	ctx, cancel := watchStdin(t.Context(), r, &log)
+	ctx, cancel, gone := watchStdin(t.Context(), r)
 	defer cancel()
 	select {
 	case <-ctx.Done():
 		t.Fatal("stopped while stdin was still open")
+	case <-gone:
+		t.Fatal("gone while stdin was still open")
 	case <-time.After(50 * time.Millisecond):
 	}
 	w.Close() // the SSH session dropped
-	select {
-	case <-ctx.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("did not stop on stdin EOF")
+	for _, c := range []<-chan struct{}{gone, ctx.Done()} {
+		select {
+		case <-c:
+		case <-time.After(5 * time.Second):
+			t.Fatal("did not stop on stdin EOF")
+		}
 	}
-	if !strings.Contains(log.String(), "stdin closed") {
-		t.Errorf("log %q does not say why", log.String())
+}
+
+// lockedBuffer is a bytes.Buffer safe for the writer goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestSessionWriterDeliversEverythingBeforeClose(t *testing.T) {
+	var out lockedBuffer
+	w := newSessionWriter(&out, make(chan struct{}))
+	var want strings.Builder
+	for i := range 100 {
+		line := strings.Repeat("x", i) + "\n"
+		want.WriteString(line)
+		if _, err := w.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if out.String() != want.String() {
+		t.Errorf("got %d bytes, want %d in order", len(out.String()), want.Len())
+	}
+	if _, err := w.Write([]byte("late")); err == nil {
+		t.Error("a write after Close succeeded")
+	}
+}
+
+// The output pipe of a dropped session that nobody reads: writes block in
+// the goroutine, but Write and Close return once the session is gone.
+func TestSessionWriterNeverBlocksOnceGone(t *testing.T) {
+	pr, pw := io.Pipe() // never read
+	defer pr.Close()
+	gone := make(chan struct{})
+	w := newSessionWriter(pw, gone)
+	w.Write([]byte("taken by the goroutine, which now blocks\n"))
+	returned := make(chan struct{})
+	go func() {
+		w.Write([]byte("blocks until the session is gone\n"))
+		w.Write([]byte("dropped\n"))
+		w.Close()
+		close(returned)
+	}()
+	select {
+	case <-returned:
+		t.Fatal("Write returned while the session was up and the pipe full")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gone)
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Write or Close still blocked after the session was gone")
+	}
+}
+
+// The soak's kernel log stream on a board: records are copied as they come,
+// and a dropped session ends the stream even though its output pipe is
+// full and never read; the board's log says why, and the orphan guard is
+// armed.
+func TestKmsgStreamEndsWithTheSession(t *testing.T) {
+	var f fakeSystem
+	sys := f.system(t, 1234)
+	fifo := filepath.Join(t.TempDir(), "kmsg")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sys.kmsgPath = fifo
+	stdinR, stdinW := io.Pipe()
+	sys.stdin = stdinR
+	outR, outW := io.Pipe()
+	sys.stdout = outW
+	done := make(chan error, 1)
+	go func() { done <- run(t.Context(), []string{"-kmsgstream"}, sys) }()
+
+	kw, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kw.Close()
+	rec := "6,1520,41301822,-;ftrace_ops: Attempted 100000 calls to tracee_relevant [ftrace_ops] in 1523411ns (15ns / call)\n"
+	if _, err := kw.WriteString(rec); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(rec))
+	if _, err := io.ReadFull(outR, got); err != nil || string(got) != rec {
+		t.Fatalf("stream gave %q, %v; want the record %q", got, err, rec)
+	}
+	// From here nobody reads the output: the session is about to drop.
+	for range 3 {
+		kw.WriteString(rec)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the stream ended while the session was up: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	stdinW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run = %v, want nil when the session ends", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream outlived its session")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		lines, exits := append([]string(nil), f.kmsgLines...), append([]int(nil), f.exits...)
+		f.mu.Unlock()
+		if len(exits) > 0 {
+			if len(lines) != 1 || !strings.Contains(lines[0], "session is gone") || exits[0] != 3 {
+				t.Errorf("kernel log %q, exits %v: want the reason logged, then exit 3", lines, exits)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the orphan guard never fired")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

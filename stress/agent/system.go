@@ -19,6 +19,7 @@ const (
 	preemptPath = "/sys/kernel/debug/sched/preempt"
 	sysrqPath   = "/proc/sysrq-trigger"
 	mountinfo   = "/proc/self/mountinfo"
+	kmsgDev     = "/dev/kmsg"
 )
 
 // flushDelay gives the host time to read the last events before the guest
@@ -45,6 +46,12 @@ type system struct {
 	sleep      func(time.Duration)
 	reboot     func() error
 	sysrqCrash func() error
+	// kmsgPath is the kernel log device the kmsgstream option reads.
+	kmsgPath string
+	// kmsg writes a line to the kernel log, best effort.
+	kmsg func(string)
+	// exit ends the process (the orphan guard).
+	exit func(int)
 }
 
 func realSystem() system {
@@ -69,6 +76,11 @@ func realSystem() system {
 		sysrqCrash: func() error {
 			return os.WriteFile(sysrqPath, []byte("c"), 0)
 		},
+		kmsgPath: kmsgDev,
+		kmsg: func(line string) {
+			_ = os.WriteFile(kmsgDev, []byte(line+"\n"), 0)
+		},
+		exit: os.Exit,
 	}
 }
 

@@ -304,6 +304,11 @@ type Options struct {
 	// agent runs in an SSH session whose stdin the harness holds, so a
 	// dropped session stops the stress instead of leaving it burning.
 	StdinWatch bool
+	// KmsgStream copies /dev/kmsg to stdout instead of running a
+	// scenario, until stdin closes: the soak's kernel log stream. A plain
+	// `cat /dev/kmsg` outlives the session on sshds that keep the output
+	// pipe open until the command exits (u-root's), blocked on a full pipe.
+	KmsgStream bool
 
 	// The options below apply to the bench scenario only.
 	//
@@ -663,6 +668,16 @@ var fields = []field{
 			return err
 		},
 		get: func(o *Options) string { return strconv.FormatBool(o.StdinWatch) },
+	},
+	{
+		name:   "kmsgstream",
+		usage:  "copy /dev/kmsg to stdout until stdin closes, instead of a scenario (the soak's kernel log stream; implies stdinwatch)",
+		isBool: true,
+		set: func(o *Options, v string) (err error) {
+			o.KmsgStream, err = parseBool(v)
+			return err
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.KmsgStream) },
 	},
 	{
 		name:  "benchparts",

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	fthssh "github.com/ftrace-harness/fth/harness/target/ssh"
 	"github.com/ftrace-harness/fth/results"
 )
 
@@ -141,12 +143,16 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 		}
 	})
 
+	t.Run("killed harness leaves a record and no agent", func(t *testing.T) {
+		killedSoak(t, filepath.Join(base, "killed"), dir, target)
+	})
+
 	t.Run("panic mid-soak", func(t *testing.T) {
 		out := filepath.Join(base, "soak")
 		code, _, stderr := runSoak(t, 15*time.Minute, out, "--target", target,
 			"--known-hosts", filepath.Join(dir, "known_hosts"), "-i", filepath.Join(dir, "id_ed25519"),
-			"--duration", "3m", "--crash-after", "75s", "--reconnect-tries", "20",
-			"--agent-arg", "hot=4", "--agent-arg", "seed=42")
+			"--duration", "3m", "--crash-after", "75s", "--reconnect-tries", "20", "--resume",
+			"--agent-arg", "hot=4", "--agent-arg", "seed=42", "--agent-arg", "modlist="+stableModules, "--agent-arg", "n=0")
 		cells, _ := filepath.Glob(filepath.Join(out, "r", "*", "result.json"))
 		if len(cells) != 1 {
 			t.Fatalf("no result.json (stderr:\n%s)", stderr)
@@ -181,10 +187,140 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 		if ops := bytes.Count(evs, []byte(`"kind":"op"`)); ops < 10 {
 			t.Errorf("%d churn operations logged before the panic: the agent did not run", ops)
 		}
+		// --resume: after the reboot the agent is deployed again (the
+		// board's /tmp went with the old boot) and runs out the soak.
+		if len(b.DeploySeconds) != 2 || bytes.Count(evs, []byte(`"kind":"hello"`)) != 2 {
+			t.Errorf("deploys %v, %d agent hellos: want the soak resumed once after the reboot", b.DeploySeconds, bytes.Count(evs, []byte(`"kind":"hello"`)))
+		}
 		con, _ := os.ReadFile(filepath.Join(filepath.Dir(cells[0]), "console.log"))
 		if !bytes.Contains(con, []byte("Linux version")) {
 			t.Errorf("console.log does not hold the board's kernel log")
 		}
 		t.Logf("deploy %v s, reconnect %+v, findings %d", b.DeploySeconds, b.Reconnects, len(r.Findings))
 	})
+}
+
+// killedSoak SIGKILLs `fth soak` while the agent churns on the board, as a
+// crash of the harness would: result.json must still read (verdict
+// running, the board section in it), every event written so far must parse,
+// and the agent on the board must stop by itself once its session is gone,
+// leaving no stress burning the board.
+func killedSoak(t *testing.T, out, dir, target string) {
+	cmd := exec.Command(fthBin, "soak", "--out", out, "--run-id", "r", "--target", target,
+		"--known-hosts", filepath.Join(dir, "known_hosts"), "-i", filepath.Join(dir, "id_ed25519"),
+		"--duration", "5m", "--agent-arg", "hot=4", "--agent-arg", "seed=43", "--agent-arg", "modlist="+stableModules, "--agent-arg", "n=0")
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	var evPath string
+	deadline := time.Now().Add(4 * time.Minute)
+	for ops := 0; ops < 20; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 20 churn operations within 4 minutes (%d); stderr:\n%s", ops, stderr.String())
+		}
+		time.Sleep(time.Second)
+		m, _ := filepath.Glob(filepath.Join(out, "r", "*", "events.jsonl"))
+		if len(m) == 1 {
+			evPath = m[0]
+			b, _ := os.ReadFile(evPath)
+			ops = bytes.Count(b, []byte(`"kind":"op"`))
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	killed = true
+	killedAt := time.Now()
+
+	r, err := results.ReadResult(filepath.Join(filepath.Dir(evPath), "result.json"))
+	if err != nil {
+		t.Fatalf("result.json after SIGKILL: %v", err)
+	}
+	if r.Verdict != results.Running || r.Board == nil || len(r.Board.DeploySeconds) != 1 {
+		t.Errorf("result after SIGKILL: verdict %s, board %+v; want running with the deploy recorded", r.Verdict, r.Board)
+	}
+	b, _ := os.ReadFile(evPath)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	for i, l := range lines {
+		var ev map[string]any
+		// Only the last line may be cut short by the kill.
+		if err := json.Unmarshal([]byte(l), &ev); err != nil && i < len(lines)-1 {
+			t.Errorf("events.jsonl line %d does not parse after SIGKILL: %v", i+1, err)
+		}
+	}
+
+	c := dialBoard(t, dir, target)
+	defer c.Close()
+	for {
+		procs, err := boardProcesses(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents := 0
+		for _, p := range procs {
+			if strings.Contains(p, "fth-agent") || strings.Contains(p, "/dev/kmsg") {
+				agents++
+			}
+		}
+		if agents == 0 {
+			t.Logf("the board's agent and kmsg stream were gone %s after the harness was killed", time.Since(killedAt).Round(100*time.Millisecond))
+			return
+		}
+		// The clean stop took about 30 s here (listing /proc over SSH
+		// included); past the agent's orphan guard (90 s) nothing may be
+		// left, whichever way it went.
+		if time.Since(killedAt) > 2*time.Minute {
+			t.Fatalf("%d agent or kmsg processes still run on the board 2 minutes after the harness died: orphans:\n%s", agents, strings.Join(procs, "\n"))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// dialBoard connects to the board VM with the keys `fth boardvm` wrote.
+func dialBoard(t *testing.T, dir, target string) *fthssh.Client {
+	t.Helper()
+	tg, err := fthssh.ParseTarget(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, err := fthssh.Dial(ctx, fthssh.Config{Target: tg,
+		HostKeys: fthssh.HostKeys{KnownHosts: []string{filepath.Join(dir, "known_hosts")}},
+		Auth:     fthssh.Auth{IdentityFiles: []string{filepath.Join(dir, "id_ed25519")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// boardProcesses returns the command line of every process on the board.
+// u-root has no ps; /proc is read one process at a time, and a process
+// that ends in between is simply not listed.
+func boardProcesses(ctx context.Context, c *fthssh.Client) ([]string, error) {
+	ls, err := c.Output(ctx, "ls /proc")
+	if err != nil {
+		return nil, fmt.Errorf("list /proc on the board: %w", err)
+	}
+	var procs []string
+	for _, f := range strings.Fields(string(ls)) {
+		if strings.Trim(f, "0123456789") != "" {
+			continue
+		}
+		b, err := c.Output(ctx, "cat /proc/"+f+"/cmdline")
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		procs = append(procs, strings.ReplaceAll(string(b), "\x00", " "))
+	}
+	return procs, nil
 }
