@@ -16,10 +16,16 @@ func TestParseOpsRunFixtures(t *testing.T) {
 		ok   bool
 		ns   float64
 	}{
-		{"kmsg-baseline.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 1523411, PerCallNs: 15}, true, 15.23411},
-		{"kmsg-relevant-2-irrelevant-100.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 30111985, PerCallNs: 301}, true, 301.11985},
+		// Real records (see testdata/ftrace-ops/README.md), with the
+		// unrelated record that preceded the first load.
+		{"x86-kmsg-baseline.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 9725233, PerCallNs: 97}, true, 97.25233},
+		{"x86-kmsg-relevant-1.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 18537707, PerCallNs: 185}, true, 185.37707},
+		{"x86-kmsg-relevant-2.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 48171660, PerCallNs: 481}, true, 481.7166},
+		{"x86-kmsg-relevant-1-irrelevant-10.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 15108319, PerCallNs: 151}, true, 151.08319},
+		{"x86-kmsg-relevant-1-save-regs.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 17773478, PerCallNs: 177}, true, 177.73478},
+		{"x86-dmesg-relevant-2.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 48171660, PerCallNs: 481}, true, 481.7166},
+		// Edge cases no run here produced (see the README).
 		{"kmsg-save-regs-unsupported.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 4123456, PerCallNs: 41, NoSaveRegs: true}, true, 41.23456},
-		{"dmesg-relevant-10.txt", OpsRun{Calls: 100000, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 98765432, PerCallNs: 987}, true, 987.65432},
 		// nr_function_calls=0: the module prints -1LL through %llu.
 		{"kmsg-zero-calls.txt", OpsRun{Calls: 0, Tracee: "tracee_relevant [ftrace_ops]", TotalNs: 120, PerCallNs: 1<<64 - 1}, true, 0},
 		{"kmsg-no-result.txt", OpsRun{}, false, 0},
