@@ -177,12 +177,19 @@ func (s *soak) probe(ctx context.Context) (arch.Arch, string, error) {
 			}
 		}
 	}
+	a, err := arch.ByUname(m)
+	// The harness's arch name ("arm64", not uname's "aarch64"), so a board
+	// lands in the report's heatmap row of VM cells of that arch; Board.Uname
+	// keeps what the board said.
+	name := m
+	if err == nil {
+		name = string(a.Name)
+	}
 	_ = s.w.Update(func(r *results.Result) {
 		r.Board = board
-		r.Arch = m
+		r.Arch = name
 		r.Kernel = results.Kernel{Release: rel, Observed: observed}
 	})
-	a, err := arch.ByUname(m)
 	if err != nil {
 		return arch.Arch{}, fmt.Sprintf("board arch: %v", err), nil
 	}

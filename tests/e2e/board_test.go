@@ -168,8 +168,8 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 			t.Fatalf("no board section in %s", cells[0])
 		}
 		b := r.Board
-		if b.Uname != "x86_64" || len(b.DeploySeconds) == 0 {
-			t.Errorf("board = %+v, want x86_64 and a timed deploy", b)
+		if b.Uname != "x86_64" || r.Arch != "x86_64" || len(b.DeploySeconds) == 0 {
+			t.Errorf("arch %q, board = %+v, want x86_64 and a timed deploy", r.Arch, b)
 		}
 		if len(b.Reconnects) == 0 || !b.Reconnects[0].Rebooted || !b.Reconnects[0].Back || len(b.BootIDs) != 2 {
 			t.Errorf("reconnects %+v, boot_ids %v: want one reboot detected by a new boot_id", b.Reconnects, b.BootIDs)
