@@ -107,6 +107,10 @@ type Reconnect struct {
 	Tries  int     `json:"tries"`
 	Waited float64 `json:"waited_seconds"`
 	Err    string  `json:"error,omitempty"`
+	// StaleAgent says what became of the agent of the dropped session
+	// after a blip: it must be gone before the next one starts, or two
+	// stress runs would fight over the same tracers.
+	StaleAgent string `json:"stale_agent,omitempty"`
 }
 
 // Finding is a kernel report found on the console, or a hang.

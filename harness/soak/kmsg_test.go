@@ -1,6 +1,16 @@
 package soak
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/console"
+)
 
 func TestParseKmsg(t *testing.T) {
 	tests := []struct {
@@ -26,5 +36,41 @@ func TestParseKmsg(t *testing.T) {
 		if ok && (r.Line() != tt.line || r.Seq != tt.seq) {
 			t.Errorf("parseKmsg(%q) = %q seq %d, want %q seq %d", tt.in, r.Line(), r.Seq, tt.line, tt.seq)
 		}
+	}
+}
+
+// After a blip the stream restarts from the kernel's backlog; what was
+// consumed already must not reach console.log (or the detector) twice. A
+// reboot starts the numbering again.
+func TestConsumeKmsgSkipsTheBacklogAfterABlip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console.log")
+	con, err := results.CreateLineLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &soak{con: con, det: console.NewDetector()}
+	feed := func(from, to uint64) {
+		var b strings.Builder
+		for i := from; i <= to; i++ {
+			fmt.Fprintf(&b, "6,%d,%d,-;record %d\n", i, 1000*(i+1), i)
+		}
+		s.consumeKmsg(strings.NewReader(b.String()), 0)
+	}
+	feed(0, 3) // first session
+	feed(0, 5) // after a blip: the backlog again, then two new records
+	s.kmsgNext.Store(0)
+	feed(0, 1) // after a reboot
+	con.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		got = append(got, l[strings.Index(l, "]")+2:])
+	}
+	want := []string{"record 0", "record 1", "record 2", "record 3", "record 4", "record 5", "record 0", "record 1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("console.log holds %q, want %q", got, want)
 	}
 }

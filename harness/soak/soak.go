@@ -20,10 +20,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/arch"
@@ -125,6 +127,14 @@ type soak struct {
 	mu     sync.Mutex
 	c      *ssh.Client
 	bootID string
+	// agentPID is the pid the running agent reported in its hello.
+	agentPID atomic.Int64
+	// kmsgPID is the pid of the agent streaming the kernel log.
+	kmsgPID atomic.Int64
+	// kmsgNext is the sequence number of the first kernel log record not
+	// yet consumed in this boot: after a blip the stream starts again from
+	// the backlog, which is already in console.log and the detector.
+	kmsgNext atomic.Uint64
 
 	con, ev *results.LineLog
 	detMu   sync.Mutex
@@ -344,6 +354,15 @@ func (s *soak) segment(ctx context.Context, remote string, left time.Duration, f
 		}
 	}
 	var wg sync.WaitGroup
+	// The kernel log reader must be done before the caller resets the
+	// log's numbering for a new boot; bounded, as a dead connection's
+	// stream may be slow to notice.
+	defer func() {
+		cancel()
+		waitTimeout(&wg, 10*time.Second)
+	}()
+	s.agentPID.Store(0)
+	s.kmsgPID.Store(0)
 	kr, kw := io.Pipe()
 	// The agent streams the kernel log rather than `cat /dev/kmsg`: like
 	// the stress, it stops when its stdin (a pipe never written) sees the
@@ -400,11 +419,13 @@ func (s *soak) segment(ctx context.Context, remote string, left time.Duration, f
 			silence.Reset(s.cfg.Silence)
 			if ev.Kind == event.KindDone {
 				done = true
+				// End the agent's stdin: an sshd that copies it into a
+				// pipe (u-root's) waits for its end before it reports
+				// the exit and closes the session.
+				stdinW.Close()
 			}
 		case err := <-agentErr:
 			if done {
-				cancel()
-				wg.Wait()
 				return segDone, ""
 			}
 			if errors.Is(err, ssh.ErrConnLost) {
@@ -461,10 +482,17 @@ func (s *soak) consumeKmsg(r io.Reader, since uint64) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		rec, ok := parseKmsg(sc.Text())
-		if !ok {
+		if pid, ok := strings.CutPrefix(sc.Text(), event.KmsgStreamPIDPrefix); ok {
+			if n, err := strconv.ParseInt(pid, 10, 64); err == nil {
+				s.kmsgPID.Store(n)
+			}
 			continue
 		}
+		rec, ok := parseKmsg(sc.Text())
+		if !ok || rec.Seq < s.kmsgNext.Load() {
+			continue
+		}
+		s.kmsgNext.Store(rec.Seq + 1)
 		line := rec.Line()
 		_ = s.con.Line(line)
 		if rec.TSus < since {
@@ -506,6 +534,11 @@ func (s *soak) readEvents(r io.Reader, out chan<- event.Event) {
 			continue
 		}
 		switch ev.Kind {
+		case event.KindHello:
+			if ev.Hello != nil {
+				s.agentPID.Store(int64(ev.Hello.PID))
+			}
+			_ = s.w.Update(func(r *results.Result) { results.Apply(r, ev) })
 		case event.KindLog:
 			s.log.Info("agent: " + ev.Log)
 		case event.KindOp, event.KindProgress:
@@ -541,10 +574,17 @@ func (s *soak) comeback(ctx context.Context) (rebooted, back bool) {
 	s.setClient(c)
 	if !cb.Rebooted {
 		s.log.Info("board back, same boot: a network blip", "waited", cb.Waited.Round(time.Second))
+		stale := s.stopStaleAgent(ctx)
+		_ = s.w.Update(func(r *results.Result) {
+			r.Board.Reconnects[len(r.Board.Reconnects)-1].StaleAgent = stale
+		})
 		return false, true
 	}
 	s.log.Warn("board rebooted", "old_boot_id", s.bootID, "new_boot_id", cb.BootID, "waited", cb.Waited.Round(time.Second))
 	s.bootID = cb.BootID
+	s.kmsgNext.Store(0) // a new boot numbers its records from 0
+	s.agentPID.Store(0)
+	s.kmsgPID.Store(0)
 	_ = s.w.Update(func(r *results.Result) { r.Board.BootIDs = append(r.Board.BootIDs, cb.BootID) })
 	fs := s.collectPstore(ctx)
 	fs = append(fs, s.collectPrevBoot(ctx)...)
@@ -558,6 +598,86 @@ func (s *soak) comeback(ctx context.Context) (rebooted, back bool) {
 	s.detMu.Unlock()
 	_ = s.con.Line(fmt.Sprintf("---- fth: board rebooted (boot_id %s) ----", cb.BootID))
 	return true, true
+}
+
+// staleWait bounds the wait for the agents of a dropped session to stop,
+// past their own orphan guard (90 s).
+const staleWait = 2 * time.Minute
+
+// stopStaleAgent makes sure the agents of the session that dropped (the
+// stress and the kernel log stream) are gone before others start, and says
+// how it went. After a blip the old session is half open on the board
+// until its TCP connection is reset; the agents then see their stdin close
+// and stop by themselves. SIGTERM asks the same in case the reset is slow
+// to come; SIGKILL is the last resort.
+func (s *soak) stopStaleAgent(ctx context.Context) string {
+	var notes []string
+	for _, p := range []struct {
+		what string
+		pid  int64
+	}{{"agent", s.agentPID.Load()}, {"kmsg stream", s.kmsgPID.Load()}} {
+		if p.pid > 0 {
+			notes = append(notes, p.what+" "+s.stopStale(ctx, p.pid))
+		}
+	}
+	return strings.Join(notes, "; ")
+}
+
+// stopStale stops one stale agent process, see stopStaleAgent.
+func (s *soak) stopStale(ctx context.Context, pid int64) string {
+	c := s.client()
+	// alive: the process is still an agent. A failed command is not
+	// proof of anything (u-root's sshd sends no exit status for one), so
+	// /proc is listed first, which always succeeds.
+	alive := func() (bool, error) {
+		ls, err := c.Output(ctx, "ls /proc")
+		if err != nil {
+			return false, err
+		}
+		if !slices.Contains(strings.Fields(string(ls)), strconv.FormatInt(pid, 10)) {
+			return false, nil
+		}
+		b, err := c.Output(ctx, fmt.Sprintf("cat /proc/%d/cmdline", pid))
+		select {
+		case <-c.Done():
+			return false, fmt.Errorf("connection lost: %w", err)
+		default:
+		}
+		// A cat that failed lost the race with the process's exit.
+		return err == nil && bytes.Contains(b, []byte("fth-agent")), nil
+	}
+	if ok, err := alive(); err != nil {
+		return fmt.Sprintf("pid %d: could not check: %v", pid, err)
+	} else if !ok {
+		return fmt.Sprintf("pid %d had stopped by itself", pid)
+	}
+	t0 := time.Now()
+	_, _ = c.Output(ctx, fmt.Sprintf("kill %d", pid))
+	for time.Since(t0) < staleWait && ctx.Err() == nil {
+		ok, err := alive()
+		if err != nil {
+			return fmt.Sprintf("pid %d: could not check after SIGTERM: %v", pid, err)
+		}
+		if !ok {
+			d := time.Since(t0).Round(100 * time.Millisecond)
+			s.log.Info("stale agent stopped", "pid", pid, "after", d)
+			return fmt.Sprintf("pid %d stopped %s after SIGTERM", pid, d)
+		}
+		time.Sleep(time.Second)
+	}
+	_, _ = c.Output(ctx, fmt.Sprintf("kill -9 %d", pid))
+	s.log.Warn("stale agent did not stop; killed", "pid", pid, "waited", staleWait)
+	return fmt.Sprintf("pid %d still ran %s after SIGTERM; SIGKILLed (its tracers may be left on)", pid, staleWait)
+}
+
+// waitTimeout waits for wg, or d at most.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }
 
 // collectPstore saves the pstore records of the crash that rebooted the

@@ -90,6 +90,9 @@ type Hello struct {
 	PreemptModel string `json:"preempt_model,omitempty"`
 	// Args are the agent options in effect, as key=value.
 	Args map[string]string `json:"args,omitempty"`
+	// PID is the agent's process id: on a board, where the soak must stop
+	// a stale agent after a network blip.
+	PID int `json:"pid,omitempty"`
 }
 
 // Inventory counts the functions that could be traced.
@@ -124,6 +127,10 @@ type Op struct {
 	AtMS float64 `json:"t_ms,omitempty"`
 	CPU  *int    `json:"cpu,omitempty"`
 }
+
+// KmsgStreamPIDPrefix starts the first line of the agent's kernel log
+// stream (-kmsgstream), followed by its pid: a line no kmsg record can be.
+const KmsgStreamPIDPrefix = "fth-kmsgstream pid="
 
 // Failure is one failed operation.
 type Failure struct {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf/btf"
@@ -59,27 +61,49 @@ func run(ctx context.Context, args []string, sys system) error {
 	if optErr == nil && opts.Board {
 		return runBoard(ctx, opts.BoardAddr, sys.stdout)
 	}
+	if optErr != nil && wantsKmsgStream(args) {
+		// Never fall back to a stress run where only a log stream was
+		// asked for.
+		return optErr
+	}
 	if (opts.StdinWatch || opts.KmsgStream) && sys.stdin != nil {
+		// A write to a pipe the sshd closed (OpenSSH does, on a dropped
+		// session) must fail with EPIPE, not kill the agent with SIGPIPE
+		// before it has released its links.
+		signal.Ignore(syscall.SIGPIPE)
+		stop := ctx.Done() // a signal (SIGTERM after a blip)
 		var (
 			cancel context.CancelFunc
 			gone   <-chan struct{}
 		)
 		ctx, cancel, gone = watchStdin(ctx, sys.stdin)
 		defer cancel()
-		stdout, stderr := newSessionWriter(sys.stdout, gone), newSessionWriter(sys.stderr, gone)
+		stdout, stderr := newSessionWriter(sys.stdout, gone, stop), newSessionWriter(sys.stderr, gone, stop)
 		defer stderr.Close()
 		defer stdout.Close()
 		sys.stdout, sys.stderr = stdout, stderr
+		finished := make(chan struct{})
+		defer close(finished)
 		go func() {
-			<-gone
-			// Nobody reads stderr any more: the board's own log is
+			why := "the harness's SSH session is gone (stdin closed)"
+			select {
+			case <-gone:
+			case <-stop:
+				why = "asked to stop"
+			case <-finished:
+				return
+			}
+			// Nobody may read stderr any more: the board's own log is
 			// where its operator will look.
-			sys.kmsg(fmt.Sprintf("fth-agent: the harness's SSH session is gone (stdin closed); stopping, exit within %s", orphanGrace))
+			sys.kmsg(fmt.Sprintf("fth-agent[%d]: %s; stopping, exit within %s", sys.pid, why, orphanGrace))
 			sys.sleep(orphanGrace)
 			sys.exit(3)
 		}()
 	}
 	if optErr == nil && opts.KmsgStream {
+		// The first line names the stream's pid, so that the soak can
+		// stop a stale stream after a blip; the kmsg parser skips it.
+		fmt.Fprintf(sys.stdout, "%s%d\n", event.KmsgStreamPIDPrefix, sys.pid)
 		return streamKmsg(ctx, sys.kmsgPath, sys.stdout)
 	}
 
@@ -126,7 +150,7 @@ func inVM(sys system, cmdline string) bool {
 }
 
 func (a *agent) hello(path string, optsOK bool) {
-	h := &event.Hello{KernelRelease: a.sys.release(), CPUs: a.sys.numCPU}
+	h := &event.Hello{KernelRelease: a.sys.release(), CPUs: a.sys.numCPU, PID: a.sys.pid}
 	if b, err := a.sys.readFile(preemptPath); err == nil {
 		h.PreemptModel = parsePreempt(string(b))
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +20,11 @@ import (
 // left on.
 const orphanGrace = 90 * time.Second
 
+// stopPatience is how long a write may wait once the agent was asked to
+// stop (SIGTERM, say after a blip, when the session may be half open and
+// its pipe full): past it, output is dropped so that the clean-up goes on.
+const stopPatience = 2 * time.Second
+
 // sessionWriter passes writes to a goroutine, so that none blocks once the
 // session is gone. Some sshds (u-root's) keep a dropped session's output
 // pipe open until the command exits; nobody reads it, it fills, and a
@@ -26,18 +33,21 @@ const orphanGrace = 90 * time.Second
 type sessionWriter struct {
 	w    io.Writer
 	ch   chan []byte
-	gone <-chan struct{}
+	gone <-chan struct{} // the session dropped: drop everything
+	stop <-chan struct{} // asked to stop: wait stopPatience at most
 	done chan struct{}
 
-	mu     sync.RWMutex
+	mu     sync.RWMutex // guards closed against a send on a closed ch
 	closed bool
-	err    error // the first write error, returned by the next Write
+	dead   atomic.Bool           // gave up on a blocked write
+	err    atomic.Pointer[error] // the first write error
 }
 
 // newSessionWriter starts the goroutine writing to w. After gone is closed
-// every Write succeeds at once and its data is dropped.
-func newSessionWriter(w io.Writer, gone <-chan struct{}) *sessionWriter {
-	s := &sessionWriter{w: w, ch: make(chan []byte), gone: gone, done: make(chan struct{})}
+// every Write succeeds at once and its data is dropped; after stop is
+// closed a Write waits stopPatience at most.
+func newSessionWriter(w io.Writer, gone, stop <-chan struct{}) *sessionWriter {
+	s := &sessionWriter{w: w, ch: make(chan []byte), gone: gone, stop: stop, done: make(chan struct{})}
 	go s.loop()
 	return s
 }
@@ -45,13 +55,24 @@ func newSessionWriter(w io.Writer, gone <-chan struct{}) *sessionWriter {
 func (s *sessionWriter) loop() {
 	defer close(s.done)
 	for b := range s.ch {
-		if _, err := s.w.Write(b); err != nil {
-			s.mu.Lock()
-			if s.err == nil {
-				s.err = err
-			}
-			s.mu.Unlock()
+		if s.dropping() {
+			continue
 		}
+		if _, err := s.w.Write(b); err != nil {
+			s.err.CompareAndSwap(nil, &err)
+		}
+	}
+}
+
+func (s *sessionWriter) dropping() bool {
+	if s.dead.Load() {
+		return true
+	}
+	select {
+	case <-s.gone:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -63,18 +84,57 @@ func (s *sessionWriter) Write(p []byte) (int, error) {
 	if s.closed {
 		return 0, errors.New("session writer closed")
 	}
-	if s.err != nil {
-		return 0, s.err
+	if err := s.err.Load(); err != nil {
+		return 0, *err
+	}
+	if s.dropping() {
+		return len(p), nil
 	}
 	b := append([]byte(nil), p...)
-	select {
-	case s.ch <- b:
-	case <-s.gone:
+	stop := s.stop
+	var patience <-chan time.Time
+	for {
+		select {
+		case s.ch <- b:
+			return len(p), nil
+		case <-s.gone:
+			return len(p), nil
+		case <-stop:
+			stop = nil
+			t := time.NewTimer(stopPatience)
+			defer t.Stop()
+			patience = t.C
+		case <-patience:
+			s.dead.Store(true)
+			return len(p), nil
+		}
 	}
-	return len(p), nil
 }
 
-// Close waits until the last write is out, unless the session is gone.
+// wait waits for done, the session to go, or stopPatience after stop.
+func (s *sessionWriter) wait(done <-chan struct{}) {
+	stop := s.stop
+	var patience <-chan time.Time
+	for {
+		select {
+		case <-done:
+			return
+		case <-s.gone:
+			return
+		case <-stop:
+			stop = nil
+			t := time.NewTimer(stopPatience)
+			defer t.Stop()
+			patience = t.C
+		case <-patience:
+			s.dead.Store(true)
+			return
+		}
+	}
+}
+
+// Close waits until the last write is out, unless the session is gone or
+// the writer gave up.
 func (s *sessionWriter) Close() error {
 	s.mu.Lock()
 	if !s.closed {
@@ -82,9 +142,8 @@ func (s *sessionWriter) Close() error {
 		close(s.ch)
 	}
 	s.mu.Unlock()
-	select {
-	case <-s.done:
-	case <-s.gone:
+	if !s.dead.Load() {
+		s.wait(s.done)
 	}
 	return nil
 }
@@ -141,4 +200,16 @@ func streamKmsg(ctx context.Context, path string, out io.Writer) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// wantsKmsgStream reports whether the command line asked for the kernel log
+// stream, read without the option parser (for when it failed).
+func wantsKmsgStream(args []string) bool {
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "kmsgstream" {
+			return true
+		}
+	}
+	return false
 }

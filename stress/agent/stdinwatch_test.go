@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 func TestWatchStdinStopsOnEOF(t *testing.T) {
@@ -54,7 +58,7 @@ func (l *lockedBuffer) String() string {
 
 func TestSessionWriterDeliversEverythingBeforeClose(t *testing.T) {
 	var out lockedBuffer
-	w := newSessionWriter(&out, make(chan struct{}))
+	w := newSessionWriter(&out, make(chan struct{}), nil)
 	var want strings.Builder
 	for i := range 100 {
 		line := strings.Repeat("x", i) + "\n"
@@ -78,7 +82,7 @@ func TestSessionWriterNeverBlocksOnceGone(t *testing.T) {
 	pr, pw := io.Pipe() // never read
 	defer pr.Close()
 	gone := make(chan struct{})
-	w := newSessionWriter(pw, gone)
+	w := newSessionWriter(pw, gone, nil)
 	w.Write([]byte("taken by the goroutine, which now blocks\n"))
 	returned := make(chan struct{})
 	go func() {
@@ -128,8 +132,9 @@ func TestKmsgStreamEndsWithTheSession(t *testing.T) {
 	if _, err := kw.WriteString(rec); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, len(rec))
-	if _, err := io.ReadFull(outR, got); err != nil || string(got) != rec {
+	first := fmt.Sprintf("%s%d\n", event.KmsgStreamPIDPrefix, sys.pid)
+	got := make([]byte, len(first)+len(rec))
+	if _, err := io.ReadFull(outR, got); err != nil || string(got) != first+rec {
 		t.Fatalf("stream gave %q, %v; want the record %q", got, err, rec)
 	}
 	// From here nobody reads the output: the session is about to drop.
@@ -165,5 +170,93 @@ func TestKmsgStreamEndsWithTheSession(t *testing.T) {
 			t.Fatal("the orphan guard never fired")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Asked to stop (SIGTERM) with the session half open and its pipe full:
+// writes give up after stopPatience, so the clean-up is not held up.
+func TestSessionWriterGivesUpOnceAskedToStop(t *testing.T) {
+	pr, pw := io.Pipe() // never read
+	defer pr.Close()
+	stop := make(chan struct{})
+	w := newSessionWriter(pw, make(chan struct{}), stop)
+	w.Write([]byte("taken by the goroutine, which now blocks\n"))
+	close(stop)
+	t0 := time.Now()
+	w.Write([]byte("waits stopPatience, then is dropped\n"))
+	if d := time.Since(t0); d < stopPatience/2 || d > stopPatience+2*time.Second {
+		t.Errorf("the write after stop took %s, want about %s", d, stopPatience)
+	}
+	t0 = time.Now()
+	w.Write([]byte("dropped at once\n"))
+	w.Close()
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("a write and Close after giving up took %s", d)
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// A failed write must reach the callers as an error, with no deadlock
+// between them and the writing goroutine.
+func TestSessionWriterReportsWriteErrors(t *testing.T) {
+	w := newSessionWriter(failingWriter{}, make(chan struct{}), nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if _, err := w.Write([]byte("x\n")); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); w.Close(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+		t.Fatal("writers or Close deadlocked after a write error")
+	}
+	if len(errs) == 0 {
+		t.Error("no writer saw the write error")
+	}
+}
+
+func TestWantsKmsgStream(t *testing.T) {
+	tests := []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"-kmsgstream"}, true},
+		{[]string{"--kmsgstream=true", "-bogus"}, true},
+		{[]string{"-scenario=churn"}, false},
+		{[]string{"-kmsgstreamx"}, false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		if got := wantsKmsgStream(tt.args); got != tt.want {
+			t.Errorf("wantsKmsgStream(%q) = %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
+
+// A bad option next to -kmsgstream is an error, never a stress run with
+// the defaults.
+func TestKmsgStreamBadOptionFails(t *testing.T) {
+	var f fakeSystem
+	sys := f.system(t, 1234)
+	sys.stdin = strings.NewReader("")
+	err := run(t.Context(), []string{"-kmsgstream", "-nosuchoption=1"}, sys)
+	if err == nil {
+		t.Fatal("run accepted a bad option next to -kmsgstream")
+	}
+	if strings.Contains(f.stdout.String(), `"kind":"hello"`) {
+		t.Errorf("a stress run started: %s", f.stdout.String())
 	}
 }

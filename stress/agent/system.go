@@ -38,6 +38,7 @@ type system struct {
 	virtioDir  string
 	devDir     string
 	ppid       int
+	pid        int
 	numCPU     int
 	now        func() time.Time
 	release    func() string
@@ -64,6 +65,7 @@ func realSystem() system {
 		virtioDir: report.VirtioPortsDir,
 		devDir:    report.DevDir,
 		ppid:      os.Getppid(),
+		pid:       os.Getpid(),
 		numCPU:    runtime.NumCPU(),
 		now:       time.Now,
 		release:   kernelRelease,

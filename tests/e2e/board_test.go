@@ -39,7 +39,7 @@ func freePort(t *testing.T) int {
 // startBoardVM boots `fth boardvm` and waits for its "board up" line. The
 // VM is stopped (SIGINT, as a developer would) at the end of the test, and
 // the test fails if a QEMU with its port forward is left behind.
-func startBoardVM(t *testing.T, dir string, port int) {
+func startBoardVM(t *testing.T, dir string, port int) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(fthBin, "boardvm", "--arch", "x86_64", "--port", fmt.Sprint(port), "--dir", dir)
 	cmd.Dir = "../.."
@@ -85,6 +85,7 @@ func startBoardVM(t *testing.T, dir string, port int) {
 	case <-time.After(20 * time.Minute): // includes a cold kernel build
 		t.Fatalf("board VM not up in time:\n%s", stderr.String())
 	}
+	return cmd
 }
 
 // runSoak runs `fth soak` against the board VM.
@@ -125,7 +126,7 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 	os.RemoveAll(base)
 	dir := filepath.Join(base, "board")
 	port := freePort(t)
-	startBoardVM(t, dir, port)
+	vm := startBoardVM(t, dir, port)
 	target := fmt.Sprintf("ssh://root@127.0.0.1:%d", port)
 
 	t.Run("wrong host key refused", func(t *testing.T) {
@@ -145,6 +146,10 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 
 	t.Run("killed harness leaves a record and no agent", func(t *testing.T) {
 		killedSoak(t, filepath.Join(base, "killed"), dir, target)
+	})
+
+	t.Run("network blip", func(t *testing.T) {
+		blipSoak(t, filepath.Join(base, "blip"), dir, target, vm)
 	})
 
 	t.Run("panic mid-soak", func(t *testing.T) {
@@ -267,12 +272,13 @@ func killedSoak(t *testing.T, out, dir, target string) {
 		}
 		agents := 0
 		for _, p := range procs {
-			if strings.Contains(p, "fth-agent") || strings.Contains(p, "/dev/kmsg") {
+			if strings.Contains(p, "fth-agent") {
 				agents++
 			}
 		}
 		if agents == 0 {
 			t.Logf("the board's agent and kmsg stream were gone %s after the harness was killed", time.Since(killedAt).Round(100*time.Millisecond))
+			boardIsClean(t, c)
 			return
 		}
 		// The clean stop took about 30 s here (listing /proc over SSH
@@ -323,4 +329,136 @@ func boardProcesses(ctx context.Context, c *fthssh.Client) ([]string, error) {
 		procs = append(procs, strings.ReplaceAll(string(b), "\x00", " "))
 	}
 	return procs, nil
+}
+
+// startSoak starts `fth soak` against the board VM and waits until the
+// agent has logged ops churn operations. It returns the command and the
+// cell's events.jsonl.
+func startSoak(t *testing.T, out, dir, target string, ops int, args ...string) (*exec.Cmd, *bytes.Buffer, string) {
+	t.Helper()
+	full := append([]string{"soak", "--out", out, "--run-id", "r", "--target", target,
+		"--known-hosts", filepath.Join(dir, "known_hosts"), "-i", filepath.Join(dir, "id_ed25519")}, args...)
+	cmd := exec.Command(fthBin, full...)
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(4 * time.Minute)
+	for n := 0; n < ops; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %d churn operations within 4 minutes (%d); stderr:\n%s", ops, n, stderr.String())
+		}
+		time.Sleep(time.Second)
+		if m, _ := filepath.Glob(filepath.Join(out, "r", "*", "events.jsonl")); len(m) == 1 {
+			b, _ := os.ReadFile(m[0])
+			if n = bytes.Count(b, []byte(`"kind":"op"`)); n >= ops {
+				return cmd, &stderr, m[0]
+			}
+		}
+	}
+	panic("unreachable")
+}
+
+// blipSoak pulls the board VM's network cable for 40 s mid-soak (QMP
+// set_link through `fth boardvm`'s SIGUSR1/SIGUSR2): the soak must see the
+// connection drop, find the same boot_id when the board answers again (a
+// blip, not a reboot, and no finding), make sure the old agent is gone,
+// and run a fresh one for the time left, ending in a pass.
+func blipSoak(t *testing.T, out, dir, target string, vm *exec.Cmd) {
+	cmd, stderr, evPath := startSoak(t, out, dir, target, 20, "--duration", "150s", "--reconnect-tries", "20",
+		"--agent-arg", "hot=4", "--agent-arg", "seed=44", "--agent-arg", "modlist="+stableModules, "--agent-arg", "n=0")
+	if err := vm.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	// Keepalives notice the cut in 10-20 s; 40 s leaves the soak time to
+	// try (and fail) a redial while the cable is out.
+	time.Sleep(40 * time.Second)
+	if err := vm.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("the soak did not end 10 minutes after the blip; stderr:\n%s", stderr.String())
+	}
+	r, rerr := results.ReadResult(filepath.Join(filepath.Dir(evPath), "result.json"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil || r.Verdict != results.Pass {
+		t.Errorf("soak: %v, verdict %s (%s); want a pass: a blip is no finding (stderr:\n%s)", err, r.Verdict, r.Reason, stderr.String())
+	}
+	b := r.Board
+	if b == nil {
+		t.Fatal("no board section")
+	}
+	if len(b.Reconnects) != 1 || b.Reconnects[0].Rebooted || !b.Reconnects[0].Back || len(b.BootIDs) != 1 {
+		t.Fatalf("reconnects %+v, boot_ids %v: want one blip, same boot", b.Reconnects, b.BootIDs)
+	}
+	if b.Reconnects[0].StaleAgent == "" || strings.Contains(b.Reconnects[0].StaleAgent, "SIGKILL") {
+		t.Errorf("stale agent: %q; want the old agent stopped cleanly", b.Reconnects[0].StaleAgent)
+	}
+	evs, _ := os.ReadFile(evPath)
+	if len(b.DeploySeconds) != 2 || bytes.Count(evs, []byte(`"kind":"hello"`)) != 2 {
+		t.Errorf("deploys %v, %d agent hellos: want the agent run again after the blip", b.DeploySeconds, bytes.Count(evs, []byte(`"kind":"hello"`)))
+	}
+	con, _ := os.ReadFile(filepath.Join(filepath.Dir(evPath), "console.log"))
+	seen, dups := map[string]bool{}, 0
+	for _, l := range strings.Split(string(con), "\n") {
+		if l != "" && seen[l] {
+			dups++
+		}
+		seen[l] = true
+	}
+	if dups > 0 || len(seen) < 10 {
+		t.Errorf("console.log: %d lines, %d of them twice: want the kernel log once, not its backlog again after the blip", len(seen), dups)
+	}
+	t.Logf("blip: %+v", b.Reconnects[0])
+}
+
+// boardIsClean checks that the stopped agent cleaned up after itself: no
+// kprobe events, no function tracer left in the agent's tracefs instances,
+// none of its modules loaded, and no ftrace ops left on any function. An
+// agent killed before its clean-up leaves the first three behind (the
+// kernel drops only its BPF links with its file descriptors).
+func boardIsClean(t *testing.T, c *fthssh.Client) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var dirty []string
+		check := func(cmd string, bad func(string) bool) {
+			b, err := c.Output(t.Context(), cmd)
+			if err != nil {
+				dirty = append(dirty, fmt.Sprintf("%s: %v", cmd, err))
+			} else if bad(string(b)) {
+				dirty = append(dirty, fmt.Sprintf("%s:\n%.1000s", cmd, b))
+			}
+		}
+		nonEmpty := func(s string) bool { return strings.TrimSpace(s) != "" }
+		check("cat /sys/kernel/tracing/kprobe_events", nonEmpty)
+		check("cat /sys/kernel/tracing/enabled_functions", nonEmpty)
+		check("ls /sys/kernel/tracing/instances", nonEmpty)
+		check("cat /proc/modules", func(s string) bool {
+			return strings.Contains(s, "fth_target") || strings.Contains(s, "ftrace_direct")
+		})
+		if len(dirty) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the board is not clean after the agent stopped:\n%s", strings.Join(dirty, "\n"))
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
 }

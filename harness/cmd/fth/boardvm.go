@@ -12,9 +12,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
@@ -149,13 +151,30 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := waitBanner(ctx, *port, bootTimeout); err != nil {
 		return fmt.Errorf("board VM: %w (console: %s)", err, filepath.Join(*dir, "console.log"))
 	}
+	// A network blip on demand, for the soak's blip path: SIGUSR1 pulls
+	// the VM's cable, SIGUSR2 puts it back. The guest, its boot and its
+	// processes go on as they would on a board behind a flaky switch.
+	// Armed before "board up", which is when a caller may send them.
+	link := make(chan os.Signal, 2)
+	signal.Notify(link, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(link)
 	fmt.Fprintf(stdout, "board up: ssh://root@127.0.0.1:%d known_hosts=%s identity=%s console=%s\n",
 		*port, keys.knownHosts, keys.identity, filepath.Join(*dir, "console.log"))
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-vm.Exited():
-		return fmt.Errorf("board VM exited: %v", vm.ExitError())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-vm.Exited():
+			return fmt.Errorf("board VM exited: %v", vm.ExitError())
+		case sig := <-link:
+			up := sig == syscall.SIGUSR2
+			if err := vm.SetLink(ctx, up); err != nil {
+				log.Error("board VM: set link", "up", up, "err", err)
+				continue
+			}
+			log.Warn("board VM: network link set", "up", up)
+			fmt.Fprintf(stdout, "board link: up=%v\n", up)
+		}
 	}
 }
 

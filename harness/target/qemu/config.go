@@ -180,8 +180,8 @@ func (c Config) Args() []string {
 	}
 	if c.SSHPort != 0 {
 		args = append(args,
-			"-netdev", fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", c.SSHPort),
-			"-device", "virtio-net-pci,netdev=net0")
+			"-netdev", fmt.Sprintf("user,id=%s,hostfwd=tcp:127.0.0.1:%d-:22", NetDev, c.SSHPort),
+			"-device", "virtio-net-pci,netdev="+NetDev)
 	}
 	if c.Widen.Singlestep {
 		if c.QEMUVersion >= 801 {

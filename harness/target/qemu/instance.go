@@ -212,6 +212,20 @@ func (i *Instance) Pause(ctx context.Context) error {
 	return err
 }
 
+// NetDev is the id of the user-mode network backend of a VM with SSHPort.
+const NetDev = "net0"
+
+// SetLink takes the VM's network link down or up (QMP set_link), as a
+// cable pulled and put back: the guest keeps running and keeps its boot,
+// and connections through the port forward stall until the link is up.
+func (i *Instance) SetLink(ctx context.Context, up bool) error {
+	if i.cfg.SSHPort == 0 {
+		return fmt.Errorf("set_link: the VM has no network")
+	}
+	_, err := i.run(ctx, qmp.Command{Execute: "set_link", Args: map[string]any{"name": NetDev, "up": up}})
+	return err
+}
+
 // Kill ends QEMU's process group at once.
 func (i *Instance) Kill() { proc.KillGroup(i.cmd) }
 
