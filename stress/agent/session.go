@@ -90,33 +90,19 @@ func (s *sessionWriter) Write(p []byte) (int, error) {
 	if s.dropping() {
 		return len(p), nil
 	}
-	b := append([]byte(nil), p...)
-	stop := s.stop
-	var patience <-chan time.Time
-	for {
-		select {
-		case s.ch <- b:
-			return len(p), nil
-		case <-s.gone:
-			return len(p), nil
-		case <-stop:
-			stop = nil
-			t := time.NewTimer(stopPatience)
-			defer t.Stop()
-			patience = t.C
-		case <-patience:
-			s.dead.Store(true)
-			return len(p), nil
-		}
-	}
+	s.wait(s.ch, append([]byte(nil), p...), nil)
+	return len(p), nil
 }
 
-// wait waits for done, the session to go, or stopPatience after stop.
-func (s *sessionWriter) wait(done <-chan struct{}) {
+// wait sends b on send (if not nil) or waits for done (if not nil), and
+// gives up when the session goes or stopPatience after stop.
+func (s *sessionWriter) wait(send chan<- []byte, b []byte, done <-chan struct{}) {
 	stop := s.stop
 	var patience <-chan time.Time
 	for {
 		select {
+		case send <- b:
+			return
 		case <-done:
 			return
 		case <-s.gone:
@@ -143,7 +129,7 @@ func (s *sessionWriter) Close() error {
 	}
 	s.mu.Unlock()
 	if !s.dead.Load() {
-		s.wait(s.done)
+		s.wait(nil, nil, s.done)
 	}
 	return nil
 }
