@@ -40,8 +40,8 @@ func TestParseKmsg(t *testing.T) {
 }
 
 // After a blip the stream restarts from the kernel's backlog; what was
-// consumed already must not reach console.log (or the detector) twice. A
-// reboot starts the numbering again.
+// consumed already must not reach console.log (or the detector) twice, and
+// records lost in between are marked. A reboot starts the numbering again.
 func TestConsumeKmsgSkipsTheBacklogAfterABlip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "console.log")
 	con, err := results.CreateLineLog(path)
@@ -58,6 +58,7 @@ func TestConsumeKmsgSkipsTheBacklogAfterABlip(t *testing.T) {
 	}
 	feed(0, 3) // first session
 	feed(0, 5) // after a blip: the backlog again, then two new records
+	feed(8, 8) // 6 and 7 were overwritten before they were read
 	s.kmsgNext.Store(0)
 	feed(0, 1) // after a reboot
 	con.Close()
@@ -67,9 +68,14 @@ func TestConsumeKmsgSkipsTheBacklogAfterABlip(t *testing.T) {
 	}
 	var got []string
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if rest, ok := strings.CutPrefix(l, "---- fth: "); ok {
+			got = append(got, rest)
+			continue
+		}
 		got = append(got, l[strings.Index(l, "]")+2:])
 	}
-	want := []string{"record 0", "record 1", "record 2", "record 3", "record 4", "record 5", "record 0", "record 1"}
+	want := []string{"record 0", "record 1", "record 2", "record 3", "record 4", "record 5",
+		"2 kernel log records lost (overwritten before they were read) ----", "record 8", "record 0", "record 1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("console.log holds %q, want %q", got, want)
 	}

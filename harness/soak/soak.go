@@ -489,8 +489,14 @@ func (s *soak) consumeKmsg(r io.Reader, since uint64) {
 			continue
 		}
 		rec, ok := parseKmsg(sc.Text())
-		if !ok || rec.Seq < s.kmsgNext.Load() {
+		next := s.kmsgNext.Load()
+		if !ok || rec.Seq < next {
 			continue
+		}
+		if next > 0 && rec.Seq > next {
+			// The ring buffer overwrote records before they were read
+			// (a burst, or a blip): say so where they would have been.
+			_ = s.con.Line(fmt.Sprintf("---- fth: %d kernel log records lost (overwritten before they were read) ----", rec.Seq-next))
 		}
 		s.kmsgNext.Store(rec.Seq + 1)
 		line := rec.Line()
