@@ -31,7 +31,7 @@ func (c *Client) Output(ctx context.Context, cmd string) ([]byte, error) {
 	return out.Bytes(), err
 }
 
-// Stream runs a long-running command (cat /dev/kmsg, the remote agent),
+// Stream runs a long-running command (the remote agent, its kernel log stream),
 // copying its output as it comes. It returns when the command exits, when the
 // connection drops (the error wraps ErrConnLost), or when ctx ends (the
 // session is closed, with no signal). stdin may be nil (the command reads EOF
