@@ -671,6 +671,9 @@ func (s *soak) stopStale(ctx context.Context, pid int64) string {
 		}
 		time.Sleep(time.Second)
 	}
+	if ctx.Err() != nil {
+		return fmt.Sprintf("pid %d: SIGTERMed, then the soak was interrupted", pid)
+	}
 	_, _ = c.Output(ctx, fmt.Sprintf("kill -9 %d", pid))
 	s.log.Warn("stale agent did not stop; killed", "pid", pid, "waited", staleWait)
 	return fmt.Sprintf("pid %d still ran %s after SIGTERM; SIGKILLed (its tracers may be left on)", pid, staleWait)
