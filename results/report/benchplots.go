@@ -90,13 +90,7 @@ func scalingFigure(cell string, pts []event.BenchScalingPoint) (*figure, error) 
 			series{name: ph.name, xys: measured, color: phaseColor(ph.name), points: true},
 			series{name: ph.name + " if linear", xys: linear, color: phaseColor(ph.name), dashed: true})
 	}
-	p := plot.New()
-	p.Title.Text = "Attach/detach time against N"
-	p.X.Label.Text = "N trampolines (log)"
-	p.Y.Label.Text = "seconds for all N (log)"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	p.Add(plotter.NewGrid())
+	p := newPlot("Attach/detach time against N", axis{label: "N trampolines (log)", log: true}, axis{label: "seconds for all N (log)", log: true})
 	if n, err := addLines(p, ss); err != nil || n == 0 {
 		return nil, err
 	}
@@ -130,13 +124,7 @@ func perOpFigure(cell string, pts []event.BenchScalingPoint) (*figure, error) {
 			series{name: ph.name + " median", xys: med, color: phaseColor(ph.name), points: true},
 			series{name: ph.name + " p99", xys: p99, color: phaseColor(ph.name), dashed: true})
 	}
-	p := plot.New()
-	p.Title.Text = "Per-trampoline latency against N"
-	p.X.Label.Text = "N trampolines (log)"
-	p.Y.Label.Text = "ms per operation"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Add(plotter.NewGrid())
+	p := newPlot("Per-trampoline latency against N", axis{label: "N trampolines (log)", log: true}, axis{label: "ms per operation"})
 	if n, err := addLines(p, ss); err != nil || n == 0 {
 		return nil, err
 	}
@@ -167,12 +155,7 @@ func wakeupFigure(cell string, w *event.BenchWakeup) (*figure, error) {
 		}
 		return xys
 	}
-	p := plot.New()
-	p.Title.Text = "Wakeup latency"
-	p.Y.Label.Text = "µs (log)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Add(plotter.NewGrid())
+	p := newPlot("Wakeup latency", axis{}, axis{label: "µs (log)", log: true})
 	n, err := addLines(p, []series{
 		{name: "quiet", xys: curve(w.Quiet), color: palette["quiet"], points: true},
 		{name: "storm", xys: curve(w.Storm), color: palette["storm"], points: true},

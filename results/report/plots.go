@@ -163,12 +163,7 @@ func latencyFigure(cell string, phases map[string]*event.Phase) *figure {
 		b.lats = append(b.lats, l)
 		labels[i] = fmt.Sprintf("%s (n=%d)", n, l.Count)
 	}
-	p := plot.New()
-	p.Title.Text = "Per-operation latency"
-	p.Y.Label.Text = "ms (log)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Add(plotter.NewGrid())
+	p := newPlot("Per-operation latency", axis{}, axis{label: "ms (log)", log: true})
 	p.Add(b)
 	p.NominalX(labels...)
 	p.X.Padding = 0
@@ -194,10 +189,7 @@ func percentileBars(run *Run, phase string) (*figure, error) {
 	if len(cells) == 0 {
 		return nil, nil
 	}
-	p := plot.New()
-	p.Title.Text = phase + " latency by cell"
-	p.X.Label.Text = "ms"
-	p.Add(plotter.NewGrid())
+	p := newPlot(phase+" latency by cell", axis{label: "ms"}, axis{})
 	w := vg.Points(7)
 	for i, s := range []struct {
 		name string
@@ -238,11 +230,7 @@ func progressFigure(c Cell) (*figure, error) {
 		}
 		series[pr.Phase] = append(series[pr.Phase], plotter.XY{X: c.ProgressAt[i].Sub(start).Seconds(), Y: float64(pr.Done)})
 	}
-	p := plot.New()
-	p.Title.Text = "Progress"
-	p.X.Label.Text = "seconds since the first progress event"
-	p.Y.Label.Text = "operations done"
-	p.Add(plotter.NewGrid())
+	p := newPlot("Progress", axis{label: "seconds since the first progress event"}, axis{label: "operations done"})
 	for _, name := range order {
 		line, err := plotter.NewLine(series[name])
 		if err != nil {
@@ -255,4 +243,29 @@ func progressFigure(c Cell) (*figure, error) {
 	}
 	// Every line climbs to the right, so the bottom right corner is free.
 	return &figure{p, vg.Points(420), vg.Points(260), c.Result.Cell + ": operations completed over time per phase"}, nil
+}
+
+// axis is one axis of a plot: its label, and whether it is logarithmic.
+type axis struct {
+	label string
+	log   bool
+}
+
+// newPlot is a plot with a title, two axes and a grid, the way every
+// figure of the report starts.
+func newPlot(title string, x, y axis) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	for _, a := range []struct {
+		axis
+		to *plot.Axis
+	}{{x, &p.X}, {y, &p.Y}} {
+		a.to.Label.Text = a.label
+		if a.log {
+			a.to.Scale = plot.LogScale{}
+			a.to.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
+	}
+	p.Add(plotter.NewGrid())
+	return p
 }
