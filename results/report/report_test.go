@@ -196,6 +196,20 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// writePage writes dir's report and returns report.html.
+func writePage(t *testing.T, dir string) []byte {
+	t.Helper()
+	_, w, err := Write(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(w.Report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page
+}
+
 // skeleton reduces an HTML page to its structure, one line per element (tag,
 // id, class, link target, label) and per run of text, indented by depth.
 // Plots are one line each and style sheets none, so the golden file pins
@@ -288,14 +302,7 @@ func TestRenderStructureGolden(t *testing.T) {
 // the run directory. Nothing is fetched from elsewhere.
 func TestRenderLinksAndHeatmap(t *testing.T) {
 	dir := syntheticRun(t)
-	_, w, err := Write(context.Background(), dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := os.ReadFile(w.Report)
-	if err != nil {
-		t.Fatal(err)
-	}
+	page := writePage(t, dir)
 	s := skeleton(t, page)
 	for _, want := range []string{
 		"td.verdict-pass\n", "td.verdict-fail\n", "td.verdict-error\n", "td.verdict-skip\n", "td.verdict-none\n            \"not run\"\n",
@@ -474,14 +481,7 @@ func TestRenderVmlinuxErrors(t *testing.T) {
 // too), and the heatmap names the non-default scenarios.
 func TestRenderChurnBenchLinks(t *testing.T) {
 	dir := copyRun(t, churnBench)
-	_, w, err := Write(context.Background(), dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := os.ReadFile(w.Report)
-	if err != nil {
-		t.Fatal(err)
-	}
+	page := writePage(t, dir)
 	if n := checkLinks(t, dir, page); n < 12 {
 		t.Errorf("only %d links", n)
 	}
