@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf/btf"
@@ -67,38 +65,9 @@ func run(ctx context.Context, args []string, sys system) error {
 		return optErr
 	}
 	if (opts.StdinWatch || opts.KmsgStream) && sys.stdin != nil {
-		// A write to a pipe the sshd closed (OpenSSH does, on a dropped
-		// session) must fail with EPIPE, not kill the agent with SIGPIPE
-		// before it has released its links.
-		signal.Ignore(syscall.SIGPIPE)
-		stop := ctx.Done() // a signal (SIGTERM after a blip)
-		var (
-			cancel context.CancelFunc
-			gone   <-chan struct{}
-		)
-		ctx, cancel, gone = watchStdin(ctx, sys.stdin)
-		defer cancel()
-		stdout, stderr := newSessionWriter(sys.stdout, gone, stop), newSessionWriter(sys.stderr, gone, stop)
-		defer stderr.Close()
-		defer stdout.Close()
-		sys.stdout, sys.stderr = stdout, stderr
-		finished := make(chan struct{})
-		defer close(finished)
-		go func() {
-			why := "the harness's SSH session is gone (stdin closed)"
-			select {
-			case <-gone:
-			case <-stop:
-				why = "asked to stop"
-			case <-finished:
-				return
-			}
-			// Nobody may read stderr any more: the board's own log is
-			// where its operator will look.
-			sys.kmsg(fmt.Sprintf("fth-agent[%d]: %s; stopping, exit within %s", sys.pid, why, orphanGrace))
-			sys.sleep(orphanGrace)
-			sys.exit(3)
-		}()
+		var end func()
+		ctx, sys, end = startSession(ctx, sys)
+		defer end()
 	}
 	if optErr == nil && opts.KmsgStream {
 		// The first line names the stream's pid, so that the soak can

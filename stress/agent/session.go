@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -132,6 +134,43 @@ func (s *sessionWriter) Close() error {
 		s.wait(nil, nil, s.done)
 	}
 	return nil
+}
+
+// startSession ties the run to the SSH session on stdin: ctx ends when
+// stdin does, sys's output no longer blocks once the session is gone (or
+// 2 s after a signal), and an orphan guard ends the process orphanGrace
+// after either. end undoes it, last output flushed, when run returns.
+func startSession(ctx context.Context, sys system) (context.Context, system, func()) {
+	// A write to a pipe the sshd closed (OpenSSH does, on a dropped
+	// session) must fail with EPIPE, not kill the agent with SIGPIPE
+	// before it has released its links.
+	signal.Ignore(syscall.SIGPIPE)
+	stop := ctx.Done() // a signal (SIGTERM after a blip)
+	ctx, cancel, gone := watchStdin(ctx, sys.stdin)
+	stdout, stderr := newSessionWriter(sys.stdout, gone, stop), newSessionWriter(sys.stderr, gone, stop)
+	sys.stdout, sys.stderr = stdout, stderr
+	finished := make(chan struct{})
+	go func() {
+		why := "the harness's SSH session is gone (stdin closed)"
+		select {
+		case <-gone:
+		case <-stop:
+			why = "asked to stop"
+		case <-finished:
+			return
+		}
+		// Nobody may read stderr any more: the board's own log is where
+		// its operator will look.
+		sys.kmsg(fmt.Sprintf("fth-agent[%d]: %s; stopping, exit within %s", sys.pid, why, orphanGrace))
+		sys.sleep(orphanGrace)
+		sys.exit(3)
+	}()
+	return ctx, sys, func() {
+		close(finished)
+		stdout.Close()
+		stderr.Close()
+		cancel()
+	}
 }
 
 // watchStdin returns a context cancelled when stdin reaches EOF (the SSH
