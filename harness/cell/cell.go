@@ -67,10 +67,21 @@ const (
 	// outDead: the console showed a kernel panic and QEMU did not exit on its
 	// own (a panic that cannot reboot, as riscv64 under QEMU 7.2 can't).
 	outDead
+	// outReset: the guest reset the machine before the agent reported done.
+	// After a panic that is the reboot panic=-1 asks for; with nothing on the
+	// console it is a reset the kernel never announced, such as an x86
+	// triple fault.
+	outReset
 )
 
-// panicGrace is how long a panicked guest gets to make QEMU exit (panic=-1
-// plus -no-reboot) before the harness stops waiting: the report is complete
+// resetGrace is how long the loop keeps reading after QEMU reports a guest
+// reset: the agent's last events and the console's last lines may still be
+// in flight, and a done among them makes the reset the agent's own orderly
+// end rather than a finding.
+const resetGrace = 2 * time.Second
+
+// panicGrace is how long a panicked guest gets to reset (panic=-1, which
+// QEMU turns into a stop) before the harness stops waiting: the report is complete
 // by then, and the silence watchdog would waste minutes.
 const panicGrace = 15 * time.Second
 
@@ -147,6 +158,8 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		lastOut         = time.Now()
 		lastProgressLog time.Time
 		pauseAt         <-chan time.Time
+		guestReset      = vm.GuestReset()
+		resetSettled    <-chan time.Time
 		tick            = time.NewTicker(time.Second)
 		overall         = time.After(deadline)
 		res             outcome
@@ -227,6 +240,12 @@ loop:
 				break loop
 			case <-time.After(2 * time.Second):
 			}
+		case <-guestReset:
+			guestReset, resetSettled = nil, time.After(resetGrace)
+		case <-resetSettled:
+			log.Warn("the guest reset itself before the agent reported done; QEMU holds it paused for the register dump")
+			res = outReset
+			break loop
 		case <-dead:
 			log.Warn("the guest panicked and QEMU did not exit", "grace", panicGrace)
 			res = outDead
@@ -251,7 +270,7 @@ loop:
 	}
 
 	switch res {
-	case outHang, outDeadline, outDead:
+	case outHang, outDeadline, outDead, outReset:
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		dump := vm.Diagnose(dctx)
 		cancel()
@@ -261,10 +280,12 @@ loop:
 		_ = w.Update(func(r *results.Result) { r.Registers = "registers.txt" })
 		vm.Kill()
 	case outDone:
-		// The agent powers the guest off after done; give the console a moment
-		// to deliver any last report, then stop waiting.
+		// The agent restarts the guest after done, which QEMU turns into a
+		// pause (see qemu.Config.Reboot); give the console a moment to deliver
+		// any last report, then stop waiting.
 		select {
 		case <-vm.Exited():
+		case <-vm.GuestReset():
 		case <-time.After(10 * time.Second):
 		}
 	}
@@ -280,13 +301,27 @@ loop:
 			r.InFlight, r.RecentOps = inFlight, recentOps
 			r.Reason += fmt.Sprintf(" (during %s #%d: %s)", inFlight.Phase, inFlight.Index, inFlight.Function)
 		}
-		if res == outHang {
+		switch {
+		case res == outHang:
 			r.Findings = append(r.Findings, results.Finding{Kind: "hang", Title: fmt.Sprintf("hang: no output for %s", silence)})
-			if r.Verdict == results.Fail && r.Reason == "" {
-				r.Reason = r.Findings[0].Title
-			}
+		case res == outReset && len(r.Findings) == 0:
+			r.Findings = append(r.Findings, results.Finding{Kind: "reset", Title: silentResetTitle(r.Arch)})
+		}
+		if r.Verdict == results.Fail && r.Reason == "" && len(r.Findings) > 0 {
+			r.Reason = r.Findings[0].Title
 		}
 	})
+}
+
+// silentResetTitle names a reset that left no report on the console. On
+// x86 that is what a triple fault does (a fault while the double-fault
+// handler runs, typically a blown stack); elsewhere the kernel asked the
+// firmware for a reset without printing why.
+func silentResetTitle(arch string) string {
+	if arch == "x86_64" {
+		return "reset: the guest reset with no console report (x86 triple fault)"
+	}
+	return "reset: the guest reset with no console report"
 }
 
 func maybe(t time.Time, update bool) time.Time {
@@ -304,6 +339,8 @@ func verdict(r *results.Result, res outcome, done bool, silence, deadline time.D
 		return results.Fail, r.Findings[0].Title
 	case res == outHang:
 		return results.Fail, fmt.Sprintf("hang: no output for %s", silence)
+	case res == outReset:
+		return results.Fail, silentResetTitle(r.Arch)
 	case res == outInterrupted:
 		return results.Error, "interrupted"
 	case res == outDeadline:

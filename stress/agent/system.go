@@ -72,7 +72,7 @@ func realSystem() system {
 		mountFS:   func() error { return inventory.MountFS(mountinfo, inventory.DefaultMounts) },
 		sync:      unix.Sync,
 		sleep:     time.Sleep,
-		// QEMU runs with -no-reboot, so a restart ends it; a restart
+		// The harness's QEMU turns a restart into a stop; a restart
 		// also needs no ACPI or PSCI support in the guest kernel.
 		reboot: func() error { return unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART) },
 		sysrqCrash: func() error {

@@ -239,8 +239,8 @@ type Options struct {
 	// Events is where events go: "" auto-detects the virtio-serial port,
 	// "-" or "stdout" is stdout, anything else a file path.
 	Events string
-	// Poweroff reboots the guest (QEMU runs with -no-reboot, so this ends
-	// it) after the last event.
+	// Poweroff reboots the guest after the last event: the harness's QEMU
+	// turns a reboot into a stop, so this ends the VM.
 	Poweroff bool
 	// MaxArgs is the largest parameter count of a function to trace. The
 	// kernel's limit depends on the architecture and version; 6 is safe

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -98,6 +99,9 @@ func (w Widening) Check(accel Accel) error {
 // AgentPortName is the virtio-serial port the guest agent looks for.
 const AgentPortName = "fth.agent"
 
+// pauseOnShutdown is -action's value for a VM whose reset ends the run.
+const pauseOnShutdown = "reboot=shutdown,shutdown=pause"
+
 // Config describes one VM. It holds no state: Args derives the command line.
 type Config struct {
 	Arch   arch.Arch
@@ -176,7 +180,11 @@ func (c Config) Args() []string {
 		args = append(args, "-initrd", c.Initrd)
 	}
 	if !c.Reboot {
-		args = append(args, "-no-reboot")
+		// Like -no-reboot, a reset ends the run, but the guest stays paused
+		// where it was, so the registers of a reset that printed nothing
+		// (an x86 triple fault) can still be read. Instance quits QEMU on an
+		// orderly poweroff.
+		args = append(args, "-action", pauseOnShutdown)
 	}
 	if c.SSHPort != 0 {
 		args = append(args,
@@ -198,10 +206,16 @@ func (c Config) Args() []string {
 
 // Repro is the command line a developer can paste to boot the same VM by hand.
 // QEMU then waits for a reader on the agent socket: `socat - UNIX-CONNECT:<path>`.
+// It has -no-reboot where Args pauses on shutdown: by hand there is no QMP
+// client to read the registers and quit, and a VM that ends should exit.
 func (c Config) Repro() string {
 	var b strings.Builder
 	b.WriteString(c.Arch.QEMU)
-	for _, a := range c.Args() {
+	args := c.Args()
+	if i := slices.Index(args, pauseOnShutdown); i > 0 && args[i-1] == "-action" {
+		args = slices.Replace(args, i-1, i+1, "-no-reboot")
+	}
+	for _, a := range args {
 		b.WriteByte(' ')
 		b.WriteString(shell.Quote(a))
 	}

@@ -38,7 +38,7 @@ func TestArgsGolden(t *testing.T) {
 		"-device", "virtserialport,bus=vser0.0,chardev=agent0,name=fth.agent",
 		"-nodefaults",
 		"-initrd", "/i/agent.cpio",
-		"-no-reboot",
+		"-action", "reboot=shutdown,shutdown=pause",
 	}
 	if got := c.Args(); !slices.Equal(got, want) {
 		t.Errorf("Args() =\n%q\nwant\n%q", got, want)
@@ -73,6 +73,9 @@ func TestReproQuotes(t *testing.T) {
 	if !strings.HasPrefix(r, "qemu-system-x86_64 ") || !strings.Contains(r, "-append 'console=ttyS0 panic=-1 nokaslr printk.time=1'") {
 		t.Errorf("Repro() = %s", r)
 	}
+	if !strings.HasSuffix(r, " -no-reboot") || strings.Contains(r, "-action") {
+		t.Errorf("Repro() = %s: want -no-reboot, so a VM started by hand exits when it ends", r)
+	}
 }
 
 func TestArchCmdlineIncluded(t *testing.T) {
@@ -105,8 +108,8 @@ func TestWideningArgs(t *testing.T) {
 				t.Errorf("-accel %q, want %q", args[3], tt.accel)
 			}
 			base := Config{Arch: x86(t), Accel: AccelTCGSingle, CPUs: 1, MemoryMB: 64}.Args()
-			base = base[:len(base)-1] // -no-reboot comes before the widening
-			tt.extra = append([]string{"-no-reboot"}, tt.extra...)
+			base = base[:len(base)-2] // -action comes before the widening
+			tt.extra = append([]string{"-action", "reboot=shutdown,shutdown=pause"}, tt.extra...)
 			if got := args[len(base):]; !slices.Equal(got, tt.extra) {
 				t.Errorf("extra args %q, want %q", got, tt.extra)
 			}
@@ -151,8 +154,8 @@ func TestParseVersion(t *testing.T) {
 func TestBoardArgs(t *testing.T) {
 	c := Config{Arch: x86(t), Accel: AccelTCGSingle, CPUs: 1, MemoryMB: 64, SSHPort: 2222, Reboot: true}
 	args := strings.Join(c.Args(), " ")
-	if strings.Contains(args, "-no-reboot") {
-		t.Error("a board VM must reboot on panic, not exit")
+	if strings.Contains(args, "-no-reboot") || strings.Contains(args, "-action") {
+		t.Error("a board VM must reboot on panic, not exit or pause")
 	}
 	if !strings.Contains(args, "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:2222-:22 -device virtio-net-pci,netdev=net0") {
 		t.Errorf("no loopback-only port forward in %s", args)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/digitalocean/go-qemu/qmp"
@@ -36,6 +37,12 @@ type Instance struct {
 	exited  chan struct{}
 	exitErr error
 	once    sync.Once
+
+	// reset is closed when the guest reset itself and QEMU holds it paused
+	// (Config.Reboot unset): see GuestReset.
+	reset     chan struct{}
+	resetOnce sync.Once
+	shutdown  atomic.Pointer[string]
 }
 
 // Start launches QEMU and connects the agent channel and QMP. The caller must
@@ -58,7 +65,7 @@ func Start(ctx context.Context, log *slog.Logger, cfg Config) (*Instance, error)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: start %s: %v", ErrQEMU, bin, err)
 	}
-	inst := &Instance{cfg: cfg, cmd: cmd, console: console, log: log, stderr: stderr, exited: make(chan struct{})}
+	inst := &Instance{cfg: cfg, cmd: cmd, console: console, log: log, stderr: stderr, exited: make(chan struct{}), reset: make(chan struct{})}
 	go func() {
 		inst.exitErr = cmd.Wait()
 		close(inst.exited)
@@ -103,14 +110,62 @@ func (i *Instance) connect(ctx context.Context) error {
 	// go-qemu's event channel is unbuffered and its reader blocks on it: drain it
 	// or every later command stalls.
 	events, err := mon.Events(ctx)
-	if err == nil {
+	if err != nil {
+		// Without events a guest poweroff leaves QEMU paused, and the caller
+		// sees a silent guest instead of an exit: say why up front.
+		i.log.Warn("qmp events unavailable: a guest poweroff will look like a hang", "err", err)
+		return nil
+	}
+	go func() {
+		for ev := range events {
+			i.log.Debug("qmp event", "event", ev.Event, "data", ev.Data)
+			if ev.Event == "SHUTDOWN" {
+				reason, _ := ev.Data["reason"].(string)
+				i.onShutdown(reason)
+			}
+		}
+	}()
+	return nil
+}
+
+// onShutdown acts on QMP's SHUTDOWN event. Without Config.Reboot, QEMU runs
+// with shutdown=pause, so every guest shutdown stops the vCPUs where they
+// are: a reset the guest did not announce (an x86 triple fault leaves no
+// console output at all) keeps its registers for Diagnose, and an orderly
+// poweroff is turned into the exit that -no-reboot used to give.
+func (i *Instance) onShutdown(reason string) {
+	i.shutdown.Store(&reason)
+	if i.cfg.Reboot {
+		return
+	}
+	switch reason {
+	case "guest-reset", "guest-panic":
+		i.resetOnce.Do(func() { close(i.reset) })
+	case "guest-shutdown":
 		go func() {
-			for ev := range events {
-				i.log.Debug("qmp event", "event", ev.Event)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			if _, err := i.run(ctx, qmp.Command{Execute: "quit"}); err != nil {
+				i.log.Debug("quit after guest poweroff", "err", err)
+				i.Kill()
 			}
 		}()
 	}
-	return nil
+}
+
+// GuestReset is closed when the guest reset or panicked the machine itself
+// (QMP SHUTDOWN with reason guest-reset or guest-panic) on a VM without
+// Config.Reboot. QEMU then holds the guest paused, registers intact, until
+// Close: Diagnose first.
+func (i *Instance) GuestReset() <-chan struct{} { return i.reset }
+
+// ShutdownReason is the reason of QMP's last SHUTDOWN event ("guest-reset",
+// "guest-shutdown", "host-qmp-quit", ...), or "" if there was none.
+func (i *Instance) ShutdownReason() string {
+	if r := i.shutdown.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 // Console returns QEMU's stdout, which carries the guest serial console.
