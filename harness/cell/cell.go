@@ -289,6 +289,7 @@ loop:
 		case <-time.After(10 * time.Second):
 		}
 	}
+	tripleFault := res == outReset && vm.TripleFault() // Close removes QEMU's log
 	vm.Close()
 	drain(lines, conLog, evLog, det, addFindings)
 	addFindings(det.Flush())
@@ -296,30 +297,32 @@ loop:
 	elapsed := time.Since(start)
 	return w.Update(func(r *results.Result) {
 		r.Timings.GuestSeconds = elapsed.Seconds()
+		// A reset is a finding only when the console explains nothing: after
+		// a panic it is just the reboot panic=-1 asked for.
+		if res == outReset && len(r.Findings) == 0 {
+			r.Findings = append(r.Findings, results.Finding{Kind: "reset", Title: silentResetTitle(tripleFault)})
+		}
 		r.Verdict, r.Reason = verdict(r, res, done, silence, deadline, vm.Stderr())
 		if inFlight != nil && !done && r.Verdict != results.Pass {
 			r.InFlight, r.RecentOps = inFlight, recentOps
 			r.Reason += fmt.Sprintf(" (during %s #%d: %s)", inFlight.Phase, inFlight.Index, inFlight.Function)
 		}
-		switch {
-		case res == outHang:
+		if res == outHang {
 			r.Findings = append(r.Findings, results.Finding{Kind: "hang", Title: fmt.Sprintf("hang: no output for %s", silence)})
-		case res == outReset && len(r.Findings) == 0:
-			r.Findings = append(r.Findings, results.Finding{Kind: "reset", Title: silentResetTitle(r.Arch)})
-		}
-		if r.Verdict == results.Fail && r.Reason == "" && len(r.Findings) > 0 {
-			r.Reason = r.Findings[0].Title
+			if r.Verdict == results.Fail && r.Reason == "" {
+				r.Reason = r.Findings[0].Title
+			}
 		}
 	})
 }
 
 // silentResetTitle names a reset that left no report on the console. On
 // x86 that is what a triple fault does (a fault while the double-fault
-// handler runs, typically a blown stack); elsewhere the kernel asked the
-// firmware for a reset without printing why.
-func silentResetTitle(arch string) string {
-	if arch == "x86_64" {
-		return "reset: the guest reset with no console report (x86 triple fault)"
+// handler runs, typically a blown stack), and QEMU's reset log says so;
+// otherwise the kernel asked the machine for a reset without printing why.
+func silentResetTitle(tripleFault bool) string {
+	if tripleFault {
+		return "reset: the guest reset with no console report (QEMU logged a triple fault)"
 	}
 	return "reset: the guest reset with no console report"
 }
@@ -340,7 +343,7 @@ func verdict(r *results.Result, res outcome, done bool, silence, deadline time.D
 	case res == outHang:
 		return results.Fail, fmt.Sprintf("hang: no output for %s", silence)
 	case res == outReset:
-		return results.Fail, silentResetTitle(r.Arch)
+		return results.Fail, silentResetTitle(false)
 	case res == outInterrupted:
 		return results.Error, "interrupted"
 	case res == outDeadline:

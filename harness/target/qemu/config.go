@@ -137,6 +137,10 @@ func (c Config) QMPSocket() string { return filepath.Join(c.SocketDir, "qmp.sock
 // AgentSocket is the path of the agent channel's socket.
 func (c Config) AgentSocket() string { return filepath.Join(c.SocketDir, "agent.sock") }
 
+// ResetLog is where QEMU logs CPU resets (-d cpu_reset) on a VM without
+// Reboot. On x86 it is the only place a triple fault is named.
+func (c Config) ResetLog() string { return filepath.Join(c.SocketDir, "qemu-reset.log") }
+
 // KernelCmdline is the full guest command line.
 func (c Config) KernelCmdline() string {
 	params := []string{
@@ -184,7 +188,7 @@ func (c Config) Args() []string {
 		// where it was, so the registers of a reset that printed nothing
 		// (an x86 triple fault) can still be read. Instance quits QEMU on an
 		// orderly poweroff.
-		args = append(args, "-action", pauseOnShutdown)
+		args = append(args, "-action", pauseOnShutdown, "-d", "cpu_reset", "-D", c.ResetLog())
 	}
 	if c.SSHPort != 0 {
 		args = append(args,
@@ -213,7 +217,7 @@ func (c Config) Repro() string {
 	b.WriteString(c.Arch.QEMU)
 	args := c.Args()
 	if i := slices.Index(args, pauseOnShutdown); i > 0 && args[i-1] == "-action" {
-		args = slices.Replace(args, i-1, i+1, "-no-reboot")
+		args = slices.Replace(args, i-1, i+5, "-no-reboot")
 	}
 	for _, a := range args {
 		b.WriteByte(' ')

@@ -39,6 +39,7 @@ func TestArgsGolden(t *testing.T) {
 		"-nodefaults",
 		"-initrd", "/i/agent.cpio",
 		"-action", "reboot=shutdown,shutdown=pause",
+		"-d", "cpu_reset", "-D", "/s/qemu-reset.log",
 	}
 	if got := c.Args(); !slices.Equal(got, want) {
 		t.Errorf("Args() =\n%q\nwant\n%q", got, want)
@@ -73,7 +74,7 @@ func TestReproQuotes(t *testing.T) {
 	if !strings.HasPrefix(r, "qemu-system-x86_64 ") || !strings.Contains(r, "-append 'console=ttyS0 panic=-1 nokaslr printk.time=1'") {
 		t.Errorf("Repro() = %s", r)
 	}
-	if !strings.HasSuffix(r, " -no-reboot") || strings.Contains(r, "-action") {
+	if !strings.HasSuffix(r, " -no-reboot") || strings.Contains(r, "-action") || strings.Contains(r, "cpu_reset") {
 		t.Errorf("Repro() = %s: want -no-reboot, so a VM started by hand exits when it ends", r)
 	}
 }
@@ -108,8 +109,8 @@ func TestWideningArgs(t *testing.T) {
 				t.Errorf("-accel %q, want %q", args[3], tt.accel)
 			}
 			base := Config{Arch: x86(t), Accel: AccelTCGSingle, CPUs: 1, MemoryMB: 64}.Args()
-			base = base[:len(base)-2] // -action comes before the widening
-			tt.extra = append([]string{"-action", "reboot=shutdown,shutdown=pause"}, tt.extra...)
+			base = base[:len(base)-6] // -action and -d come before the widening
+			tt.extra = append([]string{"-action", "reboot=shutdown,shutdown=pause", "-d", "cpu_reset", "-D", "qemu-reset.log"}, tt.extra...)
 			if got := args[len(base):]; !slices.Equal(got, tt.extra) {
 				t.Errorf("extra args %q, want %q", got, tt.extra)
 			}

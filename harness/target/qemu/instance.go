@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -159,6 +160,14 @@ func (i *Instance) onShutdown(reason string) {
 // Close: Diagnose first.
 func (i *Instance) GuestReset() <-chan struct{} { return i.reset }
 
+// TripleFault reports whether QEMU logged an x86 triple fault: the reset a
+// guest gets when a fault hits while its double-fault handler runs, and
+// which leaves nothing on the console.
+func (i *Instance) TripleFault() bool {
+	b, err := os.ReadFile(i.cfg.ResetLog())
+	return err == nil && bytes.Contains(b, []byte("Triple fault"))
+}
+
 // ShutdownReason is the reason of QMP's last SHUTDOWN event ("guest-reset",
 // "guest-shutdown", "host-qmp-quit", ...), or "" if there was none.
 func (i *Instance) ShutdownReason() string {
@@ -311,6 +320,7 @@ func (i *Instance) Close() error {
 		}
 		_ = os.Remove(i.cfg.QMPSocket())
 		_ = os.Remove(i.cfg.AgentSocket())
+		_ = os.Remove(i.cfg.ResetLog())
 	})
 	return nil
 }
