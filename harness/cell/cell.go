@@ -243,11 +243,11 @@ loop:
 		case <-guestReset:
 			guestReset, resetSettled = nil, time.After(resetGrace)
 		case <-resetSettled:
-			log.Warn("the guest reset itself before the agent reported done; QEMU holds it paused for the register dump")
+			log.Warn("the guest reset itself before the agent reported done; QEMU holds it paused for the register dump", "reason", vm.ShutdownReason())
 			res = outReset
 			break loop
 		case <-dead:
-			log.Warn("the guest panicked and QEMU did not exit", "grace", panicGrace)
+			log.Warn("the guest panicked and did not reset", "grace", panicGrace)
 			res = outDead
 			break loop
 		case <-pauseAt:
