@@ -15,7 +15,7 @@ func TestKnownFindingRCUReadUnlockSpecial(t *testing.T) {
 	// One fentry on rcu_read_unlock_special: traceable, has BTF, not in the
 	// verifier's btf_id_deny (its caller __rcu_read_unlock is). On Linux 7.3.4
 	// with PREEMPT_RCU the guest dies within a fraction of a second: mostly
-	// with an oops, but about one run in four as an x86 triple fault that
+	// with an oops, but about one run in three as an x86 triple fault that
 	// prints nothing, which the harness reports as a reset finding.
 	r := runFth(t, 15*time.Minute, "--agent-arg", "funcs=rcu_read_unlock_special", "--hold", "30s")
 	r.mustCell(t)
