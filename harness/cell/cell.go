@@ -342,8 +342,6 @@ func verdict(r *results.Result, res outcome, done bool, silence, deadline time.D
 		return results.Fail, r.Findings[0].Title
 	case res == outHang:
 		return results.Fail, fmt.Sprintf("hang: no output for %s", silence)
-	case res == outReset:
-		return results.Fail, silentResetTitle(false)
 	case res == outInterrupted:
 		return results.Error, "interrupted"
 	case res == outDeadline:
