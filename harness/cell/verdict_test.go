@@ -29,6 +29,7 @@ func TestVerdict(t *testing.T) {
 		{"triple fault", results.Result{Findings: []results.Finding{{Kind: "reset", Title: silentResetTitle(true)}}}, outReset, false, results.Fail, "no console report (QEMU logged a triple fault)"},
 		{"silent death is an error", results.Result{}, outExited, false, results.Error, "stopped before the agent reported done"},
 		{"deadline", results.Result{}, outDeadline, false, results.Error, "deadline"},
+		{"hung tasks, then the deadline", results.Result{Findings: []results.Finding{{Kind: "hung_task", Title: "INFO: task hung in ftrace_shutdown"}}}, outDeadline, false, results.Fail, "INFO: task hung"},
 		{"interrupted", results.Result{}, outInterrupted, false, results.Error, "interrupted"},
 		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, outDone, true, results.Fail, "agent: 0 of 2000"},
 		{"oracle failure beats agent ok", results.Result{AgentOK: &yes, Oracles: []event.Oracle{
