@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -99,9 +98,6 @@ func (w Widening) Check(accel Accel) error {
 // AgentPortName is the virtio-serial port the guest agent looks for.
 const AgentPortName = "fth.agent"
 
-// pauseOnShutdown is -action's value for a VM whose reset ends the run.
-const pauseOnShutdown = "reboot=shutdown,shutdown=pause"
-
 // Config describes one VM. It holds no state: Args derives the command line.
 type Config struct {
 	Arch   arch.Arch
@@ -159,7 +155,11 @@ func (c Config) KernelCmdline() string {
 
 // Args is the QEMU command line, without the binary. It is a pure function of
 // c, so it can be golden-tested and printed as a repro.
-func (c Config) Args() []string {
+func (c Config) Args() []string { return c.args(false) }
+
+// args builds the command line; byHand is for a person at a shell, who has
+// no QMP client to read a paused VM and quit it.
+func (c Config) args(byHand bool) []string {
 	args := []string{
 		"-machine", c.Arch.Machine,
 		"-accel", c.Accel.qemuArg(),
@@ -183,12 +183,16 @@ func (c Config) Args() []string {
 	if c.Initrd != "" {
 		args = append(args, "-initrd", c.Initrd)
 	}
-	if !c.Reboot {
+	switch {
+	case c.Reboot:
+	case byHand:
+		args = append(args, "-no-reboot")
+	default:
 		// Like -no-reboot, a reset ends the run, but the guest stays paused
 		// where it was, so the registers of a reset that printed nothing
 		// (an x86 triple fault) can still be read. Instance quits QEMU on an
 		// orderly poweroff.
-		args = append(args, "-action", pauseOnShutdown, "-d", "cpu_reset", "-D", c.ResetLog())
+		args = append(args, "-action", "reboot=shutdown,shutdown=pause", "-d", "cpu_reset", "-D", c.ResetLog())
 	}
 	if c.SSHPort != 0 {
 		args = append(args,
@@ -215,11 +219,7 @@ func (c Config) Args() []string {
 func (c Config) Repro() string {
 	var b strings.Builder
 	b.WriteString(c.Arch.QEMU)
-	args := c.Args()
-	if i := slices.Index(args, pauseOnShutdown); i > 0 && args[i-1] == "-action" {
-		args = slices.Replace(args, i-1, i+5, "-no-reboot")
-	}
-	for _, a := range args {
+	for _, a := range c.args(true) {
 		b.WriteByte(' ')
 		b.WriteString(shell.Quote(a))
 	}
