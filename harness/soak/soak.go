@@ -588,9 +588,7 @@ func (s *soak) comeback(ctx context.Context) (rebooted, back bool) {
 	}
 	s.log.Warn("board rebooted", "old_boot_id", s.bootID, "new_boot_id", cb.BootID, "waited", cb.Waited.Round(time.Second))
 	s.bootID = cb.BootID
-	s.kmsgNext.Store(0) // a new boot numbers its records from 0
-	s.agentPID.Store(0)
-	s.kmsgPID.Store(0)
+	s.kmsgNext.Store(0) // a new boot numbers its records from 0; the pids reset when the next segment starts
 	_ = s.w.Update(func(r *results.Result) { r.Board.BootIDs = append(r.Board.BootIDs, cb.BootID) })
 	fs := s.collectPstore(ctx)
 	fs = append(fs, s.collectPrevBoot(ctx)...)
