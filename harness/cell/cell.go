@@ -72,7 +72,30 @@ const (
 	// console it is a reset the kernel never announced, such as an x86
 	// triple fault.
 	outReset
+	// outHangReported: the console reported a hang (a hung task, an RCU or
+	// workqueue stall, a lockup) and hangTail has passed since, while
+	// something in the guest still talked, so neither the silence watchdog
+	// nor done ended the cell.
+	outHangReported
 )
+
+// hangTail is how long a cell goes on after the console's first hang report,
+// before the arch's timeout scale. A hang that stops only some tasks leaves
+// the agent talking, and the cell would otherwise run to its deadline (30
+// minutes by default) with nothing more to learn: the report, its stacks and
+// one more round of hung-task or stall reports arrive within this time.
+const hangTail = 60 * time.Second
+
+// endsCell reports whether a finding of this kind ends the cell hangTail
+// later. Oopses, WARNs and lockdep splats do not: the kernel goes on, and
+// the rest of the run can still find more.
+func endsCell(k console.Kind) bool {
+	switch k {
+	case console.KindHungTask, console.KindRCUStall, console.KindWorkqueueStall, console.KindSoftLockup, console.KindHardLockup:
+		return true
+	}
+	return false
+}
 
 // resetGrace is how long the loop keeps reading after QEMU reports a guest
 // reset: the agent's last events and the console's last lines may still be
@@ -129,7 +152,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	go readLines(vm.Agent(), true, lines, readersDone)
 
 	det := console.NewDetector()
-	var dead <-chan time.Time
+	var dead, tail <-chan time.Time
 	addFindings := func(fs []console.Finding) {
 		if len(fs) == 0 {
 			return
@@ -137,6 +160,11 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		for _, f := range fs {
 			if f.Kind == console.KindPanic && dead == nil {
 				dead = time.After(panicGrace)
+			}
+			if endsCell(f.Kind) && tail == nil {
+				t := time.Duration(float64(hangTail) * scale)
+				log.Info("the console reported a hang; the cell ends after its tail", "tail", t)
+				tail = time.After(t)
 			}
 		}
 		_ = w.Update(func(r *results.Result) {
@@ -250,6 +278,9 @@ loop:
 			log.Warn("the guest panicked and did not reset", "grace", panicGrace)
 			res = outDead
 			break loop
+		case <-tail:
+			res = outHangReported
+			break loop
 		case <-pauseAt:
 			log.Info("pausing the VM over QMP (hang injection)")
 			if err := vm.Pause(ctx); err != nil {
@@ -270,7 +301,7 @@ loop:
 	}
 
 	switch res {
-	case outHang, outDeadline, outDead, outReset:
+	case outHang, outDeadline, outDead, outReset, outHangReported:
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		dump := vm.Diagnose(dctx)
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/console"
 	"github.com/ftrace-harness/fth/results/event"
 )
 
@@ -30,6 +31,7 @@ func TestVerdict(t *testing.T) {
 		{"silent death is an error", results.Result{}, outExited, false, results.Error, "stopped before the agent reported done"},
 		{"deadline", results.Result{}, outDeadline, false, results.Error, "deadline"},
 		{"hung tasks, then the deadline", results.Result{Findings: []results.Finding{{Kind: "hung_task", Title: "INFO: task hung in ftrace_shutdown"}}}, outDeadline, false, results.Fail, "INFO: task hung"},
+		{"hung task, then its tail", results.Result{Findings: []results.Finding{{Kind: "hung-task", Title: "INFO: task hung in dsleep_write"}}}, outHangReported, false, results.Fail, "INFO: task hung in dsleep_write"},
 		{"interrupted", results.Result{}, outInterrupted, false, results.Error, "interrupted"},
 		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, outDone, true, results.Fail, "agent: 0 of 2000"},
 		{"oracle failure beats agent ok", results.Result{AgentOK: &yes, Oracles: []event.Oracle{
@@ -47,6 +49,21 @@ func TestVerdict(t *testing.T) {
 				t.Errorf("verdict = %s %q, want %s containing %q", v, reason, tt.want, tt.reason)
 			}
 		})
+	}
+}
+
+// Only reports of a hang end a cell early: after an oops or a WARN the
+// kernel runs on, and the rest of the run can still find more.
+func TestEndsCell(t *testing.T) {
+	for k, want := range map[console.Kind]bool{
+		console.KindHungTask: true, console.KindRCUStall: true, console.KindWorkqueueStall: true,
+		console.KindSoftLockup: true, console.KindHardLockup: true,
+		console.KindOops: false, console.KindBug: false, console.KindWarning: false,
+		console.KindPanic: false, console.KindFtraceBug: false, console.KindLockdep: false,
+	} {
+		if got := endsCell(k); got != want {
+			t.Errorf("endsCell(%s) = %v, want %v", k, got, want)
+		}
 	}
 }
 

@@ -131,6 +131,7 @@ func (f *fakeSystem) system(t *testing.T, ppid int) system {
 			return errors.New("not really")
 		},
 		sysrqCrash: func() error { f.crashed++; return nil },
+		hangTask:   func() error { return errors.New("no hang injection outside a VM") },
 		kmsg: func(line string) {
 			f.mu.Lock()
 			defer f.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/inventory"
+	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/report"
 )
 
@@ -47,6 +48,8 @@ type system struct {
 	sleep      func(time.Duration)
 	reboot     func() error
 	sysrqCrash func() error
+	// hangTask leaves one thread in D state (crash=hung-task).
+	hangTask func() error
 	// kmsgPath is the kernel log device the kmsgstream option reads.
 	kmsgPath string
 	// kmsg writes a line to the kernel log, best effort.
@@ -78,6 +81,7 @@ func realSystem() system {
 		sysrqCrash: func() error {
 			return os.WriteFile(sysrqPath, []byte("c"), 0)
 		},
+		hangTask: func() error { return injectHungTask(kmods.DefaultDir) },
 		kmsgPath: kmsgDev,
 		kmsg: func(line string) {
 			_ = os.WriteFile(kmsgDev, []byte(line+"\n"), 0)

@@ -13,6 +13,9 @@
  * fth_target_counted() is called only when userspace writes N to
  * /sys/kernel/debug/fth_target/call, exactly N times, so a fentry program
  * on it must count exactly N hits (the exact-count oracle).
+ *
+ * A write of M to /sys/kernel/debug/fth_target/dsleep sleeps M ms in D
+ * state: the agent's crash=hung-task.
  */
 #include <linux/atomic.h>
 #include <linux/debugfs.h>
@@ -92,6 +95,36 @@ static ssize_t call_read(struct file *file, char __user *buf, size_t count,
 	return simple_read_from_buffer(buf, count, ppos, out, len);
 }
 
+/*
+ * dsleep puts its writer to sleep uninterruptibly for the given number of
+ * milliseconds (at most FTH_MAX_DSLEEP_MS): the harness's hang injection.
+ * The hung task detector reports the writer while every other task goes
+ * on, which is the partial hang the host must end a cell on without
+ * waiting for its deadline.
+ */
+#define FTH_MAX_DSLEEP_MS (30 * 60 * 1000)
+
+static ssize_t dsleep_write(struct file *file, const char __user *buf,
+			    size_t count, loff_t *ppos)
+{
+	unsigned long ms;
+	int err;
+
+	err = kstrtoul_from_user(buf, count, 10, &ms);
+	if (err)
+		return err;
+	if (ms > FTH_MAX_DSLEEP_MS)
+		return -E2BIG;
+	msleep(ms);
+	return count;
+}
+
+static const struct file_operations dsleep_fops = {
+	.owner = THIS_MODULE,
+	.write = dsleep_write,
+	.llseek = default_llseek,
+};
+
 static const struct file_operations call_fops = {
 	.owner = THIS_MODULE,
 	.write = call_write,
@@ -127,6 +160,7 @@ static int __init fth_target_init(void)
 	}
 	dir = debugfs_create_dir("fth_target", NULL);
 	debugfs_create_file("call", 0600, dir, NULL, &call_fops);
+	debugfs_create_file("dsleep", 0200, dir, NULL, &dsleep_fops);
 	return 0;
 }
 

@@ -32,7 +32,18 @@ const (
 	// CrashSysrqC writes 'c' to /proc/sysrq-trigger after the attach phase,
 	// so that the host's crash detection can be tested against a known panic.
 	CrashSysrqC = "sysrq-c"
+	// CrashHungTask loads fth_target after the attach phase, lowers the
+	// hung task timeout to HungTaskTimeout and leaves one agent thread
+	// asleep in D state, then goes on as usual: a partial hang, which the
+	// host must report and end the cell on while the agent still talks.
+	CrashHungTask = "hung-task"
 )
+
+const crashModes = `want "none", "sysrq-c" or "hung-task"`
+
+// HungTaskTimeout is what crash=hung-task sets kernel.hung_task_timeout_secs
+// to, in seconds, so the report comes within seconds rather than minutes.
+const HungTaskTimeout = 2
 
 // Sabotage modes: test-only ways to make an oracle see what it must
 // catch, so that a test can show the oracle fails the cell.
@@ -459,15 +470,15 @@ var fields = []field{
 	},
 	{
 		name:  "crash",
-		usage: "`mode`: \"none\", or \"sysrq-c\" to crash the kernel after attaching (tests crash detection)",
+		usage: "`mode`: \"none\"; \"sysrq-c\" to crash the kernel after attaching, or \"hung-task\" to leave one agent thread in D state then (tests crash and hang detection)",
 		set: func(o *Options, v string) error {
 			switch v {
 			case "", "none":
 				o.Crash = CrashNone
-			case CrashSysrqC:
-				o.Crash = CrashSysrqC
+			case CrashSysrqC, CrashHungTask:
+				o.Crash = v
 			default:
-				return errors.New(`want "none" or "sysrq-c"`)
+				return errors.New(crashModes)
 			}
 			return nil
 		},
@@ -838,7 +849,7 @@ func (o *Options) Validate() error {
 	check(o.Hold < 0, "hold", "want a duration >= 0")
 	check(o.Threads < 1 || o.Threads > 4096, "threads", "want an integer from 1 to 4096")
 	check(o.Stall <= 0, "stall", "want a duration > 0")
-	check(o.Crash != CrashNone && o.Crash != CrashSysrqC, "crash", `want "none" or "sysrq-c"`)
+	check(o.Crash != CrashNone && o.Crash != CrashSysrqC && o.Crash != CrashHungTask, "crash", crashModes)
 	check(o.MaxArgs < 0 || o.MaxArgs > MaxArgsLimit, "maxargs", fmt.Sprintf("want an integer from 0 to %d", MaxArgsLimit))
 	check(o.Scenario != ScenarioStorm && o.Scenario != ScenarioChurn && o.Scenario != ScenarioBench, "scenario", `want "storm", "churn" or "bench"`)
 	check(o.Hot < 1 || o.Hot > maxHot, "hot", fmt.Sprintf("want an integer from 1 to %d", maxHot))

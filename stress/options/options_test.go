@@ -126,7 +126,16 @@ func TestParse(t *testing.T) {
 		{name: "zero stall", cmdline: "fth.stall=0s", wantErr: `fth.stall="0s": want a duration > 0`},
 		{name: "bad detach", cmdline: "fth.detach=some", wantErr: "fth.detach"},
 		{name: "zero threads", cmdline: "fth.threads=0", wantErr: "fth.threads"},
-		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none" or "sysrq-c"`},
+		{
+			name:    "crash hung-task",
+			cmdline: "fth.crash=hung-task",
+			check: func(t *testing.T, o Options) {
+				if o.Crash != CrashHungTask {
+					t.Errorf("Crash = %q, want %q", o.Crash, CrashHungTask)
+				}
+			},
+		},
+		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none", "sysrq-c" or "hung-task"`},
 		{name: "bad poweroff", cmdline: "fth.poweroff=maybe", wantErr: "fth.poweroff"},
 		{name: "maxargs too big", cmdline: "fth.maxargs=13", wantErr: "fth.maxargs"},
 		{name: "unknown key", cmdline: "fth.hodl=5s", wantErr: "fth.hodl: unknown key"},

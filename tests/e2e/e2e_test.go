@@ -187,6 +187,31 @@ func TestX86HangDetected(t *testing.T) {
 	}
 }
 
+// (c2) A partial hang: one task stuck in D state while the agent keeps
+// talking. Neither the silence watchdog nor done ends such a cell, so the
+// console's hung-task report must, a tail after it, long before the
+// deadline; with a register dump, as for any hang.
+func TestX86PartialHangEndsCell(t *testing.T) {
+	r := runFth(t, 20*time.Minute, "--n", "20", "--crash", "hung-task", "--hold", "15m", "--deadline", "15m")
+	r.mustCell(t)
+	res := r.result
+	if r.exit != 1 || res.Verdict != results.Fail {
+		t.Fatalf("exit %d, verdict %s (%s), want exit 1 and fail", r.exit, res.Verdict, res.Reason)
+	}
+	if len(res.Findings) == 0 || res.Findings[0].Kind != "hung-task" {
+		t.Fatalf("findings = %+v, want a hung-task report first", res.Findings)
+	}
+	// The report comes a few seconds after the injection and the tail is
+	// 60 s; the bound leaves room for a slow boot and attach under TCG,
+	// and is far below the 15-minute hold the agent would otherwise wait out.
+	if g := res.Timings.GuestSeconds; g > 300 {
+		t.Errorf("the cell ran %.0f s, want it ended by the hang report's tail, well before its 15-minute hold", g)
+	}
+	if _, err := os.Stat(filepath.Join(r.cell, "registers.txt")); err != nil {
+		t.Errorf("no register dump after the hang report: %v", err)
+	}
+}
+
 // (d) A fragment asking for a symbol the kernel lacks fails before any build
 // starts, naming the symbol and why.
 func TestBadFragmentFailsBeforeBuild(t *testing.T) {

@@ -33,7 +33,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		hold       = fs.Duration("hold", 5*time.Second, "how long to keep every trampoline attached with the hammer running")
 		detach     = fs.String("detach", "all", "how many trampolines to detach one by one with timing ('all', or a number; the rest go with the guest)")
 		seed       = fs.Int64("seed", 0, "random seed for function selection and the hammer (0: the agent picks and reports one)")
-		crash      = fs.String("crash", "", "inject a guest crash after attaching: sysrq-c")
+		crash      = fs.String("crash", "", "inject a fault after attaching: sysrq-c (a panic) or hung-task (one agent thread left in D state)")
 		pauseAfter = fs.Duration("pause-after", 0, "stop the VM over QMP this long after the agent starts (hang injection)")
 		deadline   = fs.Duration("deadline", 30*time.Minute, "overall deadline for the boot (scaled per arch)")
 		silence    = fs.Duration("silence", 90*time.Second, "no-output watchdog (scaled per arch)")
@@ -53,8 +53,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("%w: --accel: %v", errUsage, err)
 	}
-	if *crash != "" && *crash != "sysrq-c" {
-		return fmt.Errorf("%w: --crash %q: the only injection is sysrq-c", errUsage, *crash)
+	if *crash != "" && *crash != "sysrq-c" && *crash != "hung-task" {
+		return fmt.Errorf("%w: --crash %q: the injections are sysrq-c and hung-task", errUsage, *crash)
 	}
 	agent := map[string]string{"n": *n, "hold": hold.String(), "detach": *detach}
 	if *seed != 0 {
