@@ -197,6 +197,15 @@ type Result struct {
 	RecentOps []event.Op `json:"recent_ops,omitempty"`
 	// Registers is the file holding the vCPU register dump taken on a hang.
 	Registers string `json:"registers,omitempty"`
+	// Ended says what ended the boot: "done" (the agent's own end),
+	// "exited" (QEMU exited), "silence" (the no-output watchdog),
+	// "hang-report" (the tail after the console's first hang report),
+	// "reset" (the guest reset before done), "panic" (a panic that did not
+	// reset), "deadline" or "interrupted".
+	Ended string `json:"ended,omitempty"`
+	// Shutdown is the reason of QEMU's last SHUTDOWN event ("guest-reset",
+	// "guest-shutdown", ...), when there was one.
+	Shutdown string `json:"shutdown,omitempty"`
 
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason,omitempty"`

@@ -79,6 +79,29 @@ const (
 	outHangReported
 )
 
+// String is the outcome as result.json's "ended" names it.
+func (o outcome) String() string {
+	switch o {
+	case outExited:
+		return "exited"
+	case outDone:
+		return "done"
+	case outHang:
+		return "silence"
+	case outDeadline:
+		return "deadline"
+	case outInterrupted:
+		return "interrupted"
+	case outDead:
+		return "panic"
+	case outReset:
+		return "reset"
+	case outHangReported:
+		return "hang-report"
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
+
 // hangTail is how long a cell goes on after the console's first hang report,
 // before the arch's timeout scale. A hang that stops only some tasks leaves
 // the agent talking, and the cell would otherwise run to its deadline (30
@@ -321,6 +344,7 @@ loop:
 		}
 	}
 	tripleFault := res == outReset && vm.TripleFault() // Close removes QEMU's log
+	shutdown := vm.ShutdownReason()
 	vm.Close()
 	drain(lines, conLog, evLog, det, addFindings)
 	addFindings(det.Flush())
@@ -328,6 +352,7 @@ loop:
 	elapsed := time.Since(start)
 	return w.Update(func(r *results.Result) {
 		r.Timings.GuestSeconds = elapsed.Seconds()
+		r.Ended, r.Shutdown = res.String(), shutdown
 		// A reset is a finding only when the console explains nothing: after
 		// a panic it is just the reboot panic=-1 asked for.
 		if res == outReset && len(r.Findings) == 0 {

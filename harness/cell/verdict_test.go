@@ -67,6 +67,17 @@ func TestEndsCell(t *testing.T) {
 	}
 }
 
+func TestOutcomeNames(t *testing.T) {
+	seen := map[string]bool{}
+	for o := outExited; o <= outHangReported; o++ {
+		name := o.String()
+		if strings.HasPrefix(name, "outcome(") || seen[name] {
+			t.Errorf("outcome %d is named %q: every outcome needs its own name in result.json", int(o), name)
+		}
+		seen[name] = true
+	}
+}
+
 func TestAgentCmdlineSorted(t *testing.T) {
 	got := strings.Join(agentCmdline(map[string]string{"n": "2000", "crash": "sysrq-c", "hold": "5s"}), " ")
 	if got != "fth.crash=sysrq-c fth.hold=5s fth.n=2000" {

@@ -201,6 +201,9 @@ func TestX86PartialHangEndsCell(t *testing.T) {
 	if len(res.Findings) == 0 || res.Findings[0].Kind != "hung-task" {
 		t.Fatalf("findings = %+v, want a hung-task report first", res.Findings)
 	}
+	if res.Ended != "hang-report" {
+		t.Errorf("ended = %q, want hang-report: the tail after the report must end the cell", res.Ended)
+	}
 	// The report comes a few seconds after the injection and the tail is
 	// 60 s; the bound leaves room for a slow boot and attach under TCG,
 	// and is far below the 15-minute hold the agent would otherwise wait out.
