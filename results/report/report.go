@@ -361,6 +361,11 @@ func buildCell(ctx context.Context, run *Run, c Cell, opts Options, syms *symbol
 	if r.Timings.BootToAgentSeconds > 0 {
 		add("boot to agent", fmt.Sprintf("%.2f s", r.Timings.BootToAgentSeconds))
 	}
+	ended := r.Ended
+	if r.Shutdown != "" {
+		ended += " (QEMU: " + r.Shutdown + ")"
+	}
+	add("ended by", strings.TrimSpace(ended))
 	if r.Liveness != nil {
 		live := fmt.Sprintf("%d hammer threads", r.Liveness.Threads)
 		if len(r.Liveness.Stalled) > 0 {

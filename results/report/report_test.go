@@ -62,7 +62,7 @@ func syntheticRun(t *testing.T) string {
 				Stack:  []string{"ftrace_modify_all_code", "ftrace_run_update_code"}}}}, console: 8},
 		{r: results.Result{Arch: "x86_64", Cell: "x86_64-kasan", Verdict: results.Error, Accel: "tcg-single", Reason: "deadline 45m0s passed before the agent finished"}, console: 100},
 		{r: results.Result{Arch: "arm64", Cell: "arm64-call-ops-full", Verdict: results.Pass, Accel: "tcg-single", Phases: phases()}, console: 5},
-		{r: results.Result{Arch: "arm64", Cell: "arm64-no-call-ops-full", Verdict: results.Fail, Accel: "tcg-single", Reason: "hang: no output for 2m0s", Registers: "registers.txt",
+		{r: results.Result{Arch: "arm64", Cell: "arm64-no-call-ops-full", Verdict: results.Fail, Accel: "tcg-single", Reason: "hang: no output for 2m0s", Registers: "registers.txt", Ended: "silence",
 			Findings: []results.Finding{{Kind: "hang", Title: "hang: no output for 2m0s"}}}, console: 60, regs: "CPU#0\nPC=ffff800080012340 X00=0000000000000000\nCPU#1\nPC=ffff800080012344 X00=0000000000000001\n"},
 		{r: results.Result{Arch: "riscv64", Cell: "riscv64-call-ops-full", Verdict: results.Skip, Reason: "riscv64 cannot select DYNAMIC_FTRACE_WITH_CALL_OPS: CALL_OPS hangs direct calls there"}},
 	}
@@ -312,6 +312,9 @@ func TestRenderLinksAndHeatmap(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %s", want)
 		}
+	}
+	if !bytes.Contains(page, []byte("<td>ended by</td><td>silence</td>")) {
+		t.Error("page lacks what ended the arm64 hang cell")
 	}
 	if n := checkLinks(t, dir, page); n < 10 {
 		t.Errorf("only %d links", n)
