@@ -477,13 +477,28 @@ func findingFile(f results.Finding, b *results.Board) string {
 	return "the pstore record"
 }
 
-// registerLines names where each vCPU was when registers.txt was taken.
+// registerLines names where each vCPU was when registers.txt was taken,
+// and which words on top of each vCPU's stack point into kernel text: the
+// return addresses of the frames below, or leftovers (like the kernel's own
+// "? func" lines, they are candidates, not a verified unwind).
 func registerLines(ctx context.Context, dump string, sym *symbolize.Symbolizer) []string {
 	var out []string
-	cpu := ""
+	cpu, stack := "", ""
 	for _, line := range strings.Split(dump, "\n") {
 		if strings.HasPrefix(line, "CPU#") {
-			cpu = strings.TrimSpace(line)
+			cpu, stack = strings.TrimSpace(line), ""
+			continue
+		}
+		// "stack of CPU#0 at ffffc90000013e58:" (qemu.StackHeader), then
+		// "+0x08 ffffffff81234567" lines.
+		if rest, ok := strings.CutPrefix(line, "stack of "); ok {
+			stack, _, _ = strings.Cut(rest, " ")
+			continue
+		}
+		if stack != "" {
+			if l, ok := stackLine(ctx, stack, line, sym); ok {
+				out = append(out, l)
+			}
 			continue
 		}
 		refs := symbolize.Parse(line)
@@ -500,6 +515,22 @@ func registerLines(ctx context.Context, dump string, sym *symbolize.Symbolizer) 
 		out = append(out, strings.TrimSpace(text))
 	}
 	return out
+}
+
+// stackLine symbolizes one stack word, if it points into kernel text.
+// Without a vmlinux nothing tells code from data, so no word is shown.
+func stackLine(ctx context.Context, cpu, line string, sym *symbolize.Symbolizer) (string, bool) {
+	f := strings.Fields(line)
+	if sym == nil || len(f) != 2 || !strings.HasPrefix(f[0], "+") {
+		return "", false
+	}
+	// As a call trace line, the word is read as a return address: its
+	// call is the instruction before it.
+	frames, err := sym.Report(ctx, "[<"+f[1]+">]")
+	if err != nil || len(frames) == 0 || frames[0].Func == "" || frames[0].Err == symbolize.ErrNotInText.Error() {
+		return "", false
+	}
+	return cpu + " stack " + f[0] + " " + f[1] + ": " + strings.Join(frames[0].Lines(), " ← "), true
 }
 
 // msText formats a latency in milliseconds with two decimals: result.json's

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/symbolize"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the renderer's output")
@@ -458,6 +459,46 @@ func TestRenderSymbolizedWithRealVmlinux_SkipsUntilKernelBuilt(t *testing.T) {
 		if strings.Contains(b.String(), "stacks not symbolized") {
 			t.Errorf("%s: page says stacks were not symbolized", tt.dir)
 		}
+	}
+}
+
+// Stack words that point into kernel text are named; data words are not.
+// The words are put by hand after the real hang's registers: the RIP of its
+// CPU#0 (text) and its RSP (data).
+func TestRegisterLinesStackWords_SkipsUntilKernelBuilt(t *testing.T) {
+	run, err := Load(context.Background(), realHang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmlinux := run.Cells[0].Result.Kernel.Vmlinux
+	if _, err := os.Stat(vmlinux); err != nil {
+		t.Skipf("%s (named by %s's result.json) is not on this machine", vmlinux, realHang)
+	}
+	sym, err := symbolize.Open(vmlinux, symbolize.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sym.Close()
+	regs, err := os.ReadFile(filepath.Join(realHang, run.Cells[0].Result.Cell, RegisterFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := string(regs) + "\nstack of CPU#0 at ffffffff81c03e30:\n+0x00 ffffffff81c03e30\n+0x08 ffffffff8145b513\n"
+	lines := registerLines(context.Background(), dump, sym)
+	stackOf := func(lines []string) (stack []string) {
+		for _, l := range lines {
+			if strings.Contains(l, " stack ") {
+				stack = append(stack, l)
+			}
+		}
+		return stack
+	}
+	stack := stackOf(lines)
+	if len(stack) != 1 || !strings.HasPrefix(stack[0], "CPU#0 stack +0x08 ffffffff8145b513: ") || !strings.Contains(stack[0], "arch/x86/kernel/process.c:") {
+		t.Errorf("stack lines = %q, want one for +0x08 in arch/x86/kernel/process.c", stack)
+	}
+	if none := stackOf(registerLines(context.Background(), dump, nil)); len(none) != 0 {
+		t.Errorf("without a vmlinux: %q, want no lines (nothing tells code from data)", none)
 	}
 }
 

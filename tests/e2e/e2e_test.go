@@ -185,6 +185,13 @@ func TestX86HangDetected(t *testing.T) {
 	if !bytes.Contains(regs, []byte("status: paused")) {
 		t.Errorf("registers.txt lacks the QMP status:\n%.300s", regs)
 	}
+	// And the top of each vCPU's stack, read through its own page tables.
+	if c := bytes.Count(regs, []byte("stack of CPU#")); c != 2 || bytes.Contains(regs, []byte("unreadable")) {
+		t.Errorf("registers.txt has %d readable stack sections, want 2:\n%s", c, regs)
+	}
+	if c := bytes.Count(regs, []byte("\n+0x")); c != 2*64 {
+		t.Errorf("registers.txt has %d stack words, want 64 per vCPU", c)
+	}
 }
 
 // (c2) A partial hang: one task stuck in D state while the agent keeps

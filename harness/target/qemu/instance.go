@@ -253,7 +253,7 @@ func (i *Instance) HMP(ctx context.Context, command string) (string, error) {
 }
 
 // Diagnose returns what QEMU can tell about a guest that stopped talking: its
-// run state and every vCPU's registers.
+// run state, every vCPU's registers, and the top of every vCPU's stack.
 func (i *Instance) Diagnose(ctx context.Context) string {
 	var b strings.Builder
 	if st, err := i.Status(ctx); err == nil {
@@ -266,6 +266,7 @@ func (i *Instance) Diagnose(ctx context.Context) string {
 		fmt.Fprintf(&b, "info registers -a: %v\n", err)
 	} else {
 		b.WriteString(regs)
+		b.WriteString(i.stacks(ctx, regs))
 	}
 	return b.String()
 }

@@ -1,0 +1,115 @@
+package qemu
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/digitalocean/go-qemu/qmp"
+)
+
+// stackWords is how many words of each vCPU's stack Diagnose saves: enough
+// for the return addresses of a few frames, which is what tells a hung
+// loop or a runaway recursion apart when the console said nothing.
+const stackWords = 64
+
+// StackHeader starts each vCPU's stack section in Diagnose's text:
+// "stack of CPU#0 at ffffc90000013e58:", then one "+0x08 ffffffff81234567"
+// line per word, lowest address first.
+const StackHeader = "stack of "
+
+// stackPointers reads each vCPU's stack pointer from an `info registers -a`
+// dump, by CPU index, in QEMU's formats: x86 "RSP=…", arm64 " SP=…",
+// riscv "x2/sp …", powerpc the second register (r1) of the "GPR00" row.
+func stackPointers(dump string) map[int]uint64 {
+	sps := map[int]uint64{}
+	cpu := -1
+	for _, line := range strings.Split(dump, "\n") {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "CPU#"); ok {
+			if c, err := strconv.Atoi(strings.TrimSpace(n)); err == nil {
+				cpu = c
+			}
+			continue
+		}
+		if _, seen := sps[cpu]; cpu < 0 || seen {
+			continue
+		}
+		f := strings.Fields(line)
+		val := ""
+		for j, w := range f {
+			switch {
+			case strings.HasPrefix(w, "RSP="), strings.HasPrefix(w, "SP="):
+				_, val, _ = strings.Cut(w, "=")
+			case w == "x2/sp" && j+1 < len(f):
+				val = f[j+1]
+			case w == "GPR00" && j == 0 && len(f) > 2:
+				val = f[2]
+			default:
+				continue
+			}
+			break
+		}
+		if val == "" {
+			continue
+		}
+		if sp, err := strconv.ParseUint(val, 16, 64); err == nil && sp != 0 {
+			sps[cpu] = sp
+		}
+	}
+	return sps
+}
+
+// stacks saves stackWords words from each vCPU's stack pointer, read through
+// that vCPU's own page tables (QMP memsave with cpu-index), and formats them.
+// A stack it cannot read gets a line saying why: a wild stack pointer is
+// itself a finding.
+func (i *Instance) stacks(ctx context.Context, regs string) string {
+	sps := stackPointers(regs)
+	cpus := make([]int, 0, len(sps))
+	for c := range sps {
+		cpus = append(cpus, c)
+	}
+	slices.Sort(cpus)
+	var b strings.Builder
+	for _, c := range cpus {
+		sp := sps[c]
+		fmt.Fprintf(&b, "\n%sCPU#%d at %016x:\n", StackHeader, c, sp)
+		words, err := i.readStack(ctx, c, sp)
+		if err != nil {
+			fmt.Fprintf(&b, "  unreadable: %v\n", err)
+			continue
+		}
+		for j, w := range words {
+			fmt.Fprintf(&b, "+%#03x %016x\n", j*8, w)
+		}
+	}
+	return b.String()
+}
+
+func (i *Instance) readStack(ctx context.Context, cpu int, sp uint64) ([]uint64, error) {
+	path := filepath.Join(i.cfg.SocketDir, fmt.Sprintf("stack%d.bin", cpu))
+	defer os.Remove(path)
+	// QAPI's val is an int64: a kernel address above 2^63 must go as its
+	// negative two's complement, which QEMU casts back.
+	_, err := i.run(ctx, qmp.Command{Execute: "memsave", Args: map[string]any{
+		"val": int64(sp), "size": stackWords * 8, "filename": path, "cpu-index": cpu,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	// Every arch fth boots is little-endian (ppc64le included).
+	words := make([]uint64, len(b)/8)
+	for j := range words {
+		words[j] = binary.LittleEndian.Uint64(b[j*8:])
+	}
+	return words, nil
+}
