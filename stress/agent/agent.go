@@ -93,6 +93,11 @@ func run(ctx context.Context, args []string, sys system) error {
 	if mountErr != nil {
 		report.Logf(a.w, "mount: %v", mountErr)
 	}
+	if opts.LogLevel > 0 {
+		if err := sys.consoleLevel(opts.LogLevel); err != nil {
+			report.Logf(a.w, "console log level %d: %v", opts.LogLevel, err)
+		}
+	}
 	if ch.Warning != "" {
 		report.Logf(a.w, "warning: %s", ch.Warning)
 	}

@@ -99,6 +99,7 @@ type fakeSystem struct {
 	files          map[string]string
 	rebooted       int
 	crashed        int
+	consoleLevel   int
 	doneAtReboot   int
 	mu             sync.Mutex
 	kmsgLines      []string
@@ -132,6 +133,10 @@ func (f *fakeSystem) system(t *testing.T, ppid int) system {
 		},
 		sysrqCrash: func() error { f.crashed++; return nil },
 		hangTask:   func() error { return errors.New("no hang injection outside a VM") },
+		consoleLevel: func(n int) error {
+			f.consoleLevel = n
+			return nil
+		},
 		kmsg: func(line string) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -187,6 +192,23 @@ func TestRunBadOptionsStillSendsDone(t *testing.T) {
 	}
 	if !strings.Contains(f.stderr.String(), "warning") {
 		t.Errorf("no stdout-fallback warning on stderr: %q", f.stderr.String())
+	}
+}
+
+// The console log level is raised before anything else can hang the kernel,
+// so that a hung-task report's stack reaches the console.
+func TestRunSetsConsoleLogLevel(t *testing.T) {
+	for cmdline, want := range map[string]int{
+		"console=ttyS0 fth.hold=0s fth.n=0 fth.crash=none": 7,
+		"console=ttyS0 fth.hold=0s fth.n=0 fth.loglevel=4": 4,
+		"console=ttyS0 fth.hold=0s fth.n=0 fth.loglevel=0": -1,
+	} {
+		f := &fakeSystem{files: map[string]string{cmdlinePath: cmdline, preemptPath: "(full)"}}
+		f.consoleLevel = -1
+		_ = run(context.Background(), nil, f.system(t, 1))
+		if f.consoleLevel != want {
+			t.Errorf("%s: console log level set to %d, want %d (-1: left alone)", cmdline, f.consoleLevel, want)
+		}
 	}
 }
 

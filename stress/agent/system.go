@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ const (
 	cmdlinePath = "/proc/cmdline"
 	preemptPath = "/sys/kernel/debug/sched/preempt"
 	sysrqPath   = "/proc/sysrq-trigger"
+	printkPath  = "/proc/sys/kernel/printk"
 	mountinfo   = "/proc/self/mountinfo"
 	kmsgDev     = "/dev/kmsg"
 )
@@ -50,6 +52,8 @@ type system struct {
 	sysrqCrash func() error
 	// hangTask leaves one thread in D state (crash=hung-task).
 	hangTask func() error
+	// consoleLevel sets the kernel's console log level.
+	consoleLevel func(int) error
 	// kmsgPath is the kernel log device the kmsgstream option reads.
 	kmsgPath string
 	// kmsg writes a line to the kernel log, best effort.
@@ -82,7 +86,9 @@ func realSystem() system {
 			return os.WriteFile(sysrqPath, []byte("c"), 0)
 		},
 		hangTask: func() error { return injectHungTask(kmods.DefaultDir) },
-		kmsgPath: kmsgDev,
+		// One value sets only the first of printk's four: the console's.
+		consoleLevel: func(n int) error { return os.WriteFile(printkPath, []byte(strconv.Itoa(n)), 0) },
+		kmsgPath:     kmsgDev,
 		kmsg: func(line string) {
 			_ = os.WriteFile(kmsgDev, []byte(line+"\n"), 0)
 		},

@@ -245,8 +245,13 @@ type Options struct {
 	// Stall is the liveness bound: a hammer thread that does not progress
 	// for longer is reported stalled.
 	Stall time.Duration
-	// Crash is CrashNone or CrashSysrqC.
+	// Crash is CrashNone, CrashSysrqC or CrashHungTask.
 	Crash string
+	// LogLevel is the console log level the agent sets first thing, 0 to
+	// leave it alone. u-root's init lowers it to 5 (notice), which hides
+	// every KERN_INFO line: the stacks of hung-task reports and the task
+	// dumps of RCU stall reports among them.
+	LogLevel int
 	// Events is where events go: "" auto-detects the virtio-serial port,
 	// "-" or "stdout" is stdout, anything else a file path.
 	Events string
@@ -361,6 +366,7 @@ func Defaults(env Env) Options {
 		Threads:  2 * cpus,
 		Stall:    20 * time.Second,
 		Crash:    CrashNone,
+		LogLevel: 7,
 		Poweroff: env.Poweroff,
 		MaxArgs:  6,
 
@@ -467,6 +473,19 @@ var fields = []field{
 		usage: "a hammer thread without progress for longer than this `duration` is reported stalled",
 		set:   func(o *Options, v string) (err error) { o.Stall, err = duration(v, true); return err },
 		get:   func(o *Options) string { return o.Stall.String() },
+	},
+	{
+		name:  "loglevel",
+		usage: "console log `level` (1-8) to set at start, 0 to keep init's (u-root's 5 hides KERN_INFO stacks of hung-task and stall reports)",
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 8 {
+				return errors.New("want an integer from 0 to 8")
+			}
+			o.LogLevel = n
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.LogLevel) },
 	},
 	{
 		name:  "crash",
@@ -849,6 +868,7 @@ func (o *Options) Validate() error {
 	check(o.Hold < 0, "hold", "want a duration >= 0")
 	check(o.Threads < 1 || o.Threads > 4096, "threads", "want an integer from 1 to 4096")
 	check(o.Stall <= 0, "stall", "want a duration > 0")
+	check(o.LogLevel < 0 || o.LogLevel > 8, "loglevel", "want an integer from 0 to 8")
 	check(o.Crash != CrashNone && o.Crash != CrashSysrqC && o.Crash != CrashHungTask, "crash", crashModes)
 	check(o.MaxArgs < 0 || o.MaxArgs > MaxArgsLimit, "maxargs", fmt.Sprintf("want an integer from 0 to %d", MaxArgsLimit))
 	check(o.Scenario != ScenarioStorm && o.Scenario != ScenarioChurn && o.Scenario != ScenarioBench, "scenario", `want "storm", "churn" or "bench"`)

@@ -136,6 +136,16 @@ func TestParse(t *testing.T) {
 			},
 		},
 		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none", "sysrq-c" or "hung-task"`},
+		{name: "loglevel too high", cmdline: "fth.loglevel=9", wantErr: `fth.loglevel="9": want an integer from 0 to 8`},
+		{
+			name:    "loglevel 0 keeps init's",
+			cmdline: "fth.loglevel=0",
+			check: func(t *testing.T, o Options) {
+				if o.LogLevel != 0 {
+					t.Errorf("LogLevel = %d, want 0", o.LogLevel)
+				}
+			},
+		},
 		{name: "bad poweroff", cmdline: "fth.poweroff=maybe", wantErr: "fth.poweroff"},
 		{name: "maxargs too big", cmdline: "fth.maxargs=13", wantErr: "fth.maxargs"},
 		{name: "unknown key", cmdline: "fth.hodl=5s", wantErr: "fth.hodl: unknown key"},
@@ -261,6 +271,7 @@ func withChurnDefaults(o Options) Options {
 	o.Board, o.BoardAddr, o.StdinWatch, o.ModList = d.Board, d.BoardAddr, d.StdinWatch, d.ModList
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
+	o.LogLevel = d.LogLevel
 	return o
 }
 
