@@ -51,8 +51,10 @@ var rx = syntax{
 	// A register printed without a symbol: "RIP: 0010:0xffffffff81000000".
 	bareHex: regexp.MustCompile(`(?:^|[\s:])0x([0-9a-fA-F]{8,16})\b`),
 	// QEMU's "info registers" (registers.txt): "RIP=ffffffff8145b513" on
-	// x86, "PC=ffff800080001234" on arm64.
-	qemuPC: regexp.MustCompile(`^(?:RIP|PC)=([0-9a-fA-F]{8,16})\b`),
+	// x86, " PC=ffff800080001234" on arm64, " pc       ffffffff8040d4d0" on
+	// riscv64, "NIP c000000000012340   LR …" on powerpc. The kernel's own
+	// dumps spell pc with a colon ("pc : …", "epc : …"), so they never match.
+	qemuPC: regexp.MustCompile(`^\s*(?:(RIP|PC)=|(pc)\s+|(NIP) )([0-9a-fA-F]{16})\b`),
 	// Register dump lines that name code addresses.
 	register: regexp.MustCompile(`^\s*(RIP|EIP|IP|pc|PC|epc|NIP|lr|LR|ra)(?:\s*:|\s+\[|\s+is at\s)`),
 	link:     regexp.MustCompile(`^(?:lr|LR|ra)$`),
@@ -76,7 +78,8 @@ func Parse(text string) []Ref {
 
 func parseLine(num int, line string) []Ref {
 	if m := rx.qemuPC.FindStringSubmatch(line); m != nil {
-		return []Ref{{LogLine: num, Text: strings.Fields(line)[0], Addr: Addr(hex(m[1])), HasAddr: true, Register: true}}
+		name := m[1] + m[2] + m[3]
+		return []Ref{{LogLine: num, Text: name + "=" + m[4], Addr: Addr(hex(m[4])), HasAddr: true, Register: true}}
 	}
 	reg := rx.register.FindStringSubmatch(line)
 	base := Ref{LogLine: num, Register: reg != nil}

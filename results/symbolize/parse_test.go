@@ -76,6 +76,22 @@ func TestParse(t *testing.T) {
 			line: "RIP=ffffffff8145b513 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1",
 			want: []Ref{{Text: "RIP=ffffffff8145b513", Addr: 0xffffffff8145b513, HasAddr: true, Register: true}},
 		},
+		{
+			name: "QEMU register dump, arm64 (a real line of registers.txt)",
+			line: " PC=0000000000020dc4 X00=0000267f96b8dea0 X01=0000267f9631e9b8",
+			want: []Ref{{Text: "PC=0000000000020dc4", Addr: 0x20dc4, HasAddr: true, Register: true}},
+		},
+		{
+			name: "QEMU register dump, riscv64",
+			line: " pc       ffffffff8040d4d0",
+			want: []Ref{{Text: "pc=ffffffff8040d4d0", Addr: 0xffffffff8040d4d0, HasAddr: true, Register: true}},
+		},
+		{
+			name: "QEMU register dump, powerpc",
+			line: "NIP c000000000012340   LR c000000000012300 CTR 0000000000000000 XER 0000000000000000 CPU#0",
+			want: []Ref{{Text: "NIP=c000000000012340", Addr: 0xc000000000012340, HasAddr: true, Register: true}},
+		},
+		{name: "riscv64's QEMU registers other than pc", line: " mepc     ffffffff80011932"},
 		{name: "code bytes", line: "Code: c0 74 0c 48 8b 78 08 <1f> 44 00 00"},
 		{name: "register values", line: "RSI: ffffffff81ce5246 RDI: ffffffff8200b8e0"},
 		{name: "bracketed hex in other messages", line: "[    0.3] ACPI: \\_SB_: platform _OSC: OS support mask [00022c8c]"},
