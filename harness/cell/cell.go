@@ -77,6 +77,8 @@ const (
 	// something in the guest still talked, so neither the silence watchdog
 	// nor done ended the cell.
 	outHangReported
+	// numOutcomes counts the outcomes above; it is none itself.
+	numOutcomes
 )
 
 // String is the outcome as result.json's "ended" names it.
@@ -102,11 +104,12 @@ func (o outcome) String() string {
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
 
-// hangTail is how long a cell goes on after the console's first hang report,
-// before the arch's timeout scale. A hang that stops only some tasks leaves
-// the agent talking, and the cell would otherwise run to its deadline (30
-// minutes by default) with nothing more to learn: the report, its stacks and
-// one more round of hung-task or stall reports arrive within this time.
+// hangTail is how long a cell goes on after the header of the console's
+// first hang report, before the arch's timeout scale. A hang that stops only
+// some tasks leaves the agent talking, and the cell would otherwise run to
+// its deadline (30 minutes by default) with nothing more to learn: the
+// report and its stacks arrive within seconds, and so do the NMI backtraces
+// and task dumps a stall report asks for.
 const hangTail = 60 * time.Second
 
 // endsCell reports whether a finding of this kind ends the cell hangTail
@@ -176,6 +179,18 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 
 	det := console.NewDetector()
 	var dead, tail <-chan time.Time
+	// The tail starts at a hang report's header, which the detector knows
+	// long before the report ends: a hang report has no end marker, and in
+	// a partial hang the console may print nothing after it for minutes.
+	startTail := func(kinds []console.Kind) {
+		for _, k := range kinds {
+			if endsCell(k) && tail == nil {
+				t := time.Duration(float64(hangTail) * scale)
+				log.Info("the console reported a hang; the cell ends after its tail", "kind", k, "tail", t)
+				tail = time.After(t)
+			}
+		}
+	}
 	addFindings := func(fs []console.Finding) {
 		if len(fs) == 0 {
 			return
@@ -183,11 +198,6 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		for _, f := range fs {
 			if f.Kind == console.KindPanic && dead == nil {
 				dead = time.After(panicGrace)
-			}
-			if endsCell(f.Kind) && tail == nil {
-				t := time.Duration(float64(hangTail) * scale)
-				log.Info("the console reported a hang; the cell ends after its tail", "tail", t)
-				tail = time.After(t)
 			}
 		}
 		_ = w.Update(func(r *results.Result) {
@@ -224,6 +234,7 @@ loop:
 				lastOut = maybe(lastOut, !hello)
 				_ = conLog.Line(m.text)
 				addFindings(det.Line(m.text))
+				startTail(det.OpenKinds())
 				continue
 			}
 			lastOut = time.Now()

@@ -200,6 +200,37 @@ func TestDetectorMatchesParse(t *testing.T) {
 	}
 }
 
+// A hang report has no end marker: in a real partial hang the console goes
+// quiet after it, and the report ends only when another report or the
+// line budget closes it. OpenKinds must name it from its header on, which
+// is what starts the cell's tail.
+func TestOpenKindsFromTheHeader(t *testing.T) {
+	c, err := readCase(filepath.Join("testdata", "x86_64", "hung-task-dsleep-fth-7.3.4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDetector()
+	header := -1
+	for i, line := range logLines(c.log) {
+		if fs := d.Line(line); len(fs) > 0 {
+			t.Fatalf("line %d completed %q: the report must still be open at the end of this log", i+1, fs[0].Title)
+		}
+		open := d.OpenKinds()
+		if strings.Contains(line, "blocked for more than") {
+			header = i
+		}
+		if want := header >= 0; want != (len(open) == 1 && open[0] == KindHungTask) {
+			t.Fatalf("line %d: open reports %v, want a hung-task from its header (line %d) on", i+1, open, header+1)
+		}
+	}
+	if header < 0 {
+		t.Fatal("the fixture has no hung-task header")
+	}
+	if fs := d.Flush(); len(fs) != 1 || fs[0].Kind != KindHungTask || len(d.OpenKinds()) != 0 {
+		t.Errorf("Flush = %+v, then open %v; want the hung task, then nothing open", fs, d.OpenKinds())
+	}
+}
+
 func sortFindings(fs []Finding) {
 	for i := 1; i < len(fs); i++ {
 		for j := i; j > 0 && fs[j].StartLine < fs[j-1].StartLine; j-- {

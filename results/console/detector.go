@@ -94,6 +94,18 @@ func (d *Detector) Flush() []Finding {
 	return done
 }
 
+// OpenKinds returns the kinds of the reports still being read, in log
+// order. A report is known from its header on, long before it ends: a
+// hang report, which has no end marker, may be the last thing the console
+// prints for minutes.
+func (d *Detector) OpenKinds() []Kind {
+	kinds := make([]Kind, 0, len(d.open))
+	for _, r := range d.open {
+		kinds = append(kinds, r.pat.kind)
+	}
+	return kinds
+}
+
 // owner returns the open report of printk context ctx.
 func (d *Detector) owner(ctx string) *report {
 	for _, r := range d.open {

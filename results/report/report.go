@@ -490,7 +490,7 @@ func registerLines(ctx context.Context, dump string, sym *symbolize.Symbolizer) 
 			continue
 		}
 		// "stack of CPU#0 at ffffc90000013e58:" (qemu.StackHeader), then
-		// "+0x08 ffffffff81234567" lines.
+		// "+0x008 ffffffff81234567" lines.
 		if rest, ok := strings.CutPrefix(line, "stack of "); ok {
 			stack, _, _ = strings.Cut(rest, " ")
 			continue

@@ -483,7 +483,7 @@ func TestRegisterLinesStackWords_SkipsUntilKernelBuilt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dump := string(regs) + "\nstack of CPU#0 at ffffffff81c03e30:\n+0x00 ffffffff81c03e30\n+0x08 ffffffff8145b513\n"
+	dump := string(regs) + "\nstack of CPU#0 at ffffffff81c03e30:\n+0x000 ffffffff81c03e30\n+0x008 ffffffff8145b513\n"
 	lines := registerLines(context.Background(), dump, sym)
 	stackOf := func(lines []string) (stack []string) {
 		for _, l := range lines {
@@ -494,8 +494,8 @@ func TestRegisterLinesStackWords_SkipsUntilKernelBuilt(t *testing.T) {
 		return stack
 	}
 	stack := stackOf(lines)
-	if len(stack) != 1 || !strings.HasPrefix(stack[0], "CPU#0 stack +0x08 ffffffff8145b513: ") || !strings.Contains(stack[0], "arch/x86/kernel/process.c:") {
-		t.Errorf("stack lines = %q, want one for +0x08 in arch/x86/kernel/process.c", stack)
+	if len(stack) != 1 || !strings.HasPrefix(stack[0], "CPU#0 stack +0x008 ffffffff8145b513: ") || !strings.Contains(stack[0], "arch/x86/kernel/process.c:") {
+		t.Errorf("stack lines = %q, want one for +0x008 in arch/x86/kernel/process.c", stack)
 	}
 	if none := stackOf(registerLines(context.Background(), dump, nil)); len(none) != 0 {
 		t.Errorf("without a vmlinux: %q, want no lines (nothing tells code from data)", none)

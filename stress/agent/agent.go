@@ -201,10 +201,10 @@ func (a *agent) execute(ctx context.Context) error {
 		return fmt.Errorf("crash=sysrq-c: the kernel survived writing 'c' to %s", sysrqPath)
 	}
 	if a.opts.Crash == options.CrashHungTask {
-		report.Logf(a.w, "crash=hung-task: %d trampolines attached; one agent thread now sleeps in D state, with the hung task timeout at %d s", a.attached, options.HungTaskTimeout)
 		if err := a.sys.hangTask(); err != nil {
 			return fmt.Errorf("crash=hung-task: %w", err)
 		}
+		report.Logf(a.w, "crash=hung-task: %d trampolines attached; one agent thread now sleeps in D state, with the hung task timeout at %d s", a.attached, options.HungTaskTimeout)
 	}
 
 	if err := hold(ctx, a.opts.Hold); err != nil {

@@ -34,7 +34,7 @@ func injectHungTask(modDir string) error {
 	}
 	f, err := os.OpenFile(dsleepPath, os.O_WRONLY, 0)
 	if err != nil {
-		return fmt.Errorf("open %s (an fth_target.ko older than crash=hung-task?): %w", dsleepPath, err)
+		return fmt.Errorf("%w (an fth_target.ko older than crash=hung-task, or debugfs not mounted?)", err)
 	}
 	go func() {
 		// The write returns only when the sleep ends; by then the host has

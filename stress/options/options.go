@@ -356,6 +356,16 @@ type Env struct {
 	Poweroff bool
 }
 
+// vmLogLevel is the default of the loglevel option: 7 in the harness VM,
+// whose console the host parses; on a board nothing is changed, since a
+// slow serial console there would carry every KERN_INFO line too.
+func vmLogLevel(env Env) int {
+	if env.Poweroff {
+		return 7
+	}
+	return 0
+}
+
 // Defaults returns the options before any source is applied.
 func Defaults(env Env) Options {
 	cpus := max(env.NumCPU, 1)
@@ -366,7 +376,7 @@ func Defaults(env Env) Options {
 		Threads:  2 * cpus,
 		Stall:    20 * time.Second,
 		Crash:    CrashNone,
-		LogLevel: 7,
+		LogLevel: vmLogLevel(env),
 		Poweroff: env.Poweroff,
 		MaxArgs:  6,
 
@@ -476,7 +486,7 @@ var fields = []field{
 	},
 	{
 		name:  "loglevel",
-		usage: "console log `level` (1-8) to set at start, 0 to keep init's (u-root's 5 hides KERN_INFO stacks of hung-task and stall reports)",
+		usage: "console log `level` (1-8) to set at start, 0 to keep init's; the default is 7 in the harness VM (u-root's 5 hides KERN_INFO stacks of hung-task and stall reports), 0 elsewhere",
 		set: func(o *Options, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 || n > 8 {

@@ -44,12 +44,12 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := withChurnDefaults(Options{N: 2000, Hold: 5 * time.Second, Detach: All, Threads: 8, Stall: 20 * time.Second, Poweroff: true, MaxArgs: 6})
+	want := withChurnDefaults(Options{N: 2000, Hold: 5 * time.Second, Detach: All, Threads: 8, Stall: 20 * time.Second, LogLevel: 7, Poweroff: true, MaxArgs: 6})
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("defaults = %+v, want %+v", o, want)
 	}
-	if d := Defaults(Env{}); d.Threads != 2 || d.Poweroff {
-		t.Errorf("Defaults(zero env) = %+v, want 2 threads and no poweroff", d)
+	if d := Defaults(Env{}); d.Threads != 2 || d.Poweroff || d.LogLevel != 0 {
+		t.Errorf("Defaults(zero env) = %+v, want 2 threads, no poweroff and the console log level left alone", d)
 	}
 }
 
@@ -65,7 +65,7 @@ func TestParse(t *testing.T) {
 			name:    "cmdline sets everything",
 			cmdline: "console=ttyS0 fth.n=all fth.seed=-7 fth.hold=1m fth.detach=10 fth.threads=3 fth.stall=2s fth.crash=sysrq-c fth.events=/dev/vport1p1 fth.poweroff=false fth.maxargs=8",
 			check: func(t *testing.T, o Options) {
-				want := withChurnDefaults(Options{N: All, Seed: -7, Hold: time.Minute, Detach: 10, Threads: 3, Stall: 2 * time.Second, Crash: CrashSysrqC, Events: "/dev/vport1p1", Poweroff: false, MaxArgs: 8})
+				want := withChurnDefaults(Options{N: All, Seed: -7, Hold: time.Minute, Detach: 10, Threads: 3, Stall: 2 * time.Second, Crash: CrashSysrqC, LogLevel: 7, Events: "/dev/vport1p1", Poweroff: false, MaxArgs: 8})
 				if !reflect.DeepEqual(o, want) {
 					t.Errorf("got %+v, want %+v", o, want)
 				}
@@ -271,7 +271,6 @@ func withChurnDefaults(o Options) Options {
 	o.Board, o.BoardAddr, o.StdinWatch, o.ModList = d.Board, d.BoardAddr, d.StdinWatch, d.ModList
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
-	o.LogLevel = d.LogLevel
 	return o
 }
 

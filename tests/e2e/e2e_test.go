@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,12 @@ func TestX86PartialHangEndsCell(t *testing.T) {
 	}
 	if len(res.Findings) == 0 || res.Findings[0].Kind != "hung-task" {
 		t.Fatalf("findings = %+v, want a hung-task report first", res.Findings)
+	}
+	// The injected task, not some other one slow under TCG (the hung task
+	// timeout is 2 s): its stack, which needs the console at log level 7,
+	// goes through fth_target's dsleep.
+	if f := res.Findings[0]; !slices.Contains(f.Stack, "dsleep_write") {
+		t.Errorf("first finding %q has stack %v, want the injected task's, through dsleep_write", f.Title, f.Stack)
 	}
 	if res.Ended != "hang-report" {
 		t.Errorf("ended = %q, want hang-report: the tail after the report must end the cell", res.Ended)

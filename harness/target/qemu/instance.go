@@ -253,11 +253,19 @@ func (i *Instance) HMP(ctx context.Context, command string) (string, error) {
 }
 
 // Diagnose returns what QEMU can tell about a guest that stopped talking: its
-// run state, every vCPU's registers, and the top of every vCPU's stack.
+// run state, every vCPU's registers, and the top of every vCPU's stack. It
+// stops a guest that still runs; callers kill it afterwards.
 func (i *Instance) Diagnose(ctx context.Context) string {
 	var b strings.Builder
 	if st, err := i.Status(ctx); err == nil {
 		fmt.Fprintf(&b, "status: %s\n\n", st)
+		// A guest that still runs would move on between the registers and
+		// each vCPU's stack: stop it first, so that they agree.
+		if st == "running" {
+			if err := i.Pause(ctx); err != nil {
+				fmt.Fprintf(&b, "stop for the dump: %v\n\n", err)
+			}
+		}
 	} else {
 		fmt.Fprintf(&b, "status: %v\n\n", err)
 	}

@@ -18,8 +18,11 @@ import (
 // loop or a runaway recursion apart when the console said nothing.
 const stackWords = 64
 
+// pageSize is the smallest page of every arch fth boots.
+const pageSize = 4096
+
 // StackHeader starts each vCPU's stack section in Diagnose's text:
-// "stack of CPU#0 at ffffc90000013e58:", then one "+0x08 ffffffff81234567"
+// "stack of CPU#0 at ffffc90000013e58:", then one "+0x008 ffffffff81234567"
 // line per word, lowest address first.
 const StackHeader = "stack of "
 
@@ -94,11 +97,21 @@ func (i *Instance) stacks(ctx context.Context, regs string) string {
 func (i *Instance) readStack(ctx context.Context, cpu int, sp uint64) ([]uint64, error) {
 	path := filepath.Join(i.cfg.SocketDir, fmt.Sprintf("stack%d.bin", cpu))
 	defer os.Remove(path)
-	// QAPI's val is an int64: a kernel address above 2^63 must go as its
-	// negative two's complement, which QEMU casts back.
-	_, err := i.run(ctx, qmp.Command{Execute: "memsave", Args: map[string]any{
-		"val": int64(sp), "size": stackWords * 8, "filename": path, "cpu-index": cpu,
-	}})
+	memsave := func(size uint64) error {
+		// QAPI's val is an int64: a kernel address above 2^63 must go as
+		// its negative two's complement, which QEMU casts back.
+		_, err := i.run(ctx, qmp.Command{Execute: "memsave", Args: map[string]any{
+			"val": int64(sp), "size": size, "filename": path, "cpu-index": cpu,
+		}})
+		return err
+	}
+	// memsave fails whole if any page of the range is unmapped: a stack
+	// near its top has a guard page or nothing above it, so what is left
+	// of sp's own page is read instead.
+	err := memsave(stackWords * 8)
+	if rest := pageSize - sp%pageSize; err != nil && rest < stackWords*8 {
+		err = memsave(rest)
+	}
 	if err != nil {
 		return nil, err
 	}
