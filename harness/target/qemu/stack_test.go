@@ -18,6 +18,9 @@ func TestStackPointers(t *testing.T) {
 		{"x86_64.txt", map[int]uint64{0: 0xff11000002657ed8, 1: 0xff1100000266feb0}},
 		{"riscv64.txt", map[int]uint64{0: 0xffffffff80ffff30, 1: 0xffffaf80043ffec0}},
 		{"arm64.txt", map[int]uint64{0: 0x0000267f96b3bf70, 1: 0xffff80008104c000}},
+		// Both vCPUs in the double fault handler, on its stack in the CPU
+		// entry area; only 6 words lie above that stack pointer in its page.
+		{"x86_64-double-fault.txt", map[int]uint64{0: 0xfffffe000000afd0, 1: 0xfffffe0000045fd0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
