@@ -489,7 +489,7 @@ func registerLines(ctx context.Context, dump string, sym *symbolize.Symbolizer) 
 			cpu, stack = strings.TrimSpace(line), ""
 			continue
 		}
-		// "stack of CPU#0 at ffffc90000013e58:" (qemu.StackHeader), then
+		// "stack of CPU#0 at ffffc90000013e58:" (harness/target/qemu's stackHeader), then
 		// "+0x008 ffffffff81234567" lines.
 		if rest, ok := strings.CutPrefix(line, "stack of "); ok {
 			stack, _, _ = strings.Cut(rest, " ")

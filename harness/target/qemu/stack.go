@@ -21,10 +21,10 @@ const stackWords = 64
 // pageSize is the smallest page of every arch fth boots.
 const pageSize = 4096
 
-// StackHeader starts each vCPU's stack section in Diagnose's text:
+// stackHeader starts each vCPU's stack section in Diagnose's text:
 // "stack of CPU#0 at ffffc90000013e58:", then one "+0x008 ffffffff81234567"
 // line per word, lowest address first.
-const StackHeader = "stack of "
+const stackHeader = "stack of "
 
 // stackPointers reads each vCPU's stack pointer from an `info registers -a`
 // dump, by CPU index, in QEMU's formats: x86 "RSP=…", arm64 " SP=…",
@@ -81,7 +81,7 @@ func (i *Instance) stacks(ctx context.Context, regs string) string {
 	var b strings.Builder
 	for _, c := range cpus {
 		sp := sps[c]
-		fmt.Fprintf(&b, "\n%sCPU#%d at %016x:\n", StackHeader, c, sp)
+		fmt.Fprintf(&b, "\n%sCPU#%d at %016x:\n", stackHeader, c, sp)
 		words, err := i.readStack(ctx, c, sp)
 		if err != nil {
 			fmt.Fprintf(&b, "  unreadable: %v\n", err)
