@@ -487,15 +487,8 @@ var fields = []field{
 	{
 		name:  "loglevel",
 		usage: "console log `level` (1-8) to set at start, 0 to keep init's; the default is 7 in the harness VM (u-root's 5 hides KERN_INFO stacks of hung-task and stall reports), 0 elsewhere",
-		set: func(o *Options, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > 8 {
-				return errors.New("want an integer from 0 to 8")
-			}
-			o.LogLevel = n
-			return nil
-		},
-		get: func(o *Options) string { return strconv.Itoa(o.LogLevel) },
+		set:   func(o *Options, v string) (err error) { o.LogLevel, err = intRange(v, 0, 8); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.LogLevel) },
 	},
 	{
 		name:  "crash",
