@@ -184,10 +184,11 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	// a partial hang the console may print nothing after it for minutes.
 	startTail := func(kinds []console.Kind) {
 		for _, k := range kinds {
-			if endsCell(k) && tail == nil {
+			if endsCell(k) {
 				t := time.Duration(float64(hangTail) * scale)
 				log.Info("the console reported a hang; the cell ends after its tail", "kind", k, "tail", t)
 				tail = time.After(t)
+				return
 			}
 		}
 	}
@@ -234,7 +235,9 @@ loop:
 				lastOut = maybe(lastOut, !hello)
 				_ = conLog.Line(m.text)
 				addFindings(det.Line(m.text))
-				startTail(det.OpenKinds())
+				if tail == nil {
+					startTail(det.OpenKinds())
+				}
 				continue
 			}
 			lastOut = time.Now()
