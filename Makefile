@@ -7,12 +7,13 @@ FTH_RUN_FLAGS ?=
 .PHONY: default deps fth test test-unit test-e2e test-all run vet clean
 
 # `make test-arch=x86_64` sets a variable and runs the default goal, so the
-# default goal is where an arch run starts.
-default:
+# default goal is where an arch run starts. fth runs directly, not through
+# `$(MAKE) run ARCH=...`: a command-line variable travels in MAKEFLAGS to
+# every sub-make, the kernel's included, where ARCH=riscv64 overrode the
+# ARCH=riscv fth sets (fth also hands kbuild a cleaned environment).
+default: fth
 ifdef test-arch
-	$(MAKE) --no-print-directory run ARCH=$(test-arch)
-else
-	$(MAKE) --no-print-directory fth
+	$(FTH) run --arch $(test-arch) $(FTH_RUN_FLAGS)
 endif
 
 deps:

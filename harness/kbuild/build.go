@@ -48,8 +48,14 @@ type Request struct {
 
 // Progress is a snapshot of a running build.
 type Progress struct {
+	// Target is the make target being built (the image, or "modules").
+	Target string
 	// Steps counts the make lines seen so far (CC, LD, BTF ...).
-	Steps   int
+	Steps int
+	// Total is how many lines the same target printed in this arch's last
+	// build, 0 when there was none: a build of other fragments differs by a
+	// few percent, which is good enough for a percentage and an ETA.
+	Total   int
 	Current string
 	Elapsed time.Duration
 }
@@ -128,7 +134,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	}
 
 	start := time.Now()
-	b := &builder{req: req, tc: tc, out: filepath.Join(entry, "build"), log: log}
+	b := &builder{req: req, tc: tc, out: filepath.Join(entry, "build"), log: log, prevSteps: previousSteps(req.CacheDir, req.Arch.Name), steps: map[string]int{}}
 	if err := b.configure(ctx, frags); err != nil {
 		return Kernel{}, err
 	}
@@ -174,6 +180,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		Toolchain:     tc.Version,
 		BuiltAt:       time.Now().UTC(),
 		BuildTime:     time.Since(start).Seconds(),
+		BuildSteps:    b.steps,
 	}
 	k.Observed = Observe(final)
 	if k.ImageSHA256, err = fileSHA256(k.Image); err != nil {
@@ -225,10 +232,13 @@ type builder struct {
 	tc  Toolchain
 	out string
 	log *slog.Logger
+	// prevSteps are the step counts of this arch's previous build, by make
+	// target, for a percentage; steps records this build's.
+	prevSteps, steps map[string]int
 }
 
 func (b *builder) env() []string {
-	env := append(os.Environ(),
+	env := append(hostEnv(),
 		"ARCH="+b.req.Arch.KernelArch,
 		"CROSS_COMPILE="+b.tc.CrossCompile,
 		"CCACHE_DIR="+filepath.Join(b.req.CacheDir, "ccache"),
@@ -259,7 +269,8 @@ func (b *builder) configure(ctx context.Context, frags []Fragment) error {
 		args = append(args, filepath.Join(b.req.KconfigDir, f.Name))
 	}
 	b.log.Info("configuring", "arch", b.req.Arch.Name, "fragments", strings.Join(b.req.Fragments, " "))
-	return b.run(ctx, "merge_config", filepath.Join(b.req.Source.Dir, "scripts/kconfig/merge_config.sh"), args, nil)
+	_, err := b.run(ctx, "merge_config", filepath.Join(b.req.Source.Dir, "scripts/kconfig/merge_config.sh"), args, nil)
+	return err
 }
 
 func (b *builder) make(ctx context.Context, target string) error {
@@ -269,7 +280,18 @@ func (b *builder) make(ctx context.Context, target string) error {
 	}
 	args := []string{"-C", b.req.Source.Dir, "O=" + b.out, "CC=" + b.tc.CC, fmt.Sprintf("-j%d", jobs), target}
 	b.log.Info("building kernel", "arch", b.req.Arch.Name, "target", target, "jobs", jobs, "out", b.out)
-	return b.run(ctx, "make "+target, "make", args, b.req.Progress)
+	var progress func(Progress)
+	if b.req.Progress != nil {
+		progress = func(p Progress) {
+			p.Target, p.Total = target, b.prevSteps[target]
+			b.req.Progress(p)
+		}
+	}
+	steps, err := b.run(ctx, "make "+target, "make", args, progress)
+	if b.steps != nil {
+		b.steps[target] = steps
+	}
+	return err
 }
 
 // stepRe matches kbuild's quiet output lines: "  CC      kernel/fork.o".
@@ -277,7 +299,9 @@ var stepRe = regexp.MustCompile(`^\s{2}([A-Z][A-Z0-9_-]*)\s+(\S.*)$`)
 
 const tailLines = 40
 
-func (b *builder) run(ctx context.Context, step, name string, args []string, progress func(Progress)) error {
+// run runs one build command and returns how many kbuild step lines it
+// printed.
+func (b *builder) run(ctx context.Context, step, name string, args []string, progress func(Progress)) (int, error) {
 	cmd := proc.Command(ctx, 10*time.Second, name, args...)
 	cmd.Dir = b.req.Source.Dir
 	cmd.Env = b.env()
@@ -322,15 +346,15 @@ func (b *builder) run(ctx context.Context, step, name string, args []string, pro
 	}
 	pw.Close()
 	<-done
+	mu.Lock()
+	defer mu.Unlock()
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: interrupted after %s: %w", step, time.Since(start).Round(time.Second), ctx.Err())
+			return p.Steps, fmt.Errorf("%s: interrupted after %s: %w", step, time.Since(start).Round(time.Second), ctx.Err())
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return &BuildError{Step: step, Err: err, Tail: append([]string(nil), tail...)}
+		return p.Steps, &BuildError{Step: step, Err: err, Tail: append([]string(nil), tail...)}
 	}
-	return nil
+	return p.Steps, nil
 }
 
 // findModules lists the .ko files under dir by module name (file name

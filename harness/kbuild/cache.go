@@ -66,6 +66,9 @@ type Kernel struct {
 	Toolchain string            `json:"toolchain"`
 	BuiltAt   time.Time         `json:"built_at"`
 	BuildTime float64           `json:"build_seconds"`
+	// BuildSteps counts the kbuild lines (CC, LD ...) each make target
+	// printed, so that the next build of the arch can show a percentage.
+	BuildSteps map[string]int `json:"build_steps,omitempty"`
 
 	// Cached is true when this build was found in the cache.
 	Cached bool `json:"-"`
@@ -121,4 +124,26 @@ func fileSHA256(path string) (string, error) {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// previousSteps returns the step counts of the newest build of arch in the
+// cache that recorded them, or nil. It reads manifests without checking
+// their entries: a wrong count costs only a wrong percentage.
+func previousSteps(cacheDir string, a arch.Name) map[string]int {
+	paths, _ := filepath.Glob(filepath.Join(cacheDir, "kernels", string(a)+"-*", manifestName))
+	var newest Kernel
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var k Kernel
+		if json.Unmarshal(b, &k) != nil || k.Arch != a || len(k.BuildSteps) == 0 {
+			continue
+		}
+		if k.BuiltAt.After(newest.BuiltAt) {
+			newest = k
+		}
+	}
+	return newest.BuildSteps
 }

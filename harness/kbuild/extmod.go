@@ -78,7 +78,7 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 	start := time.Now()
 	args := []string{"-C", req.Source.Dir, "O=" + k.BuildDir, "CC=" + tc.CC, "M=" + dir, "modules"}
 	log.Info("building module", "module", name, "arch", req.Arch.Name, "dir", dir)
-	if err := b.run(ctx, "make M="+name, "make", args, nil); err != nil {
+	if _, err := b.run(ctx, "make M="+name, "make", args, nil); err != nil {
 		return "", fmt.Errorf("module %s: %w", name, err)
 	}
 	ko, err := onlyKO(dir)

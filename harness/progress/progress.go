@@ -37,12 +37,14 @@ type Reporter struct {
 	bar    *progressbar.ProgressBar
 	barKey string
 	last   map[string]time.Time
+	// start is when each step's first update came, for its ETA.
+	start map[string]time.Time
 }
 
 // New returns a Reporter that draws a bar on w when tty is set, and logs
 // plain lines to log otherwise.
 func New(w io.Writer, tty bool, log *slog.Logger) *Reporter {
-	return &Reporter{tty: tty, w: w, log: log, interval: DefaultInterval, now: time.Now, last: map[string]time.Time{}}
+	return &Reporter{tty: tty, w: w, log: log, interval: DefaultInterval, now: time.Now, last: map[string]time.Time{}, start: map[string]time.Time{}}
 }
 
 // Update reports that step key ("x86_64 build", "cell attach") has done
@@ -54,11 +56,14 @@ func (r *Reporter) Update(key string, done, total int, detail string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := r.now()
+	if _, ok := r.start[key]; !ok {
+		r.start[key] = now
+	}
 	if r.tty {
 		r.draw(key, done, total, detail)
 		return
 	}
-	now := r.now()
 	if t, ok := r.last[key]; ok && now.Sub(t) < r.interval && !(total > 0 && done >= total) {
 		return
 	}
@@ -66,11 +71,28 @@ func (r *Reporter) Update(key string, done, total int, detail string) {
 	args := []any{"step", key, "done", done}
 	if total > 0 {
 		args = append(args, "total", total, "percent", fmt.Sprintf("%.0f%%", 100*float64(done)/float64(total)))
+		if eta, ok := ETA(done, total, now.Sub(r.start[key])); ok {
+			args = append(args, "eta", eta.Round(time.Second))
+		}
 	}
 	if detail != "" {
 		args = append(args, "at", detail)
 	}
 	r.log.Info("progress", args...)
+}
+
+// ETA is the time left for a step that did done of total units in
+// elapsed, at the rate so far. It is unknown (false) before any unit is done;
+// a step past its estimated total reports a second left, not a negative
+// time, since estimated totals come from an earlier, similar run.
+func ETA(done, total int, elapsed time.Duration) (time.Duration, bool) {
+	if done <= 0 || total <= 0 || elapsed <= 0 {
+		return 0, false
+	}
+	if done >= total {
+		return time.Second, true
+	}
+	return time.Duration(float64(elapsed) * float64(total-done) / float64(done)), true
 }
 
 // draw redraws the bar for key, replacing the bar of another step: one
@@ -110,6 +132,7 @@ func (r *Reporter) Done(key string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.start, key)
 	if r.tty {
 		if r.bar != nil && r.barKey == key {
 			_ = r.bar.Finish()

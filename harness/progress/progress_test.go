@@ -25,6 +25,10 @@ func TestPlainLinesAreRateLimited(t *testing.T) {
 	if !strings.Contains(logs.String(), "percent=100%") {
 		t.Errorf("no final line:\n%s", logs.String())
 	}
+	// 500 of 1000 done 5 s after the first update: 5 s to go.
+	if !strings.Contains(logs.String(), "percent=50% eta=5s") {
+		t.Errorf("no ETA at half way:\n%s", logs.String())
+	}
 }
 
 func TestTerminalDrawsABar(t *testing.T) {
@@ -39,4 +43,27 @@ func TestTerminalDrawsABar(t *testing.T) {
 	var nilR *Reporter
 	nilR.Update("x", 1, 2, "") // must not panic
 	nilR.Done("x")
+}
+
+func TestETA(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		done, total int
+		elapsed     time.Duration
+		want        time.Duration
+		ok          bool
+	}{
+		{"a quarter done", 250, 1000, time.Minute, 3 * time.Minute, true},
+		{"half done", 5, 10, 10 * time.Second, 10 * time.Second, true},
+		{"nothing done yet", 0, 1000, time.Minute, 0, false},
+		{"unknown total", 10, 0, time.Minute, 0, false},
+		{"past an estimated total", 1100, 1000, time.Minute, time.Second, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ETA(tt.done, tt.total, tt.elapsed)
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("ETA(%d, %d, %s) = %s, %v; want %s, %v", tt.done, tt.total, tt.elapsed, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
 }

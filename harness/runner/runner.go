@@ -98,7 +98,13 @@ func (e *Env) request(a arch.Arch, frags []string) (kbuild.Request, error) {
 		Arch: a, Source: src, KconfigDir: e.KconfigDir, Fragments: frags, CacheDir: e.CacheDir, Jobs: e.Jobs,
 		Progress: func(p kbuild.Progress) {
 			if e.Progress != nil {
-				e.Progress.Update(string(a.Name)+" kernel build", p.Steps, 0, p.Current)
+				total := p.Total
+				if total > 0 && p.Steps >= total {
+					// Past the previous build's count: other fragments
+					// compile more files; say "almost", not 100%.
+					total = p.Steps + 1
+				}
+				e.Progress.Update(string(a.Name)+" kernel build ("+p.Target+")", p.Steps, total, p.Current)
 				return
 			}
 			e.Log.Info("building", "arch", a.Name, "steps", p.Steps, "elapsed", p.Elapsed.Round(time.Second), "at", p.Current)
