@@ -50,7 +50,7 @@ parallel: 2
 	}
 	p := s.Params
 	// Keys the file leaves out keep fth run's defaults.
-	wantAgent := map[string]string{"n": "500", "hold": "2s", "seed": "7", "detach": "all"}
+	wantAgent := map[string]string{"n": "500", "hold": "2s", "seed": "7", "detach": "200"}
 	if p.Scenario != "attach-storm" || p.Accel != qemu.AccelTCGMulti || p.CPUs != 4 || p.MemoryMB != 2048 ||
 		p.Deadline != time.Hour || p.Silence != 2*time.Minute || s.Parallel != 2 || !mapsEqual(p.Agent, wantAgent) {
 		t.Errorf("params = %+v, parallel %d", p, s.Parallel)

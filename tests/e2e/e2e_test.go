@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/results"
 )
 
@@ -61,15 +62,40 @@ func runFth(t *testing.T, timeout time.Duration, args ...string) fthRun {
 // runFthArch is runFth for any arch.
 func runFthArch(t *testing.T, arch string, timeout time.Duration, args ...string) fthRun {
 	t.Helper()
+	out := e2eOut(t)
+	full := append([]string{"run", "--arch", arch, "--out", out, "--run-id", "r"}, args...)
+	return runCell(t, timeout, out, fthBin, full...)
+}
+
+// runMake runs `make test-arch=<arch>` from the repository root exactly as a
+// developer types it, with FTH_RUN_FLAGS only naming the output directory
+// and adding args: the path through make is where a MAKEFLAGS leak once
+// broke every arch whose kernel ARCH differs from fth's name (riscv64).
+func runMake(t *testing.T, arch string, timeout time.Duration, args ...string) fthRun {
+	t.Helper()
+	out := e2eOut(t)
+	flags := strings.Join(append([]string{"--out", out, "--run-id", "r"}, args...), " ")
+	return runCell(t, timeout, out, "make", "--no-print-directory", "test-arch="+arch, "FTH_RUN_FLAGS="+flags)
+}
+
+// e2eOut is a fresh output directory for t under out/e2e.
+func e2eOut(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("boots a kernel; skipped with -short")
 	}
 	out, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
 	os.RemoveAll(out)
+	return out
+}
+
+// runCell runs name with args from the repository root and reads the one
+// cell it wrote under out/r.
+func runCell(t *testing.T, timeout time.Duration, out, name string, args ...string) fthRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	full := append([]string{"run", "--arch", arch, "--out", out, "--run-id", "r"}, args...)
-	cmd := exec.CommandContext(ctx, fthBin, full...)
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = "../.."
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
@@ -83,9 +109,9 @@ func runFthArch(t *testing.T, arch string, timeout time.Duration, args ...string
 	case errors.As(err, &ee):
 		r.exit = ee.ExitCode()
 	default:
-		t.Fatalf("fth run: %v", err)
+		t.Fatalf("%s: %v", name, err)
 	}
-	t.Logf("fth %s: exit %d in %s\nstdout:\n%s", strings.Join(full, " "), r.exit, r.took.Round(time.Second), r.stdout)
+	t.Logf("%s %s: exit %d in %s\nstdout:\n%s", name, strings.Join(args, " "), r.exit, r.took.Round(time.Second), r.stdout)
 	cells, _ := filepath.Glob(filepath.Join(out, "r", "*", "result.json"))
 	if len(cells) == 1 {
 		r.cell = filepath.Dir(cells[0])
@@ -113,14 +139,16 @@ func (r fthRun) mustCell(t *testing.T) {
 	}
 }
 
-// (a) The x86_64 7.3 kernel passes with at least 2000 trampolines attached
-// under preempt=full. The seed is pinned: CI tests the harness and must not
-// flake on whichever new kernel bug a random selection stumbles on; random
-// exploration is what nightly and `fth matrix` runs are for.
+// (a) The x86_64 7.3 kernel passes the default cell — 2,000 trampolines
+// attached under preempt=full, a sample of them detached with timing — run
+// as a developer runs it, `make test-arch=x86_64`. The seed is not pinned:
+// each run draws one and result.json records it, so a failure here is a
+// finding to reproduce with that seed, not a flake to retry.
 func TestX86AttachStormPasses(t *testing.T) {
-	r := runFth(t, 45*time.Minute, "--n", "2000", "--seed", "42")
+	r := runMake(t, "x86_64", 45*time.Minute)
 	r.mustCell(t)
 	res := r.result
+	t.Logf("seed %s (bin/fth repro %s replays it)", res.Seed, r.cell)
 	if r.exit != 0 || res.Verdict != results.Pass {
 		t.Fatalf("exit %d, verdict %s (%s), want a pass", r.exit, res.Verdict, res.Reason)
 	}
@@ -142,8 +170,8 @@ func TestX86AttachStormPasses(t *testing.T) {
 	if res.Accel == "" || res.Accel == "auto" {
 		t.Errorf("accel = %q, want the resolved mode", res.Accel)
 	}
-	if d := res.Phases["detach"]; d == nil || d.Succeeded != attach.Succeeded {
-		t.Errorf("detach phase = %+v, want every attached trampoline detached", d)
+	if d := res.Phases["detach"]; d == nil || d.Succeeded != min(attach.Succeeded, matrix.DefaultDetach) || d.Latency.Count != d.Succeeded {
+		t.Errorf("detach phase = %+v, want a timed sample of %d", d, matrix.DefaultDetach)
 	}
 	if !strings.Contains(r.stdout, "pass") {
 		t.Errorf("summary table does not show the verdict:\n%s", r.stdout)

@@ -35,8 +35,11 @@ var widenModes = []widenMode{
 
 // cmdBench runs benchmarks that compare settings side by side in one run.
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "cell" {
+		return cmdBenchCell(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "widening" {
-		return fmt.Errorf("%w: usage: fth bench widening [flags] (the one benchmark so far)", errUsage)
+		return fmt.Errorf("%w: usage: fth bench widening|cell [flags]", errUsage)
 	}
 	fs := flag.NewFlagSet("bench widening", flag.ContinueOnError)
 	fs.SetOutput(stderr)

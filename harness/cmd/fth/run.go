@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
@@ -31,7 +32,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		preempt    = fs.String("preempt", "full", "preempt= boot parameter (PREEMPT_DYNAMIC); empty to leave the build default")
 		n          = fs.String("n", "2000", "trampolines to attach, or 'all'")
 		hold       = fs.Duration("hold", 5*time.Second, "how long to keep every trampoline attached with the hammer running")
-		detach     = fs.String("detach", "all", "how many trampolines to detach one by one with timing ('all', or a number; the rest go with the guest)")
+		detach     = fs.String("detach", matrix.DefaultParams().Agent["detach"], "how many trampolines to detach one by one with timing ('all', or a number; the rest go with the guest)")
 		seed       = fs.Int64("seed", 0, "random seed for function selection and the hammer (0: the agent picks and reports one)")
 		crash      = fs.String("crash", "", "inject a fault after attaching: sysrq-c (a panic) or hung-task (one agent thread left in D state)")
 		pauseAfter = fs.Duration("pause-after", 0, "stop the VM over QMP this long after the agent starts (hang injection)")

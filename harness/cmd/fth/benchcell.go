@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/matrix"
+	"github.com/ftrace-harness/fth/harness/runner"
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// cellVariant is one way `fth bench cell` runs the default cell: the
+// defaults, or the defaults with some agent options replaced.
+type cellVariant struct {
+	name  string
+	agent map[string]string
+}
+
+// cmdBenchCell times the default cell (what `make test-arch=<arch>` runs)
+// against a baseline variant of it, in one run on one machine, and prints
+// each phase's wall time with its ratio to the baseline. The baseline
+// defaults to the cell as it was before detaches were sampled (detach=all),
+// so the ratio is the speed-up that change bought.
+func cmdBenchCell(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench cell", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var b buildFlags
+	b.register(fs)
+	var (
+		out      = fs.String("out", "out/runs", "directory for run results")
+		baseline = fs.String("baseline", "detach=all", "agent options (key=value,...) that turn the default cell into the baseline; empty runs the default cell alone")
+		seed     = fs.Int64("seed", 0, "seed shared by both cells (0: one drawn now), so both attach the same functions")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	a, repo, frags, err := b.resolve()
+	if err != nil {
+		return err
+	}
+	base, err := parseAgentList(*baseline)
+	if err != nil {
+		return err
+	}
+	if *seed == 0 {
+		*seed = time.Now().UnixNano()&0x7fffffff | 1
+	}
+	def := matrix.DefaultParams()
+	variants := []cellVariant{{"default", maps.Clone(def.Agent)}}
+	if len(base) > 0 {
+		agent := maps.Clone(def.Agent)
+		maps.Copy(agent, base)
+		variants = append([]cellVariant{{"baseline", agent}}, variants...)
+	}
+	log := newLogger(stderr, b.verbose)
+	env := b.env(log, repo)
+	runID := "bench-cell-" + newRunID()
+	runDir := filepath.Join(*out, runID)
+	var rows []results.Result
+	for _, v := range variants {
+		v.agent["seed"] = fmt.Sprint(*seed)
+		c := runner.Cell{
+			Name: v.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: def.Scenario, AgentArgs: v.agent,
+			Accel: def.Accel, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Deadline: def.Deadline, Silence: def.Silence,
+		}
+		log.Info("bench cell", "variant", v.name, "agent", formatAgent(v.agent))
+		r, err := env.Run(ctx, runID, runDir, c)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	fmt.Fprintf(stdout, "\ndefault cell on %s, seed %d", a.Name, *seed)
+	if len(rows) > 1 {
+		fmt.Fprintf(stdout, "; baseline = default with %s (ratios: default / baseline, same run)", *baseline)
+	}
+	fmt.Fprint(stdout, "\n\n")
+	printCellBench(stdout, variants, rows)
+	fmt.Fprintf(stdout, "\nresults: %s\n", runDir)
+	return nil
+}
+
+// printCellBench writes one column per variant and, with two, their ratio.
+func printCellBench(w io.Writer, variants []cellVariant, rows []results.Result) {
+	secs := func(d event.Duration) float64 { return time.Duration(d).Seconds() }
+	ms := func(d event.Duration) float64 { return float64(time.Duration(d)) / float64(time.Millisecond) }
+	phase := func(r results.Result, name string) *event.Phase { return r.Phases[name] }
+	type metric struct {
+		name string
+		unit string
+		get  func(results.Result) float64
+	}
+	metrics := []metric{
+		{"kernel (build or cache)", "s", func(r results.Result) float64 { return r.Timings.KernelSeconds }},
+		{"initramfs", "s", func(r results.Result) float64 { return r.Timings.ImageSeconds }},
+		{"boot → agent", "s", func(r results.Result) float64 { return r.Timings.BootToAgentSeconds }},
+		{"guest", "s", func(r results.Result) float64 { return r.Timings.GuestSeconds }},
+		{"  load phase", "s", func(r results.Result) float64 { return wall(phase(r, "load"), secs) }},
+		{"  attach phase", "s", func(r results.Result) float64 { return wall(phase(r, "attach"), secs) }},
+		{"  detach phase", "s", func(r results.Result) float64 { return wall(phase(r, "detach"), secs) }},
+		{"cell total", "s", func(r results.Result) float64 { return r.Timings.TotalSeconds }},
+		{"attached", "", func(r results.Result) float64 { return count(phase(r, "attach")) }},
+		{"detached with timing", "", func(r results.Result) float64 { return count(phase(r, "detach")) }},
+		{"attach p50", "ms", func(r results.Result) float64 { return lat(phase(r, "attach"), ms, 50) }},
+		{"attach p99", "ms", func(r results.Result) float64 { return lat(phase(r, "attach"), ms, 99) }},
+		{"detach p50", "ms", func(r results.Result) float64 { return lat(phase(r, "detach"), ms, 50) }},
+		{"detach p99", "ms", func(r results.Result) float64 { return lat(phase(r, "detach"), ms, 99) }},
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"", "unit"}
+	for _, v := range variants {
+		head = append(head, v.name)
+	}
+	if len(rows) == 2 {
+		head = append(head, "ratio")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, m := range metrics {
+		cols := []string{m.name, m.unit}
+		for _, r := range rows {
+			cols = append(cols, fmt.Sprintf("%.1f", m.get(r)))
+		}
+		if len(rows) == 2 {
+			cols = append(cols, fmt.Sprintf("%.2f×", ratio(m.get(rows[1]), m.get(rows[0]))))
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t")+"\t")
+	}
+	verdicts := []string{"verdict", ""}
+	for _, r := range rows {
+		verdicts = append(verdicts, string(r.Verdict))
+	}
+	fmt.Fprintln(tw, strings.Join(verdicts, "\t")+"\t")
+	tw.Flush()
+}
+
+func wall(p *event.Phase, secs func(event.Duration) float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return secs(p.Wall)
+}
+
+func count(p *event.Phase) float64 {
+	if p == nil {
+		return 0
+	}
+	return float64(p.Succeeded)
+}
+
+func lat(p *event.Phase, ms func(event.Duration) float64, pct int) float64 {
+	if p == nil {
+		return 0
+	}
+	if pct == 50 {
+		return ms(p.Latency.Median)
+	}
+	return ms(p.Latency.P99)
+}
+
+// parseAgentList reads "k=v,k=v" (empty: none).
+func parseAgentList(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range splitList(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: --baseline %q: want key=value,... (agent options)", errUsage, s)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func formatAgent(m map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}
