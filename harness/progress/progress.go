@@ -71,7 +71,7 @@ func (r *Reporter) Update(key string, done, total int, detail string) {
 	args := []any{"step", key, "done", done}
 	if total > 0 {
 		args = append(args, "total", total, "percent", fmt.Sprintf("%.0f%%", 100*float64(done)/float64(total)))
-		if eta, ok := ETA(done, total, now.Sub(r.start[key])); ok {
+		if eta, ok := ETA(done, total, now.Sub(r.start[key])); ok && done < total {
 			args = append(args, "eta", eta.Round(time.Second))
 		}
 	}

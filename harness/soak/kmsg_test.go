@@ -2,14 +2,11 @@ package soak
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/harness/target"
 )
 
 func TestParseKmsg(t *testing.T) {
@@ -43,12 +40,17 @@ func TestParseKmsg(t *testing.T) {
 // consumed already must not reach console.log (or the detector) twice, and
 // records lost in between are marked. A reboot starts the numbering again.
 func TestConsumeKmsgSkipsTheBacklogAfterABlip(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "console.log")
-	con, err := results.CreateLineLog(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &soak{con: con, det: console.NewDetector()}
+	var got []string
+	s := &soak{emit: func(e target.Event) {
+		if e.Kind != target.Console {
+			t.Errorf("kernel log stream emitted a %s event", e.Kind)
+		}
+		if rest, ok := strings.CutPrefix(e.Text, "---- fth: "); ok {
+			got = append(got, rest)
+			return
+		}
+		got = append(got, e.Text[strings.Index(e.Text, "]")+2:])
+	}}
 	feed := func(from, to uint64) {
 		var b strings.Builder
 		for i := from; i <= to; i++ {
@@ -61,22 +63,20 @@ func TestConsumeKmsgSkipsTheBacklogAfterABlip(t *testing.T) {
 	feed(8, 8) // 6 and 7 were overwritten before they were read
 	s.kmsgNext.Store(0)
 	feed(0, 1) // after a reboot
-	con.Close()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if rest, ok := strings.CutPrefix(l, "---- fth: "); ok {
-			got = append(got, rest)
-			continue
-		}
-		got = append(got, l[strings.Index(l, "]")+2:])
-	}
 	want := []string{"record 0", "record 1", "record 2", "record 3", "record 4", "record 5",
 		"2 kernel log records lost (overwritten before they were read) ----", "record 8", "record 0", "record 1"}
 	if !slices.Equal(got, want) {
-		t.Errorf("console.log holds %q, want %q", got, want)
+		t.Errorf("console lines %q, want %q", got, want)
+	}
+}
+
+// On the first connection the kernel log already holds the boot and what
+// ran before the soak: console.log gets it, the detector must not.
+func TestConsumeKmsgMarksHistory(t *testing.T) {
+	var hist []bool
+	s := &soak{emit: func(e target.Event) { hist = append(hist, e.History) }}
+	s.consumeKmsg(strings.NewReader("6,0,1000,-;old\n6,1,5000000,-;new\n"), 2000000)
+	if !slices.Equal(hist, []bool{true, false}) {
+		t.Errorf("history flags %v, want [true false]", hist)
 	}
 }

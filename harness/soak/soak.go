@@ -8,12 +8,9 @@
 package soak
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,11 +28,12 @@ import (
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/internal/shell"
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/monitor"
+	"github.com/ftrace-harness/fth/harness/target"
 	"github.com/ftrace-harness/fth/harness/target/ssh"
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
-	"github.com/ftrace-harness/fth/results/event"
 )
 
 // Config says what to soak.
@@ -70,9 +68,17 @@ type Config struct {
 // required are the kernel options without which no scenario can run.
 var required = []string{"BPF_SYSCALL", "DEBUG_INFO_BTF", "FUNCTION_TRACER", "DYNAMIC_FTRACE_WITH_DIRECT_CALLS"}
 
+// hangTail is how long a soak goes on after the header of a hang report
+// in the board's kernel log (see monitor.Spec.HangTail).
+const hangTail = 60 * time.Second
+
+// deadlineSlack is what the soak's overall deadline adds to Duration: time
+// for the deploys and the reboots a soak survives.
+const deadlineSlack = 30 * time.Minute
+
 // Run soaks the board and records everything in w. The error is for a
 // soak that could not start (unreachable board, failed build); what the
-// kernel does is the verdict.
+// kernel does is the verdict, which the monitor writes as for any cell.
 func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
 	if cfg.Silence <= 0 {
 		cfg.Silence = 2 * time.Minute
@@ -87,34 +93,41 @@ func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
 		cfg.AgentArgs["scenario"] = "churn"
 	}
 	log := cfg.Log
-	s := &soak{cfg: cfg, w: w, log: log, start: time.Now(), det: console.NewDetector()}
-	var err error
-	if s.con, err = results.CreateLineLog(w.Path("console.log")); err != nil {
-		return err
-	}
-	defer s.con.Close()
-	if s.ev, err = results.CreateLineLog(w.Path("events.jsonl")); err != nil {
-		return err
-	}
-	defer s.ev.Close()
-
+	s := &soak{cfg: cfg, w: w, log: log, start: time.Now()}
 	c, err := ssh.Dial(ctx, cfg.SSH)
 	if err != nil {
 		return err
 	}
-	defer func() { s.client().Close() }()
 	s.setClient(c)
 	a, skip, err := s.probe(ctx)
 	if err != nil {
+		c.Close()
 		return err
 	}
 	if skip != "" {
-		s.finish(results.Skip, skip)
+		c.Close()
+		_ = w.Update(func(r *results.Result) {
+			r.Verdict, r.Reason = results.Skip, skip
+			r.EndedAt = time.Now().UTC()
+		})
 		return nil
 	}
 	s.arch = a
-	s.run(ctx)
-	return nil
+	b := newBoard(ctx, s)
+	defer b.Close()
+	err = monitor.Run(ctx, log, w, b, monitor.Spec{
+		Deadline: cfg.Duration + deadlineSlack,
+		Silence:  cfg.Silence,
+		HangTail: hangTail,
+		// A board reboots after a panic, and the board target reports
+		// the new boot with what pstore kept: the soak goes on.
+		SurvivesPanic: true,
+	})
+	_ = w.Update(func(r *results.Result) {
+		r.Timings.TotalSeconds = time.Since(s.start).Seconds()
+		r.EndedAt = time.Now().UTC()
+	})
+	return err
 }
 
 type soak struct {
@@ -136,10 +149,8 @@ type soak struct {
 	// the backlog, which is already in console.log and the detector.
 	kmsgNext atomic.Uint64
 
-	con, ev *results.LineLog
-	detMu   sync.Mutex
-	det     *console.Detector
-	conLine int
+	// emit hands an event to the monitor (see board).
+	emit func(target.Event)
 }
 
 func (s *soak) client() *ssh.Client {
@@ -274,187 +285,6 @@ func buildAgent(ctx context.Context, moduleDir, cacheDir, goarch string) (string
 	return out, os.Rename(out+".partial", out)
 }
 
-// segment is how one agent run on one connection ended.
-type segment int
-
-const (
-	segDone        segment = iota // the agent reported done
-	segLost                       // the connection dropped
-	segHang                       // no agent output for Silence
-	segInterrupted                // ctx ended
-	segAgentExited                // the agent exited without done
-)
-
-// run deploys and runs the agent until the soak ends, handling lost
-// connections, then records the verdict.
-func (s *soak) run(ctx context.Context) {
-	first := true
-	var crashAt <-chan time.Time
-	if s.cfg.CrashAfter > 0 {
-		t := time.NewTimer(s.cfg.CrashAfter)
-		defer t.Stop()
-		crashAt = t.C
-	}
-	for {
-		left := s.cfg.Duration - time.Since(s.start)
-		if left <= 0 {
-			s.verdict(segDone, "")
-			return
-		}
-		remote, err := s.deploy(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				s.verdict(segInterrupted, "")
-				return
-			}
-			s.finish(results.Error, err.Error())
-			return
-		}
-		seg, why := s.segment(ctx, remote, left, first, &crashAt)
-		first = false
-		switch seg {
-		case segLost:
-			rebooted, back := s.comeback(ctx)
-			if !back {
-				return // comeback recorded the finding
-			}
-			if rebooted && !s.cfg.Resume {
-				s.verdict(segDone, "")
-				return
-			}
-			continue
-		case segAgentExited:
-			s.finish(results.Error, why)
-			return
-		default:
-			s.verdict(seg, why)
-			return
-		}
-	}
-}
-
-// segment runs the kmsg stream and one agent until the agent finishes, the
-// connection drops, the agent goes silent, or ctx ends.
-func (s *soak) segment(ctx context.Context, remote string, left time.Duration, first bool, crashAt *<-chan time.Time) (segment, string) {
-	c := s.client()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	// History: on the first connection the kernel log already holds the
-	// boot and whatever ran before us; it goes to console.log but not to
-	// the detector. After a reboot, the new boot is all ours.
-	var since uint64
-	if first {
-		if up, err := c.Output(ctx, "cat /proc/uptime"); err == nil {
-			if f := strings.Fields(string(up)); len(f) > 0 {
-				if sec, err := strconv.ParseFloat(f[0], 64); err == nil {
-					since = uint64(sec * 1e6)
-				}
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	// The kernel log reader must be done before the caller resets the
-	// log's numbering for a new boot; bounded, as a dead connection's
-	// stream may be slow to notice.
-	defer func() {
-		cancel()
-		waitTimeout(&wg, 10*time.Second)
-	}()
-	s.agentPID.Store(0)
-	s.kmsgPID.Store(0)
-	kr, kw := io.Pipe()
-	// The agent streams the kernel log rather than `cat /dev/kmsg`: like
-	// the stress, it stops when its stdin (a pipe never written) sees the
-	// session drop. A cat would outlive a harness killed mid-soak on an
-	// sshd that keeps its output pipe open (u-root's), blocked on writes.
-	kin, kinW := io.Pipe()
-	defer kinW.Close()
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		err := c.Stream(sctx, kmsgCommand(remote), kin, kw, io.Discard)
-		kw.CloseWithError(err)
-	}()
-	go func() {
-		defer wg.Done()
-		s.consumeKmsg(kr, since)
-	}()
-
-	args := map[string]string{}
-	for k, v := range s.cfg.AgentArgs {
-		args[k] = v
-	}
-	if args["scenario"] == "churn" {
-		args["churn"] = left.Round(time.Second).String()
-	}
-	cmd := agentCommand(remote, args)
-	s.log.Info("starting agent", "cmd", cmd)
-	ar, aw := io.Pipe()
-	// The agent's stdin is a pipe we never write: it sees EOF only when the
-	// session drops, and stops itself (stdinwatch).
-	stdinR, stdinW := io.Pipe()
-	defer stdinW.Close()
-	var stderr bytes.Buffer
-	agentErr := make(chan error, 1)
-	go func() {
-		err := c.Stream(sctx, cmd, stdinR, aw, &lockedWriter{w: &stderr})
-		aw.CloseWithError(err)
-		agentErr <- err
-	}()
-	events := make(chan event.Event, 64)
-	go s.readEvents(ar, events)
-
-	silence := time.NewTimer(s.cfg.Silence)
-	defer silence.Stop()
-	lost := c.Done()
-	done := false
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			silence.Reset(s.cfg.Silence)
-			if ev.Kind == event.KindDone {
-				done = true
-				// End the agent's stdin: an sshd that copies it into a
-				// pipe (u-root's) waits for its end before it reports
-				// the exit and closes the session.
-				stdinW.Close()
-			}
-		case err := <-agentErr:
-			if done {
-				return segDone, ""
-			}
-			if errors.Is(err, ssh.ErrConnLost) {
-				return segLost, err.Error()
-			}
-			select {
-			case <-lost:
-				return segLost, "connection lost"
-			case <-time.After(2 * time.Second):
-			}
-			return segAgentExited, fmt.Sprintf("the agent exited without reporting done: %v; stderr: %s", err, tail(stderr.String(), 400))
-		case <-lost:
-			return segLost, "connection lost"
-		case <-silence.C:
-			return segHang, fmt.Sprintf("hang: no agent output for %s with the connection up", s.cfg.Silence)
-		case <-*crashAt:
-			*crashAt = nil
-			s.log.Warn("injecting a board panic (sysrq-c), as asked", "after", s.cfg.CrashAfter)
-			go func() {
-				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-				defer ccancel()
-				_, _ = c.Output(cctx, "echo c > /proc/sysrq-trigger")
-			}()
-		case <-ctx.Done():
-			return segInterrupted, ""
-		}
-	}
-}
-
 // agentCommand is the remote command line: the board's own kernel command
 // line is not ours (FTH_NO_CMDLINE), events go to stdout, and the agent
 // stops when our session does.
@@ -474,134 +304,6 @@ func agentCommand(remote string, args map[string]string) string {
 // kmsgCommand runs the deployed agent as the board's kernel log stream.
 func kmsgCommand(remote string) string {
 	return strings.Join([]string{"FTH_NO_CMDLINE=1", shell.Quote(remote), "-kmsgstream"}, " ")
-}
-
-// consumeKmsg writes every kernel log record to console.log and feeds
-// those after since (µs since boot) to the detector.
-func (s *soak) consumeKmsg(r io.Reader, since uint64) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if pid, ok := strings.CutPrefix(sc.Text(), event.KmsgStreamPIDPrefix); ok {
-			if n, err := strconv.ParseInt(pid, 10, 64); err == nil {
-				s.kmsgPID.Store(n)
-			}
-			continue
-		}
-		rec, ok := parseKmsg(sc.Text())
-		next := s.kmsgNext.Load()
-		if !ok || rec.Seq < next {
-			continue
-		}
-		if next > 0 && rec.Seq > next {
-			// The ring buffer overwrote records before they were read
-			// (a burst, or a blip): say so where they would have been.
-			_ = s.con.Line(fmt.Sprintf("---- fth: %d kernel log records lost (overwritten before they were read) ----", rec.Seq-next))
-		}
-		s.kmsgNext.Store(rec.Seq + 1)
-		line := rec.Line()
-		_ = s.con.Line(line)
-		if rec.TSus < since {
-			continue
-		}
-		s.detMu.Lock()
-		fs := s.det.Line(line)
-		s.detMu.Unlock()
-		s.addFindings("", fs)
-	}
-}
-
-func (s *soak) addFindings(source string, fs []console.Finding) {
-	if len(fs) == 0 {
-		return
-	}
-	_ = s.w.Update(func(r *results.Result) {
-		for _, f := range fs {
-			s.log.Warn("kernel report", "title", f.Title, "source", source)
-			r.Findings = append(r.Findings, results.Finding{
-				Source: source, Kind: string(f.Kind), Title: f.Title, Function: f.Function,
-				StartLine: f.StartLine, EndLine: f.EndLine, Report: f.Report, Stack: f.Stack,
-			})
-		}
-	})
-}
-
-// readEvents writes the agent's event lines to events.jsonl, folds them
-// into the result and passes them on.
-func (s *soak) readEvents(r io.Reader, out chan<- event.Event) {
-	defer close(out)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		_ = s.ev.Line(line)
-		var ev event.Event
-		if json.Unmarshal([]byte(line), &ev) != nil {
-			continue
-		}
-		switch ev.Kind {
-		case event.KindHello:
-			if ev.Hello != nil {
-				s.agentPID.Store(int64(ev.Hello.PID))
-			}
-			_ = s.w.Update(func(r *results.Result) { results.Apply(r, ev) })
-		case event.KindLog:
-			s.log.Info("agent: " + ev.Log)
-		case event.KindOp, event.KindProgress:
-		default:
-			_ = s.w.Update(func(r *results.Result) { results.Apply(r, ev) })
-		}
-		out <- ev
-	}
-}
-
-// comeback waits for a lost board. rebooted: its boot_id changed; back:
-// it answered at all. A reboot is a finding, with pstore's records.
-func (s *soak) comeback(ctx context.Context) (rebooted, back bool) {
-	at := time.Since(s.start).Seconds()
-	s.log.Warn("connection to the board lost; waiting for it to come back", "target", s.cfg.SSH.Target)
-	_ = s.client().Close()
-	dial := func(ctx context.Context) (*ssh.Client, error) { return ssh.Dial(ctx, s.cfg.SSH) }
-	c, cb, err := ssh.WaitBack(ctx, s.bootID, s.cfg.Backoff, dial, s.log)
-	rc := results.Reconnect{At: at, Rebooted: cb.Rebooted, Back: err == nil, Tries: cb.Tries, Waited: cb.Waited.Seconds()}
-	if err != nil {
-		rc.Err = err.Error()
-	}
-	_ = s.w.Update(func(r *results.Result) { r.Board.Reconnects = append(r.Board.Reconnects, rc) })
-	if err != nil {
-		if ctx.Err() != nil {
-			s.verdict(segInterrupted, "")
-			return false, false
-		}
-		s.addFindings("board", []console.Finding{{Kind: "board-lost", Title: "board unreachable after a lost connection"}})
-		s.finish(results.Fail, fmt.Sprintf("board unreachable after a lost connection: %v", err))
-		return false, false
-	}
-	s.setClient(c)
-	if !cb.Rebooted {
-		s.log.Info("board back, same boot: a network blip", "waited", cb.Waited.Round(time.Second))
-		stale := s.stopStaleAgent(ctx)
-		_ = s.w.Update(func(r *results.Result) {
-			r.Board.Reconnects[len(r.Board.Reconnects)-1].StaleAgent = stale
-		})
-		return false, true
-	}
-	s.log.Warn("board rebooted", "old_boot_id", s.bootID, "new_boot_id", cb.BootID, "waited", cb.Waited.Round(time.Second))
-	s.bootID = cb.BootID
-	s.kmsgNext.Store(0) // a new boot numbers its records from 0; the pids reset when the next segment starts
-	_ = s.w.Update(func(r *results.Result) { r.Board.BootIDs = append(r.Board.BootIDs, cb.BootID) })
-	fs := s.collectPstore(ctx)
-	fs = append(fs, s.collectPrevBoot(ctx)...)
-	if len(fs) == 0 {
-		fs = []console.Finding{{Kind: "reboot", Title: "board rebooted during the soak (no pstore record)"}}
-		s.addFindings("board", fs)
-	}
-	// The detector's state belongs to the boot that is gone.
-	s.detMu.Lock()
-	s.det = console.NewDetector()
-	s.detMu.Unlock()
-	_ = s.con.Line(fmt.Sprintf("---- fth: board rebooted (boot_id %s) ----", cb.BootID))
-	return true, true
 }
 
 // staleWait bounds the wait for the agents of a dropped session to stop,
@@ -689,14 +391,14 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
 
 // collectPstore saves the pstore records of the crash that rebooted the
 // board under pstore/ and runs the crash parser over them.
-func (s *soak) collectPstore(ctx context.Context) []console.Finding {
+func (s *soak) collectPstore(ctx context.Context) []results.Finding {
 	c := s.client()
 	ls, err := c.Output(ctx, "ls /sys/fs/pstore")
 	if err != nil {
 		s.log.Info("no pstore on the board", "err", err)
 		return nil
 	}
-	var all []console.Finding
+	var all []results.Finding
 	for _, name := range strings.Fields(string(ls)) {
 		if strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
 			continue
@@ -710,9 +412,9 @@ func (s *soak) collectPstore(ctx context.Context) []console.Finding {
 			_ = os.WriteFile(dst, b, 0o644)
 		}
 		_ = s.w.Update(func(r *results.Result) { r.Board.Pstore = append(r.Board.Pstore, "pstore/"+name) })
-		fs := console.Parse(b)
-		s.addFindings("pstore", fs)
-		all = append(all, fs...)
+		for _, f := range console.Parse(b) {
+			all = append(all, monitor.FromConsole("pstore", f))
+		}
 	}
 	return all
 }
@@ -721,7 +423,7 @@ func (s *soak) collectPstore(ctx context.Context) []console.Finding {
 // keeps one (systemd's persistent journal) as prev-boot.log and runs the
 // crash parser over it. Boards without journalctl, or with a volatile
 // journal, have none: pstore is then the only record.
-func (s *soak) collectPrevBoot(ctx context.Context) []console.Finding {
+func (s *soak) collectPrevBoot(ctx context.Context) []results.Finding {
 	b, err := s.client().Output(ctx, "journalctl -k -b -1 --no-pager -o short-monotonic")
 	if err != nil || len(b) == 0 {
 		s.log.Info("no previous-boot kernel log on the board", "err", err)
@@ -730,46 +432,11 @@ func (s *soak) collectPrevBoot(ctx context.Context) []console.Finding {
 	if err := os.WriteFile(s.w.Path("prev-boot.log"), b, 0o644); err != nil {
 		s.log.Warn("save prev-boot.log", "err", err)
 	}
-	fs := console.Parse(b)
-	s.addFindings("prev-boot", fs)
-	return fs
-}
-
-// verdict ends the soak from how its last segment ended.
-func (s *soak) verdict(seg segment, why string) {
-	r := s.w.Result()
-	switch {
-	case seg == segInterrupted:
-		s.finish(results.Error, "interrupted")
-	case len(r.Findings) > 0:
-		s.finish(results.Fail, r.Findings[0].Title)
-	case seg == segHang:
-		s.addFindings("board", []console.Finding{{Kind: "hang", Title: why}})
-		s.finish(results.Fail, why)
-	default:
-		if o, ok := results.FailedOracle(r.Oracles); ok {
-			s.finish(results.Fail, o)
-			return
-		}
-		if r.Liveness != nil && len(r.Liveness.Stalled) > 0 {
-			s.finish(results.Fail, fmt.Sprintf("liveness: %d hammer thread(s) stalled", len(r.Liveness.Stalled)))
-			return
-		}
-		if r.AgentOK != nil && !*r.AgentOK {
-			s.finish(results.Fail, "agent: "+r.AgentReason)
-			return
-		}
-		s.finish(results.Pass, "")
+	var fs []results.Finding
+	for _, f := range console.Parse(b) {
+		fs = append(fs, monitor.FromConsole("prev-boot", f))
 	}
-}
-
-func (s *soak) finish(v results.Verdict, reason string) {
-	_ = s.w.Update(func(r *results.Result) {
-		r.Verdict, r.Reason = v, reason
-		r.Timings.GuestSeconds = time.Since(s.start).Seconds()
-		r.Timings.TotalSeconds = time.Since(s.start).Seconds()
-		r.EndedAt = time.Now().UTC()
-	})
+	return fs
 }
 
 type lockedWriter struct {

@@ -152,6 +152,36 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 		blipSoak(t, filepath.Join(base, "blip"), dir, target, vm)
 	})
 
+	// The same monitor runs a board as a VM: a hang that stops one task
+	// while the agent goes on talking ends the soak a tail after the
+	// report, with the board's blocked tasks, not at --duration. It runs
+	// before the panic, whose reboot clears the task it leaves in D state.
+	t.Run("partial hang ends the soak", func(t *testing.T) {
+		out := filepath.Join(base, "hang")
+		start := time.Now()
+		code, _, stderr := runSoak(t, 10*time.Minute, out, "--target", target,
+			"--known-hosts", filepath.Join(dir, "known_hosts"), "-i", filepath.Join(dir, "id_ed25519"),
+			"--duration", "20m", "--scenario", "storm", "--agent-arg", "n=20", "--agent-arg", "crash=hung-task", "--agent-arg", "hold=20m")
+		took := time.Since(start)
+		cells, _ := filepath.Glob(filepath.Join(out, "r", "*", "result.json"))
+		if len(cells) != 1 {
+			t.Fatalf("no result.json (stderr:\n%s)", stderr)
+		}
+		r, err := results.ReadResult(cells[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 1 || r.Verdict != results.Fail || r.Ended != "hang-report" || !strings.Contains(r.Reason, "INFO: task hung") {
+			t.Errorf("exit %d, verdict %s, ended %q, reason %q; want a fail ended by the hung-task report's tail (stderr:\n%s)", code, r.Verdict, r.Ended, r.Reason, stderr)
+		}
+		if took > 6*time.Minute {
+			t.Errorf("the soak took %s: a partial hang must end it a tail after the report, not at --duration", took.Round(time.Second))
+		}
+		if b, err := os.ReadFile(filepath.Join(filepath.Dir(cells[0]), "tasks.txt")); err != nil || !bytes.Contains(b, []byte("==")) {
+			t.Errorf("tasks.txt: %v, %q; want the agent's task stacks", err, b)
+		}
+	})
+
 	t.Run("panic mid-soak", func(t *testing.T) {
 		out := filepath.Join(base, "soak")
 		code, _, stderr := runSoak(t, 15*time.Minute, out, "--target", target,

@@ -1,0 +1,31 @@
+package cell
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+func TestAgentCmdlineSorted(t *testing.T) {
+	got := strings.Join(agentCmdline(map[string]string{"n": "2000", "crash": "sysrq-c", "hold": "5s"}), " ")
+	if got != "fth.crash=sysrq-c fth.hold=5s fth.n=2000" {
+		t.Errorf("agentCmdline = %q", got)
+	}
+}
+
+func TestAddOracleKeepsSummariesAndBoundedFailures(t *testing.T) {
+	var list []event.Oracle
+	list = results.AddOracle(list, event.Oracle{Name: "exact-count", Function: "f", Expected: 5, Got: 5, OK: true})
+	if len(list) != 0 {
+		t.Fatalf("a passing single check was kept: %+v", list)
+	}
+	for range results.MaxOracleFailures + 10 {
+		list = results.AddOracle(list, event.Oracle{Name: "func-ip", Function: "f", Expected: 1, Got: 2})
+	}
+	list = results.AddOracle(list, event.Oracle{Name: "func-ip", Checks: 100, Failures: 60})
+	if len(list) != results.MaxOracleFailures+1 || list[len(list)-1].Checks != 100 {
+		t.Errorf("kept %d, want %d failures plus the summary", len(list), results.MaxOracleFailures)
+	}
+}

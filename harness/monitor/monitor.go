@@ -1,0 +1,602 @@
+// Package monitor runs one cell on any target: it reads the target's
+// console and agent streams, finds kernel reports as they arrive, keeps the
+// watchdogs (no output, overall deadline, the tail after a hang report, the
+// grace after a panic or a reset), collects forensics before teardown, and
+// writes the verdict and the result files as it goes. A QEMU VM and an SSH
+// board are both target.Instances; neither has a loop of its own.
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/progress"
+	"github.com/ftrace-harness/fth/harness/target"
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// Spec bounds one cell. Durations are final: the caller has scaled them
+// for the arch.
+type Spec struct {
+	// Deadline bounds the whole cell.
+	Deadline time.Duration
+	// Silence is the no-output watchdog: before the agent says hello any
+	// output counts (the console of a booting kernel); after, only the
+	// agent's, which reports liveness every 2 s.
+	Silence time.Duration
+	// HangTail is how long the cell goes on after the header of the first
+	// hang report on the console (a hung task, an RCU or workqueue stall, a
+	// lockup). A hang that stops only some tasks leaves the agent talking,
+	// and the cell would otherwise run to its deadline with nothing more to
+	// learn: the report's stacks and the backtraces it asks for come within
+	// seconds.
+	HangTail time.Duration
+	// PauseAfter, if set, pauses the target that long after the agent's
+	// hello (a target.Pauser only): a host-side hang, to prove the
+	// watchdog works.
+	PauseAfter time.Duration
+	// Progress shows the agent's long phases; nil logs a line every 5 s.
+	Progress *progress.Reporter
+	// SurvivesPanic is set for targets that come back from a panic by
+	// themselves and report it (a board reboots; target.Rebooted): a
+	// panic then does not end the cell after Graces.Panic.
+	SurvivesPanic bool
+	// Graces override the defaults below (zero keeps a default): tests
+	// shorten them.
+	Graces Graces
+}
+
+// Graces are the waits, not scaled, for the host side of a guest that has
+// already done what it will do.
+type Graces struct {
+	// Reset is how long the monitor keeps reading after a reset: the
+	// agent's last events and the console's last lines may still be in
+	// flight, and a done among them makes the reset the agent's own
+	// orderly end rather than a finding.
+	Reset time.Duration
+	// Panic is how long a panicked guest gets to reset (panic=-1) before
+	// the monitor stops waiting: the report is complete by then, and the
+	// silence watchdog would waste minutes.
+	Panic time.Duration
+	// Done is how long the monitor keeps reading after done, for a last
+	// console report, before it stops waiting for the guest to go.
+	Done time.Duration
+	// Drain ends the read of what is left after Close once nothing came
+	// for this long.
+	Drain time.Duration
+}
+
+// DefaultGraces are the graces of a real cell.
+func DefaultGraces() Graces {
+	return Graces{Reset: 2 * time.Second, Panic: 15 * time.Second, Done: 10 * time.Second, Drain: 500 * time.Millisecond}
+}
+
+func (g Graces) orDefault() Graces {
+	d := DefaultGraces()
+	for _, p := range []struct{ v, def *time.Duration }{{&g.Reset, &d.Reset}, {&g.Panic, &d.Panic}, {&g.Done, &d.Done}, {&g.Drain, &d.Drain}} {
+		if *p.v <= 0 {
+			*p.v = *p.def
+		}
+	}
+	return g
+}
+
+// Outcome is how a cell's run ended; result.json's "ended" names it.
+type Outcome int
+
+const (
+	// Exited: the target went away (QEMU exited, the agent process ended).
+	Exited Outcome = iota
+	// Done: the agent reported done.
+	Done
+	// Silence: no output for Spec.Silence.
+	Silence
+	// Deadline: Spec.Deadline passed.
+	Deadline
+	// Interrupted: the context ended (Ctrl-C).
+	Interrupted
+	// Panic: the console showed a kernel panic and the guest neither reset
+	// nor exited within Graces.Panic.
+	Panic
+	// Reset: the guest reset the machine itself before done.
+	Reset
+	// HangReport: a hang report's tail ran out while the guest still talked.
+	HangReport
+	// Rebooted: a board rebooted and the target did not resume the agent.
+	Rebooted
+	// Unreachable: a board did not come back.
+	Unreachable
+	// NumOutcomes counts the outcomes above; it is none itself.
+	NumOutcomes
+)
+
+// String is the outcome as result.json's "ended" names it.
+func (o Outcome) String() string {
+	switch o {
+	case Exited:
+		return "exited"
+	case Done:
+		return "done"
+	case Silence:
+		return "silence"
+	case Deadline:
+		return "deadline"
+	case Interrupted:
+		return "interrupted"
+	case Panic:
+		return "panic"
+	case Reset:
+		return "reset"
+	case HangReport:
+		return "hang-report"
+	case Rebooted:
+		return "rebooted"
+	case Unreachable:
+		return "unreachable"
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
+
+// diagnosed are the outcomes that leave a guest worth examining before
+// teardown: stopped, stuck, or still running when it should not be.
+func (o Outcome) diagnosed() bool {
+	switch o {
+	case Silence, Deadline, Panic, Reset, HangReport:
+		return true
+	}
+	return false
+}
+
+// endsCell reports whether a finding of this kind ends the cell HangTail
+// later. Oopses, WARNs and lockdep splats do not: the kernel goes on, and
+// the rest of the run can still find more.
+func endsCell(k console.Kind) bool {
+	switch k {
+	case console.KindHungTask, console.KindRCUStall, console.KindWorkqueueStall, console.KindSoftLockup, console.KindHardLockup:
+		return true
+	}
+	return false
+}
+
+const (
+	// diagnoseTimeout bounds forensics.
+	diagnoseTimeout = 20 * time.Second
+	// keepOps is how many completed operations result.json keeps before
+	// the one in flight.
+	keepOps = 5
+)
+
+// FromConsole is a console finding as result.json records it; source is ""
+// for the live console, or where a recovered report came from.
+func FromConsole(source string, f console.Finding) results.Finding {
+	return results.Finding{
+		Source: source, Kind: string(f.Kind), Title: f.Title, Function: f.Function,
+		StartLine: f.StartLine, EndLine: f.EndLine, Report: f.Report, Stack: f.Stack,
+	}
+}
+
+// run is one cell's state while the monitor reads it.
+type run struct {
+	log  *slog.Logger
+	w    *results.CellWriter
+	inst target.Instance
+	spec Spec
+
+	con, ev *results.LineLog
+	det     *console.Detector
+
+	start       time.Time
+	hello, done bool
+	lastOut     time.Time
+	// waiting is set while a board is unreachable: no silence then.
+	waiting         bool
+	lastProgressLog time.Time
+	recentOps       []event.Op
+	inFlight        *event.Op
+
+	tail, dead, resetSettled, pauseAt <-chan time.Time
+	// exitErr and stderr are the target's own account of an end (a failed
+	// deploy, QEMU's stderr), quoted when the guest vanished without a
+	// report.
+	exitErr error
+	stderr  string
+}
+
+// Run reads inst until the cell ends, then tears it down and writes the
+// verdict into w. The error is for the harness's own failures (the result
+// files could not be written); what the kernel did is the verdict.
+func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, inst target.Instance, spec Spec) error {
+	con, err := results.CreateLineLog(w.Path("console.log"))
+	if err != nil {
+		return err
+	}
+	defer con.Close()
+	ev, err := results.CreateLineLog(w.Path("events.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer ev.Close()
+	spec.Graces = spec.Graces.orDefault()
+	m := &run{log: log, w: w, inst: inst, spec: spec, con: con, ev: ev, det: console.NewDetector(), start: time.Now()}
+	m.lastOut = m.start
+	out := m.loop(ctx)
+	m.teardown(ctx, out)
+	return m.finish(out)
+}
+
+// loop reads events until one ends the cell.
+func (m *run) loop(ctx context.Context) Outcome {
+	events := m.inst.Events()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	overall := time.NewTimer(m.spec.Deadline)
+	defer overall.Stop()
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				return Exited
+			}
+			if out, end := m.handle(e); end {
+				return out
+			}
+		case <-m.resetSettled:
+			m.log.Warn("the guest reset itself before the agent reported done; the target holds it for forensics")
+			return Reset
+		case <-m.dead:
+			m.log.Warn("the guest panicked and did not reset", "grace", m.spec.Graces.Panic)
+			return Panic
+		case <-m.tail:
+			return HangReport
+		case <-m.pauseAt:
+			m.pauseAt = nil
+			m.pause(ctx)
+		case <-tick.C:
+			if !m.waiting && time.Since(m.lastOut) > m.spec.Silence {
+				return Silence
+			}
+		case <-overall.C:
+			return Deadline
+		case <-ctx.Done():
+			return Interrupted
+		}
+	}
+}
+
+// handle takes one event; end says it ended the cell with out.
+func (m *run) handle(e target.Event) (out Outcome, end bool) {
+	switch e.Kind {
+	case target.Console:
+		if !m.hello {
+			m.lastOut = time.Now()
+		}
+		if e.History {
+			_ = m.con.Line(e.Text)
+			return 0, false
+		}
+		m.consoleLine(e.Text)
+	case target.Agent:
+		m.lastOut = time.Now()
+		return m.agentLine(e.Text)
+	case target.Exited:
+		if e.Err != nil {
+			m.log.Info("target exited", "err", e.Err)
+			m.exitErr = e.Err
+		}
+		return Exited, true
+	case target.Reset:
+		if m.resetSettled == nil {
+			m.resetSettled = time.After(m.spec.Graces.Reset)
+		}
+	case target.Lost:
+		m.log.Warn("lost the target; waiting for it to come back")
+		m.waiting = true
+	case target.Back:
+		m.log.Info("the target is back, same boot")
+		m.waiting, m.lastOut = false, time.Now()
+	case target.Rebooted:
+		m.waiting, m.lastOut = false, time.Now()
+		return m.rebooted(e)
+	case target.Unreachable:
+		m.addFindings(results.Finding{Source: "board", Kind: "board-lost", Title: "board unreachable after a lost connection"})
+		m.log.Warn("the target did not come back", "err", e.Err)
+		return Unreachable, true
+	}
+	return 0, false
+}
+
+// consoleLine records a kernel log line and what the detector makes of it.
+func (m *run) consoleLine(line string) {
+	_ = m.con.Line(line)
+	m.addConsole(m.det.Line(line))
+	if m.tail != nil && m.dead != nil {
+		return
+	}
+	// Both clocks start at a report's header: a report has no end marker,
+	// and after a panic or in a partial hang the console may print nothing
+	// more for minutes.
+	for _, k := range m.det.OpenKinds() {
+		if m.tail == nil && endsCell(k) {
+			m.log.Info("the console reported a hang; the cell ends after its tail", "kind", k, "tail", m.spec.HangTail)
+			m.tail = time.After(m.spec.HangTail)
+		}
+		if m.dead == nil && k == console.KindPanic && !m.spec.SurvivesPanic {
+			m.dead = time.After(m.spec.Graces.Panic)
+		}
+	}
+}
+
+// agentLine records one agent event and folds it into the result.
+func (m *run) agentLine(line string) (Outcome, bool) {
+	_ = m.ev.Line(line)
+	var ev event.Event
+	if err := json.Unmarshal([]byte(line), &ev); err != nil {
+		m.log.Debug("agent: not an event", "line", line)
+		return 0, false
+	}
+	switch ev.Kind {
+	case event.KindHello:
+		m.hello = true
+		boot := time.Since(m.start)
+		m.log.Info("agent ready", "after", boot.Round(time.Millisecond), "kernel", ev.Hello.KernelRelease, "preempt", ev.Hello.PreemptModel)
+		m.update(func(r *results.Result) {
+			if r.Timings.BootToAgentSeconds == 0 {
+				r.Timings.BootToAgentSeconds = boot.Seconds()
+			}
+			results.Apply(r, ev)
+		})
+		if m.spec.PauseAfter > 0 {
+			m.pauseAt = time.After(m.spec.PauseAfter)
+		}
+	case event.KindProgress:
+		if m.spec.Progress != nil {
+			m.spec.Progress.Update(m.w.Result().Cell+" "+ev.Progress.Phase, ev.Progress.Done, ev.Progress.Total, "")
+		} else if time.Since(m.lastProgressLog) > 5*time.Second {
+			m.lastProgressLog = time.Now()
+			m.log.Info("progress", "phase", ev.Progress.Phase, "done", ev.Progress.Done, "total", ev.Progress.Total)
+		}
+	case event.KindOp:
+		if m.inFlight != nil {
+			m.recentOps = append(m.recentOps, *m.inFlight)
+			if len(m.recentOps) > keepOps {
+				m.recentOps = m.recentOps[1:]
+			}
+		}
+		m.inFlight = ev.Op
+	case event.KindLog:
+		m.log.Info("agent: " + ev.Log)
+	default:
+		switch ev.Kind {
+		case event.KindPhase:
+			m.inFlight, m.recentOps = nil, nil
+			p := ev.Phase
+			m.log.Info("phase done", "phase", p.Name, "ok", p.Succeeded, "failed", p.Failed, "median", p.Latency.Median, "p99", p.Latency.P99, "wall", p.Wall)
+		case event.KindOracle:
+			if o := ev.Oracle; !o.OK && o.Skipped == "" {
+				m.log.Warn("oracle failed", "oracle", o.Name, "function", o.Function, "expected", o.Expected, "got", o.Got, "msg", o.Msg)
+			}
+		case event.KindInventory:
+			m.log.Info("inventory", "traceable", ev.Inventory.Traceable, "btf", ev.Inventory.WithBTF, "candidates", ev.Inventory.Candidates, "selected", ev.Inventory.Selected)
+		}
+		// Every other kind goes to result.json: results.Apply decides what
+		// it keeps, so a new kind needs no change here.
+		m.update(func(r *results.Result) { results.Apply(r, ev) })
+		if ev.Kind == event.KindDone {
+			m.done = true
+			return Done, true
+		}
+	}
+	return 0, false
+}
+
+// rebooted handles a board's new boot: the report still open in the old
+// boot's log is closed and kept, what the target recovered is recorded,
+// and the cell goes on only if the agent runs again.
+func (m *run) rebooted(e target.Event) (Outcome, bool) {
+	m.log.Warn("the target rebooted", "boot_id", e.BootID, "resumed", e.Resumed)
+	m.addConsole(m.det.Flush())
+	m.det = console.NewDetector()
+	m.tail, m.dead = nil, nil
+	_ = m.con.Line(fmt.Sprintf("---- fth: rebooted (boot_id %s) ----", e.BootID))
+	if len(e.Findings) > 0 {
+		m.addFindings(e.Findings...)
+	} else {
+		m.addFindings(results.Finding{Source: "board", Kind: "reboot", Title: "board rebooted during the soak (no pstore record)"})
+	}
+	if !e.Resumed {
+		return Rebooted, true
+	}
+	m.hello, m.done, m.inFlight, m.recentOps = false, false, nil, nil
+	return 0, false
+}
+
+func (m *run) pause(ctx context.Context) {
+	p, ok := m.inst.(target.Pauser)
+	if !ok {
+		m.log.Warn("this target cannot be paused; the hang injection is skipped")
+		return
+	}
+	m.log.Info("pausing the target (hang injection)")
+	if err := p.Pause(ctx); err != nil {
+		m.log.Warn("pause failed", "err", err)
+	}
+}
+
+// addConsole records live console findings; a panic starts Graces.Panic.
+func (m *run) addConsole(fs []console.Finding) {
+	var rs []results.Finding
+	for _, f := range fs {
+		if f.Kind == console.KindPanic && m.dead == nil && !m.spec.SurvivesPanic {
+			m.dead = time.After(m.spec.Graces.Panic)
+		}
+		rs = append(rs, FromConsole("", f))
+	}
+	m.addFindings(rs...)
+}
+
+func (m *run) addFindings(fs ...results.Finding) {
+	if len(fs) == 0 {
+		return
+	}
+	for _, f := range fs {
+		m.log.Warn("kernel report", "title", f.Title, "source", f.Source, "line", f.StartLine)
+	}
+	m.update(func(r *results.Result) { r.Findings = append(r.Findings, fs...) })
+}
+
+func (m *run) update(f func(*results.Result)) { _ = m.w.Update(f) }
+
+// teardown collects forensics from a guest that needs them, stops the
+// target, and reads what is still in flight.
+func (m *run) teardown(ctx context.Context, out Outcome) {
+	if out.diagnosed() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
+		file, text := m.inst.Diagnose(dctx)
+		cancel()
+		if file != "" {
+			if err := os.WriteFile(m.w.Path(file), []byte(text), 0o644); err != nil {
+				m.log.Warn("write forensics", "file", file, "err", err)
+			}
+			m.update(func(r *results.Result) { r.Registers = file })
+		}
+		m.inst.Kill()
+	}
+	if out == Done {
+		// The guest goes away after done (QEMU pauses on the agent's
+		// reboot; a board's agent exits); a last report may still come.
+		m.readUntilGone(m.spec.Graces.Done)
+	}
+	var shutdown string
+	tripleFault := false
+	if re, ok := m.inst.(target.ResetExplainer); ok {
+		shutdown = re.ShutdownReason()
+		tripleFault = out == Reset && re.TripleFault()
+	}
+	if s, ok := m.inst.(target.Stderrer); ok {
+		m.stderr = s.Stderr()
+	}
+	_ = m.inst.Close()
+	m.drain()
+	m.addConsole(m.det.Flush())
+	m.update(func(r *results.Result) {
+		r.Ended, r.Shutdown = out.String(), shutdown
+		// A reset is a finding only when the console explains nothing:
+		// after a panic it is just the reboot panic=-1 asked for.
+		if out == Reset && len(r.Findings) == 0 {
+			r.Findings = append(r.Findings, results.Finding{Kind: "reset", Title: silentResetTitle(tripleFault)})
+		}
+		if out == Silence {
+			r.Findings = append(r.Findings, results.Finding{Kind: "hang", Title: fmt.Sprintf("hang: no output for %s", m.spec.Silence)})
+		}
+	})
+}
+
+// readUntilGone keeps reading for at most d, until the guest is gone.
+func (m *run) readUntilGone(d time.Duration) {
+	timeout := time.After(d)
+	for {
+		select {
+		case e, ok := <-m.inst.Events():
+			if !ok {
+				return
+			}
+			switch e.Kind {
+			case target.Exited, target.Reset, target.Rebooted, target.Unreachable:
+				return
+			}
+			m.handle(e)
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// drain records what the target still holds after Close.
+func (m *run) drain() {
+	for {
+		select {
+		case e, ok := <-m.inst.Events():
+			if !ok {
+				return
+			}
+			switch e.Kind {
+			case target.Console:
+				m.consoleLine(e.Text)
+			case target.Agent:
+				_ = m.ev.Line(e.Text)
+			}
+		case <-time.After(m.spec.Graces.Drain):
+			return
+		}
+	}
+}
+
+// finish writes the verdict.
+func (m *run) finish(out Outcome) error {
+	elapsed := time.Since(m.start)
+	return m.w.Update(func(r *results.Result) {
+		r.Timings.GuestSeconds = elapsed.Seconds()
+		var why []string
+		if m.exitErr != nil {
+			why = append(why, m.exitErr.Error())
+		}
+		if s := strings.TrimSpace(m.stderr); s != "" {
+			why = append(why, "target stderr: "+s)
+		}
+		r.Verdict, r.Reason = Verdict(r, out, m.done, m.spec, strings.Join(why, "; "))
+		if m.inFlight != nil && !m.done && r.Verdict != results.Pass {
+			r.InFlight, r.RecentOps = m.inFlight, m.recentOps
+			r.Reason += fmt.Sprintf(" (during %s #%d: %s)", m.inFlight.Phase, m.inFlight.Index, m.inFlight.Function)
+		}
+	})
+}
+
+// silentResetTitle names a reset that left no report on the console. On
+// x86 that is what a triple fault does (a fault while the double-fault
+// handler runs, typically a blown stack), and QEMU's reset log says so;
+// otherwise the kernel asked the machine for a reset without printing why.
+func silentResetTitle(tripleFault bool) string {
+	if tripleFault {
+		return "reset: the guest reset with no console report (QEMU logged a triple fault)"
+	}
+	return "reset: the guest reset with no console report"
+}
+
+// Verdict combines the findings, how the cell ended, the agent's own view
+// and liveness: the guest never decides alone. Findings come first, so a
+// kernel report is a fail however the cell ended, on any target.
+// why is the target's own account of how the guest ended, if any.
+func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (results.Verdict, string) {
+	switch {
+	case len(r.Findings) > 0:
+		return results.Fail, r.Findings[0].Title
+	case out == Silence:
+		return results.Fail, fmt.Sprintf("hang: no output for %s", spec.Silence)
+	case out == Interrupted:
+		return results.Error, "interrupted"
+	case out == Deadline:
+		return results.Error, fmt.Sprintf("cell deadline of %s passed while the guest was still talking", spec.Deadline)
+	case !done:
+		msg := "the guest stopped before the agent reported done, and the console shows no report"
+		if why != "" {
+			msg += "; " + why
+		}
+		return results.Error, msg
+	case r.Liveness != nil && len(r.Liveness.Stalled) > 0:
+		return results.Fail, fmt.Sprintf("liveness: %d hammer thread(s) stalled", len(r.Liveness.Stalled))
+	}
+	if o, ok := results.FailedOracle(r.Oracles); ok {
+		return results.Fail, o
+	}
+	if r.AgentOK != nil && !*r.AgentOK {
+		return results.Fail, "agent: " + r.AgentReason
+	}
+	return results.Pass, ""
+}

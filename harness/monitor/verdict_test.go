@@ -1,0 +1,80 @@
+package monitor
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+func TestVerdict(t *testing.T) {
+	yes, no := true, false
+	oops := []results.Finding{{Kind: "oops", Title: "Oops: int3 in arch_scale_cpu_capacity"}}
+	tests := []struct {
+		name   string
+		r      results.Result
+		res    Outcome
+		done   bool
+		want   results.Verdict
+		reason string
+	}{
+		{"clean", results.Result{AgentOK: &yes}, Done, true, results.Pass, ""},
+		{"finding beats agent ok", results.Result{AgentOK: &yes, Findings: oops}, Done, true, results.Fail, "Oops: int3"},
+		{"crash ends the guest", results.Result{Findings: oops}, Exited, false, results.Fail, "Oops: int3"},
+		{"hang", results.Result{}, Silence, false, results.Fail, "hang: no output for 1m0s"},
+		{"panicked, QEMU stayed up", results.Result{Findings: oops}, Panic, false, results.Fail, "Oops: int3"},
+		{"panic, then the reboot it asked for", results.Result{Findings: oops}, Reset, false, results.Fail, "Oops: int3"},
+		{"triple fault", results.Result{Findings: []results.Finding{{Kind: "reset", Title: silentResetTitle(true)}}}, Reset, false, results.Fail, "no console report (QEMU logged a triple fault)"},
+		{"silent death is an error", results.Result{}, Exited, false, results.Error, "stopped before the agent reported done"},
+		{"deadline", results.Result{}, Deadline, false, results.Error, "deadline"},
+		{"hung tasks, then the deadline", results.Result{Findings: []results.Finding{{Kind: string(console.KindHungTask), Title: "INFO: task hung in ftrace_shutdown"}}}, Deadline, false, results.Fail, "INFO: task hung"},
+		{"hung task, then its tail", results.Result{Findings: []results.Finding{{Kind: string(console.KindHungTask), Title: "INFO: task hung in dsleep_write"}}}, HangReport, false, results.Fail, "INFO: task hung in dsleep_write"},
+		{"interrupted", results.Result{}, Interrupted, false, results.Error, "interrupted"},
+		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, Done, true, results.Fail, "agent: 0 of 2000"},
+		{"oracle failure beats agent ok", results.Result{AgentOK: &yes, Oracles: []event.Oracle{
+			{Name: "func-ip-calibration", OK: true, Checks: 1},
+			{Name: "exact-count", Function: "__x64_sys_getppid", Expected: 1000, Got: 999},
+		}}, Done, true, results.Fail, "oracle exact-count failed on __x64_sys_getppid"},
+		{"failed summary", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: "func-ip", Checks: 90, Failures: 3}}}, Done, true, results.Fail, "3 of 90 checks failed"},
+		{"skipped oracle is no failure", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: "exact-count", Skipped: "disabled"}}}, Done, true, results.Pass, ""},
+		{"stalled thread", results.Result{AgentOK: &yes, Liveness: &event.Liveness{Stalled: []event.StalledThread{{TID: 7}}}}, Done, true, results.Fail, "liveness"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, reason := Verdict(&tt.r, tt.res, tt.done, Spec{Silence: time.Minute, Deadline: time.Hour}, "")
+			if v != tt.want || !strings.Contains(reason, tt.reason) {
+				t.Errorf("verdict = %s %q, want %s containing %q", v, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// Only reports of a hang end a cell early: after an oops or a WARN the
+// kernel runs on, and the rest of the run can still find more.
+func TestEndsCell(t *testing.T) {
+	for k, want := range map[console.Kind]bool{
+		console.KindHungTask: true, console.KindRCUStall: true, console.KindWorkqueueStall: true,
+		console.KindSoftLockup: true, console.KindHardLockup: true,
+		console.KindOops: false, console.KindBug: false, console.KindWarning: false,
+		console.KindPanic: false, console.KindFtraceBug: false, console.KindLockdep: false,
+	} {
+		if got := endsCell(k); got != want {
+			t.Errorf("endsCell(%s) = %v, want %v", k, got, want)
+		}
+	}
+}
+
+func TestOutcomeNames(t *testing.T) {
+	seen := map[string]bool{}
+	for o := Exited; o < NumOutcomes; o++ {
+		name := o.String()
+		if strings.HasPrefix(name, "outcome(") || seen[name] {
+			t.Errorf("outcome %d is named %q: every outcome needs its own name in result.json", int(o), name)
+		}
+		seen[name] = true
+	}
+}
+
