@@ -71,8 +71,17 @@ type Arch struct {
 	// KVMCapable says whether KVM can run this guest on this host arch at all.
 	KVMCapable bool
 
+	// BoardCmdline is added when the arch boots as a stand-in board (fth
+	// boardvm): ramoops where the machine keeps RAM across a reboot, so
+	// the panic that rebooted the "board" is in /sys/fs/pstore afterwards.
+	BoardCmdline []string
+
 	// Features lists the ftrace capabilities Linux offers on this arch.
 	Features []Feature
+	// DefaultVariants are the matrix variants worth a nightly run here
+	// (harness/matrix names them); empty means the matrix's default for
+	// the arch's features.
+	DefaultVariants []string
 	// TimeoutScale multiplies every guest deadline: some arches emulate slower.
 	TimeoutScale float64
 }
@@ -102,9 +111,13 @@ var table = []Arch{
 		Console:      "ttyS0",
 		VirtioSerial: "virtio-serial-pci",
 		KVMCapable:   true,
+		// The top 16 MiB of a 1 GiB guest: QEMU keeps guest RAM across a
+		// guest reboot, as a board with ramoops does.
+		BoardCmdline: []string{"memmap=16M$0x3f000000", "ramoops.mem_address=0x3f000000", "ramoops.mem_size=0x1000000", "ramoops.record_size=0x100000"},
 		// x86 has no CALL_OPS: it patches a 5-byte call through an INT3 state.
-		Features:     []Feature{DirectCalls},
-		TimeoutScale: 1,
+		Features:        []Feature{DirectCalls},
+		DefaultVariants: []string{"direct-calls-full"},
+		TimeoutScale:    1,
 	},
 	{
 		Name:         ARM64,
@@ -123,7 +136,10 @@ var table = []Arch{
 		Console:      "ttyAMA0",
 		VirtioSerial: "virtio-serial-pci",
 		Features:     []Feature{CallOps, DirectCalls},
-		TimeoutScale: 2,
+		// arm64 can turn CALL_OPS off and keep direct calls: both are
+		// worth a nightly run.
+		DefaultVariants: []string{"call-ops-full", "no-call-ops-full"},
+		TimeoutScale:    2,
 	},
 	{
 		Name:         RISCV64,
@@ -145,9 +161,12 @@ var table = []Arch{
 		VirtioSerial: "virtio-serial-pci",
 		// QEMU 7.2's OpenSBI has no DBCN, so earlycon=sbi prints nothing, and its
 		// device tree has only the old riscv,isa property.
-		Cmdline:      []string{"earlycon=uart8250,mmio,0x10000000", "riscv_isa_fallback"},
-		Features:     []Feature{CallOps, DirectCalls},
-		TimeoutScale: 2,
+		Cmdline:  []string{"earlycon=uart8250,mmio,0x10000000", "riscv_isa_fallback"},
+		Features: []Feature{CallOps, DirectCalls},
+		// riscv cannot turn CALL_OPS off and keep direct calls (they hang
+		// without it).
+		DefaultVariants: []string{"call-ops-full"},
+		TimeoutScale:    2,
 	},
 	{
 		Name:         PPC64LE,
@@ -165,7 +184,10 @@ var table = []Arch{
 		Console:      "hvc0",
 		VirtioSerial: "virtio-serial-pci",
 		Features:     []Feature{CallOps, DirectCalls},
-		TimeoutScale: 3,
+		// Direct calls come only with CALL_OPS on powerpc, so
+		// direct-calls-full covers both.
+		DefaultVariants: []string{"direct-calls-full"},
+		TimeoutScale:    3,
 	},
 }
 
@@ -196,17 +218,13 @@ func Lookup(name string) (Arch, error) {
 	return Arch{}, fmt.Errorf("%w %q: choose one of %s", ErrUnknown, name, strings.Join(known, ", "))
 }
 
-// HostName maps a uname -m machine string to an arch name.
+// HostName maps a machine name — uname -m, GOARCH or the harness's own
+// spelling — to an arch name, from the table alone.
 func HostName(machine string) (Name, bool) {
-	switch machine {
-	case "x86_64", "amd64":
-		return X86_64, true
-	case "aarch64", "arm64":
-		return ARM64, true
-	case "riscv64":
-		return RISCV64, true
-	case "ppc64le":
-		return PPC64LE, true
+	for _, a := range table {
+		if a.Uname == machine || a.GOARCH == machine || string(a.Name) == machine {
+			return a.Name, true
+		}
 	}
 	return "", false
 }

@@ -136,17 +136,6 @@ var builtins = []Variant{
 	},
 }
 
-// defaults is each arch's default set: the ftrace flavours worth a nightly
-// run there. x86 has no CALL_OPS; arm64 can turn CALL_OPS off and keep direct
-// calls; riscv cannot (its direct calls hang on CALL_OPS); on powerpc direct
-// calls come only with CALL_OPS, so direct-calls-full covers both.
-var defaults = map[arch.Name][]string{
-	arch.X86_64:  {"direct-calls-full"},
-	arch.ARM64:   {"call-ops-full", "no-call-ops-full"},
-	arch.RISCV64: {"call-ops-full"},
-	arch.PPC64LE: {"direct-calls-full"},
-}
-
 // Builtins returns the built-in variants, in the order AllVariants runs them.
 func Builtins() []Variant {
 	out := make([]Variant, len(builtins))
@@ -156,12 +145,13 @@ func Builtins() []Variant {
 	return out
 }
 
-// Defaults returns the names of a's default variants. An arch with no entry
-// gets call-ops-full if its row has CALL_OPS and direct-calls-full otherwise,
-// so a new arch row works without touching this package.
+// Defaults returns the names of a's default variants: its row's, or, for a
+// row that names none, call-ops-full if it has CALL_OPS and
+// direct-calls-full otherwise, so a new arch row works without touching
+// this package.
 func Defaults(a arch.Arch) []string {
-	if d, ok := defaults[a.Name]; ok {
-		return slices.Clone(d)
+	if len(a.DefaultVariants) > 0 {
+		return slices.Clone(a.DefaultVariants)
 	}
 	if a.Has(arch.CallOps) {
 		return []string{"call-ops-full"}

@@ -22,7 +22,6 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
@@ -31,13 +30,6 @@ import (
 // boardReady is what the guest prints once sshd listens (stress/agent's
 // board mode).
 const boardReady = "fth-board: sshd listening"
-
-// pstoreCmdline reserves the top 16 MiB of a 1 GiB x86 guest for ramoops:
-// QEMU keeps guest RAM across a guest reboot, so the panic that rebooted the
-// "board" is in /sys/fs/pstore afterwards, as on a real board with ramoops.
-var pstoreCmdline = map[arch.Name][]string{
-	arch.X86_64: {"memmap=16M$0x3f000000", "ramoops.mem_address=0x3f000000", "ramoops.mem_size=0x1000000", "ramoops.record_size=0x100000"},
-}
 
 // cmdBoardVM boots a VM that stands in for an SSH board: the harness's
 // kernel with u-root's sshd, reachable on 127.0.0.1 only, rebooting (not
@@ -108,7 +100,7 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *preempt != "" {
 		cmdline = append(cmdline, "preempt="+*preempt)
 	}
-	cmdline = append(cmdline, pstoreCmdline[a.Name]...)
+	cmdline = append(cmdline, a.BoardCmdline...)
 	vm, err := qemu.Start(ctx, log, qemu.Config{
 		Arch: a, Kernel: k.Image, Initrd: img.Path, Cmdline: cmdline, CPUs: *cpus, MemoryMB: *mem,
 		Accel: accel, SocketDir: sockDir, SSHPort: *port, Reboot: true,

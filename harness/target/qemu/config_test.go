@@ -2,6 +2,9 @@ package qemu
 
 import (
 	"errors"
+	"flag"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -43,6 +46,36 @@ func TestArgsGolden(t *testing.T) {
 	}
 	if got := c.Args(); !slices.Equal(got, want) {
 		t.Errorf("Args() =\n%q\nwant\n%q", got, want)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/args/*.golden from the current command lines")
+
+// Every arch row boots with a command line someone has read once: a change
+// to the table or to Args shows up as a diff of testdata/args/<arch>.golden
+// (go test -run TestArgsGoldenEveryArch -update rewrites them).
+func TestArgsGoldenEveryArch(t *testing.T) {
+	for _, a := range arch.All() {
+		t.Run(string(a.Name), func(t *testing.T) {
+			c := Config{Arch: a, Kernel: "/k/" + filepath.Base(a.Image), Initrd: "/i/agent.cpio", Cmdline: []string{"preempt=full", "fth.n=2000"}, CPUs: 2, MemoryMB: 1024, Accel: AccelTCGSingle, SocketDir: "/s"}
+			got := strings.Join(c.Args(), "\n") + "\n"
+			path := filepath.Join("testdata", "args", string(a.Name)+".golden")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -run TestArgsGoldenEveryArch -update writes it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("Args() for %s differs from %s:\n%s\nwant\n%s", a.Name, path, got, want)
+			}
+		})
 	}
 }
 
