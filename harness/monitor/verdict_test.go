@@ -77,4 +77,3 @@ func TestOutcomeNames(t *testing.T) {
 		seen[name] = true
 	}
 }
-
