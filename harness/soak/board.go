@@ -62,7 +62,7 @@ func (b *board) Events() <-chan target.Event { return b.events }
 func (b *board) Diagnose(ctx context.Context) (string, string) {
 	c := b.s.client()
 	var out strings.Builder
-	if _, err := c.Output(ctx, "echo w > /proc/sysrq-trigger"); err != nil {
+	if _, err := c.Output(ctx, "printf w > /proc/sysrq-trigger"); err != nil {
 		fmt.Fprintf(&out, "sysrq w: %v\n", err)
 	} else {
 		out.WriteString("sysrq w: blocked tasks dumped to the kernel log (console.log)\n")
