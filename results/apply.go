@@ -52,7 +52,7 @@ func Apply(r *Result, ev event.Event) {
 // single checks are in events.jsonl only.
 func AddOracle(list []event.Oracle, o event.Oracle) []event.Oracle {
 	summary := o.Function == "" || o.Checks > 0 || o.Skipped != ""
-	if summary || o.Name == "func-ip-calibration" {
+	if summary || o.Name == event.OracleCalibration {
 		return append(list, o)
 	}
 	if o.OK {
@@ -78,7 +78,7 @@ func FailedOracle(os []event.Oracle) (string, bool) {
 			continue
 		}
 		switch {
-		case o.Function != "" && o.Checks == 0 && o.Name == "exact-count":
+		case o.Function != "" && o.Checks == 0 && o.Name == event.OracleExact:
 			return fmt.Sprintf("oracle %s failed on %s: expected %d hits, got %d", o.Name, o.Function, o.Expected, o.Got), true
 		case o.Function != "" && o.Checks == 0:
 			msg := fmt.Sprintf("oracle %s failed on %s: expected %#x, got %#x", o.Name, o.Function, o.Expected, o.Got)

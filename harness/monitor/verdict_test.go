@@ -35,11 +35,11 @@ func TestVerdict(t *testing.T) {
 		{"interrupted", results.Result{}, Interrupted, false, results.Error, "interrupted"},
 		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, Done, true, results.Fail, "agent: 0 of 2000"},
 		{"oracle failure beats agent ok", results.Result{AgentOK: &yes, Oracles: []event.Oracle{
-			{Name: "func-ip-calibration", OK: true, Checks: 1},
-			{Name: "exact-count", Function: "__x64_sys_getppid", Expected: 1000, Got: 999},
+			{Name: event.OracleCalibration, OK: true, Checks: 1},
+			{Name: event.OracleExact, Function: "__x64_sys_getppid", Expected: 1000, Got: 999},
 		}}, Done, true, results.Fail, "oracle exact-count failed on __x64_sys_getppid"},
-		{"failed summary", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: "func-ip", Checks: 90, Failures: 3}}}, Done, true, results.Fail, "3 of 90 checks failed"},
-		{"skipped oracle is no failure", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: "exact-count", Skipped: "disabled"}}}, Done, true, results.Pass, ""},
+		{"failed summary", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: event.OracleFuncIP, Checks: 90, Failures: 3}}}, Done, true, results.Fail, "3 of 90 checks failed"},
+		{"skipped oracle is no failure", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: event.OracleExact, Skipped: "disabled"}}}, Done, true, results.Pass, ""},
 		{"stalled thread", results.Result{AgentOK: &yes, Liveness: &event.Liveness{Stalled: []event.StalledThread{{TID: 7}}}}, Done, true, results.Fail, "liveness"},
 	}
 	for _, tt := range tests {

@@ -39,10 +39,10 @@ func benchCell(b *event.Bench) results.Result {
 // all passing.
 func churnCell(v results.Verdict, extra ...event.Oracle) results.Result {
 	os := []event.Oracle{
-		{Name: "func-ip-calibration", Function: "__do_sys_getppid", Expected: 0xffffffff810796c0, Got: 0xffffffff810796c0, OK: true, Checks: 1},
-		{Name: "func-ip", OK: true, Checks: 55},
-		{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, OK: true, Checks: 10},
-		{Name: "exact-count", Function: "fth_target_counted", Expected: 1000, OK: true, Checks: 7},
+		{Name: event.OracleCalibration, Function: "__do_sys_getppid", Expected: 0xffffffff810796c0, Got: 0xffffffff810796c0, OK: true, Checks: 1},
+		{Name: event.OracleFuncIP, OK: true, Checks: 55},
+		{Name: event.OracleExact, Function: "__do_sys_getppid", Expected: 1000, OK: true, Checks: 10},
+		{Name: event.OracleExact, Function: "fth_target_counted", Expected: 1000, OK: true, Checks: 7},
 	}
 	return results.Result{Cell: "x86_64-churn", Arch: "x86_64", Accel: "tcg-single", Scenario: "churn", Verdict: v, Oracles: append(os, extra...)}
 }
@@ -173,7 +173,7 @@ func TestCompareBenchAndOracles(t *testing.T) {
 			a:    churnCell(results.Pass),
 			b: func() results.Result {
 				r := churnCell(results.Fail)
-				r.Oracles[3] = event.Oracle{Name: "exact-count", Function: "fth_target_counted", Expected: 1000, Checks: 7, Failures: 1}
+				r.Oracles[3] = event.Oracle{Name: event.OracleExact, Function: "fth_target_counted", Expected: 1000, Checks: 7, Failures: 1}
 				return r
 			}(),
 			regressions: 2, kinds: []Kind{KindVerdict, KindOracle}, detail: "oracle exact-count on fth_target_counted passed (7 checks), now fails: 1 of 7 checks failed",
@@ -182,7 +182,7 @@ func TestCompareBenchAndOracles(t *testing.T) {
 			name: "planted: func-ip fails in a guest that died before its summaries",
 			a:    churnCell(results.Fail),
 			b: results.Result{Cell: "x86_64-churn", Accel: "tcg-multi", Verdict: results.Fail, Oracles: []event.Oracle{
-				{Name: "func-ip", Function: "__task_pid_nr_ns", Expected: 0xffffffff81085990, Got: 0xffffffff81085950, Msg: "fentry: 7047 of 7047 hits saw bpf_get_func_ip 0xffffffff81085950, want 0xffffffff81085990"},
+				{Name: event.OracleFuncIP, Function: "__task_pid_nr_ns", Expected: 0xffffffff81085990, Got: 0xffffffff81085950, Msg: "fentry: 7047 of 7047 hits saw bpf_get_func_ip 0xffffffff81085950, want 0xffffffff81085990"},
 			}},
 			regressions: 1, kinds: []Kind{KindOracle}, detail: "oracle func-ip passed (55 checks), now fails: on __task_pid_nr_ns: fentry: 7047 of 7047 hits",
 		},
@@ -191,14 +191,14 @@ func TestCompareBenchAndOracles(t *testing.T) {
 			a:    churnCell(results.Pass),
 			b: func() results.Result {
 				r := churnCell(results.Pass)
-				r.Oracles[1] = event.Oracle{Name: "func-ip", Skipped: "not calibrated"}
+				r.Oracles[1] = event.Oracle{Name: event.OracleFuncIP, Skipped: "not calibrated"}
 				return r
 			}(),
 		},
 		{
 			name:  "an oracle whose checks already failed in A is not new, whatever A's summary says",
-			a:     churnCell(results.Fail, event.Oracle{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, Got: 999}),
-			b:     churnCell(results.Fail, event.Oracle{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, Got: 998}),
+			a:     churnCell(results.Fail, event.Oracle{Name: event.OracleExact, Function: "__do_sys_getppid", Expected: 1000, Got: 999}),
+			b:     churnCell(results.Fail, event.Oracle{Name: event.OracleExact, Function: "__do_sys_getppid", Expected: 1000, Got: 998}),
 			kinds: nil,
 		},
 	}

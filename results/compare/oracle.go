@@ -30,7 +30,7 @@ func compareOracles(a, b *results.Result) []Issue {
 		if !isSummary(oa) || !oa.OK || oa.Skipped != "" {
 			continue
 		}
-		key := oa.Name + "\x00" + oa.Function
+		key := string(oa.Name) + "\x00" + oa.Function
 		if seen[key] {
 			continue
 		}
@@ -65,15 +65,15 @@ func oracleFails(a event.Oracle, bs []event.Oracle) (string, bool) {
 
 func oracleName(o event.Oracle) string {
 	if o.Function == "" {
-		return o.Name
+		return string(o.Name)
 	}
-	return o.Name + " on " + o.Function
+	return string(o.Name) + " on " + o.Function
 }
 
 // checkValues says what a check without a message compared: counts for
 // exact-count, addresses (in hex, as kallsyms prints them) for func-ip.
 func checkValues(o event.Oracle) string {
-	if o.Name == "exact-count" {
+	if o.Name == event.OracleExact {
 		return fmt.Sprintf("expected %d hits, got %d", o.Expected, o.Got)
 	}
 	return fmt.Sprintf("expected %#x, got %#x", o.Expected, o.Got)

@@ -187,12 +187,27 @@ type Done struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// OracleName names an oracle in Oracle events; host and guest share these.
+type OracleName string
+
+// The oracles.
+const (
+	// OracleFuncIP compares bpf_get_func_ip() in each program with the
+	// kallsyms address of the function it is attached to.
+	OracleFuncIP OracleName = "func-ip"
+	// OracleCalibration is the per-boot measurement of the arch's offset
+	// between the two.
+	OracleCalibration OracleName = "func-ip-calibration"
+	// OracleExact counts hits in a window with a known number of calls.
+	OracleExact OracleName = "exact-count"
+)
+
 // Oracle is the result of an oracle check. Expected and Got are counts for
 // the exact-count oracle and addresses for the func-ip oracle (Msg repeats
 // addresses in hex, which is how a reader compares them with kallsyms).
 type Oracle struct {
-	// Name is the oracle: "func-ip", "func-ip-calibration" or "exact-count".
-	Name string `json:"name"`
+	// Name is the oracle.
+	Name OracleName `json:"name"`
 	// Function is the kernel function checked; empty in a summary.
 	Function string `json:"function,omitempty"`
 	Expected uint64 `json:"expected,omitempty"`

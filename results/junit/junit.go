@@ -183,7 +183,7 @@ func failedOracles(os []event.Oracle) (summaries, checks []string) {
 		if o.OK || o.Skipped != "" {
 			continue
 		}
-		name := o.Name
+		name := string(o.Name)
 		if o.Function != "" {
 			name += " on " + o.Function
 		}
@@ -194,7 +194,7 @@ func failedOracles(os []event.Oracle) (summaries, checks []string) {
 		detail := o.Msg
 		switch {
 		case detail != "":
-		case o.Name == "exact-count":
+		case o.Name == event.OracleExact:
 			detail = fmt.Sprintf("expected %d hits, got %d", o.Expected, o.Got)
 		default:
 			// func-ip compares addresses, which kallsyms prints in hex.

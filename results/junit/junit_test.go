@@ -42,10 +42,10 @@ func run() []results.Result {
 			Cell: "x86_64-churn", Arch: "x86_64", Verdict: results.Fail, Reason: "INFO: rcu detected stall in cpu_stop_should_run", Timings: results.Timings{TotalSeconds: 88},
 			Findings: []results.Finding{{Kind: "rcu-stall", Title: "INFO: rcu detected stall in cpu_stop_should_run", Report: "[   55.454778] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:"}},
 			Oracles: []event.Oracle{
-				{Name: "func-ip-calibration", Function: "__do_sys_getppid", Expected: 0xffffffff810796c0, Got: 0xffffffff810796c0, OK: true, Checks: 1},
-				{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, Got: 999, Msg: "1000 calls, 999 hits (-1); recursion misses 0"},
-				{Name: "func-ip", OK: true, Checks: 25},
-				{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, Checks: 3, Failures: 1},
+				{Name: event.OracleCalibration, Function: "__do_sys_getppid", Expected: 0xffffffff810796c0, Got: 0xffffffff810796c0, OK: true, Checks: 1},
+				{Name: event.OracleExact, Function: "__do_sys_getppid", Expected: 1000, Got: 999, Msg: "1000 calls, 999 hits (-1); recursion misses 0"},
+				{Name: event.OracleFuncIP, OK: true, Checks: 25},
+				{Name: event.OracleExact, Function: "__do_sys_getppid", Expected: 1000, Checks: 3, Failures: 1},
 			},
 		},
 		// A board soak whose panic rebooted the board; pstore kept it (the
@@ -68,8 +68,8 @@ func run() []results.Result {
 func TestExtrasWithoutSummaries(t *testing.T) {
 	r := results.Result{Cell: "board-192.0.2.7-22", Verdict: results.Fail, Reason: "board unreachable after a lost connection",
 		Oracles: []event.Oracle{
-			{Name: "func-ip", Function: "__task_pid_nr_ns", Expected: 0xffffffff81085990, Got: 0xffffffff81085950, Msg: "fentry: 7047 of 7047 hits saw bpf_get_func_ip 0xffffffff81085950, want 0xffffffff81085990"},
-			{Name: "func-ip", Function: "seq_read_iter", Expected: 0xffffffff812b7320, Got: 0xffffffff812b72e0},
+			{Name: event.OracleFuncIP, Function: "__task_pid_nr_ns", Expected: 0xffffffff81085990, Got: 0xffffffff81085950, Msg: "fentry: 7047 of 7047 hits saw bpf_get_func_ip 0xffffffff81085950, want 0xffffffff81085990"},
+			{Name: event.OracleFuncIP, Function: "seq_read_iter", Expected: 0xffffffff812b7320, Got: 0xffffffff812b72e0},
 		},
 		Board: &results.Board{Target: "ssh://root@192.0.2.7:22", BootIDs: []string{"a"}, Reconnects: []results.Reconnect{{At: 300, Tries: 8, Waited: 120, Err: "dial: no route to host"}}},
 	}

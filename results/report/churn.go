@@ -103,10 +103,10 @@ func oracleRows(os []event.Oracle) ([]oracleRow, []checkRow) {
 	var checks []checkRow
 	for _, o := range os {
 		if !isSummary(o) {
-			checks = append(checks, checkRow{Name: o.Name, Function: o.Function, Expected: oracleValue(o, o.Expected), Got: oracleValue(o, o.Got), Msg: o.Msg})
+			checks = append(checks, checkRow{Name: string(o.Name), Function: o.Function, Expected: oracleValue(o, o.Expected), Got: oracleValue(o, o.Got), Msg: o.Msg})
 			continue
 		}
-		row := oracleRow{Name: o.Name, Function: o.Function, Checks: fmt.Sprint(o.Checks), Failures: fmt.Sprint(o.Failures), Detail: o.Msg}
+		row := oracleRow{Name: string(o.Name), Function: o.Function, Checks: fmt.Sprint(o.Checks), Failures: fmt.Sprint(o.Failures), Detail: o.Msg}
 		switch {
 		case o.Skipped != "":
 			row.Result = "skipped: " + o.Skipped
@@ -115,7 +115,7 @@ func oracleRows(os []event.Oracle) ([]oracleRow, []checkRow) {
 		default:
 			row.Result, row.Bad = "FAILED", true
 		}
-		if o.Name == "exact-count" && o.Expected > 0 {
+		if o.Name == event.OracleExact && o.Expected > 0 {
 			row.Detail = joinNonEmpty("; ", fmt.Sprintf("%d calls per window", o.Expected), row.Detail)
 		}
 		sums = append(sums, row)
@@ -126,7 +126,7 @@ func oracleRows(os []event.Oracle) ([]oracleRow, []checkRow) {
 // oracleValue prints what an oracle compares: a count for exact-count, an
 // address (as kallsyms prints it) for the func-ip oracles.
 func oracleValue(o event.Oracle, v uint64) string {
-	if o.Name == "exact-count" {
+	if o.Name == event.OracleExact {
 		return fmt.Sprint(v)
 	}
 	return fmt.Sprintf("%#x", v)

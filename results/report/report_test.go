@@ -582,11 +582,11 @@ func TestBenchParts(t *testing.T) {
 // keeps them; figures are from the real sabotage runs.
 func TestOracleRows(t *testing.T) {
 	sums, checks := oracleRows([]event.Oracle{
-		{Name: "func-ip-calibration", Function: "__do_sys_getppid", Expected: 0xffffffff810796c0, Got: 0xffffffff810796c0, OK: true, Checks: 1},
-		{Name: "func-ip", Function: "__task_pid_nr_ns", Expected: 0xffffffff81085990, Got: 0xffffffff81085950, Msg: "fentry: 7047 of 7047 hits saw bpf_get_func_ip 0xffffffff81085950, want 0xffffffff81085990"},
-		{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, Got: 999, Msg: "1000 calls, 999 hits (-1); recursion misses 0"},
-		{Name: "func-ip", Skipped: "not calibrated"},
-		{Name: "exact-count", Function: "__do_sys_getppid", Expected: 1000, Checks: 3, Failures: 3},
+		{Name: event.OracleCalibration, Function: "__do_sys_getppid", Expected: 0xffffffff810796c0, Got: 0xffffffff810796c0, OK: true, Checks: 1},
+		{Name: event.OracleFuncIP, Function: "__task_pid_nr_ns", Expected: 0xffffffff81085990, Got: 0xffffffff81085950, Msg: "fentry: 7047 of 7047 hits saw bpf_get_func_ip 0xffffffff81085950, want 0xffffffff81085990"},
+		{Name: event.OracleExact, Function: "__do_sys_getppid", Expected: 1000, Got: 999, Msg: "1000 calls, 999 hits (-1); recursion misses 0"},
+		{Name: event.OracleFuncIP, Skipped: "not calibrated"},
+		{Name: event.OracleExact, Function: "__do_sys_getppid", Expected: 1000, Checks: 3, Failures: 3},
 	})
 	var got []string
 	for _, s := range sums {

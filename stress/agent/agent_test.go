@@ -297,9 +297,9 @@ func TestChurnVerdict(t *testing.T) {
 		t.Errorf("clean churn verdict = %+v", d)
 	}
 	for i := range 7 {
-		a.oracleFail(event.Oracle{Name: "exact-count", Function: "__x64_sys_getppid", Expected: 1000, Got: uint64(999 - i)})
+		a.oracleFail(event.Oracle{Name: event.OracleExact, Function: "__x64_sys_getppid", Expected: 1000, Got: uint64(999 - i)})
 	}
-	a.oracleFail(event.Oracle{Name: "func-ip", Function: "vfs_read", Msg: "fentry: 1 of 9 hits saw bpf_get_func_ip 0x4, want 0x0"})
+	a.oracleFail(event.Oracle{Name: event.OracleFuncIP, Function: "vfs_read", Msg: "fentry: 1 of 9 hits saw bpf_get_func_ip 0x4, want 0x0"})
 	a.churn.other = append(a.churn.other, "churn: no fentry attached in 3 tries")
 	d := a.verdict(nil, nil)
 	for _, want := range []string{
@@ -337,12 +337,12 @@ func TestRunChurnInVM(t *testing.T) {
 		t.Errorf("last event = %+v", last)
 	}
 	kinds := map[event.Kind]int{}
-	oracles := map[string]event.Oracle{}
+	oracles := map[event.OracleName]event.Oracle{}
 	for _, e := range evs {
 		kinds[e.Kind]++
 		// Keep the calibration and the end-of-run summaries (the
 		// func-ip summary names no function).
-		if o := e.Oracle; e.Kind == event.KindOracle && (o.Function == "" || o.Name == "func-ip-calibration") {
+		if o := e.Oracle; e.Kind == event.KindOracle && (o.Function == "" || o.Name == event.OracleCalibration) {
 			oracles[o.Name] = *o
 		}
 	}
@@ -351,10 +351,10 @@ func TestRunChurnInVM(t *testing.T) {
 			t.Errorf("no %s event", k)
 		}
 	}
-	if c := oracles["func-ip-calibration"]; !c.OK {
+	if c := oracles[event.OracleCalibration]; !c.OK {
 		t.Errorf("calibration = %+v", c)
 	}
-	if f := oracles["func-ip"]; !f.OK || f.Checks == 0 {
+	if f := oracles[event.OracleFuncIP]; !f.OK || f.Checks == 0 {
 		t.Errorf("func-ip summary = %+v", f)
 	}
 	for path, want := range map[string]string{

@@ -6,11 +6,12 @@ import (
 	"github.com/ftrace-harness/fth/results/event"
 )
 
-// Oracle names as they appear in Oracle events.
+// Oracle names as they appear in Oracle events (results/event owns them,
+// so the host reads the same names the guest writes).
 const (
-	NameFuncIP      = "func-ip"
-	NameCalibration = "func-ip-calibration"
-	NameExact       = "exact-count"
+	NameFuncIP      = event.OracleFuncIP
+	NameCalibration = event.OracleCalibration
+	NameExact       = event.OracleExact
 )
 
 // deltaStep and maxDelta bound a plausible calibration: bpf_get_func_ip may

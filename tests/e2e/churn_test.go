@@ -33,7 +33,7 @@ func churnArgs(seed, churn string, extra ...string) []string {
 }
 
 // oracle returns the summary of oracle name (on function fn, "" for any).
-func oracleSummary(r results.Result, name, fn string) (event.Oracle, bool) {
+func oracleSummary(r results.Result, name event.OracleName, fn string) (event.Oracle, bool) {
 	for _, o := range r.Oracles {
 		if o.Name == name && (o.Function == "" || o.Checks > 0 || o.Skipped != "") && (fn == "" || o.Function == fn) {
 			return o, true
@@ -56,11 +56,11 @@ func churnPasses(t *testing.T, r fthRun) {
 			t.Errorf("transition %s: %+v, want successes", name, tr)
 		}
 	}
-	fip, ok := oracleSummary(r.result, "func-ip", "")
+	fip, ok := oracleSummary(r.result, event.OracleFuncIP, "")
 	if !ok || !fip.OK || fip.Skipped != "" || fip.Checks == 0 {
 		t.Errorf("func-ip summary = %+v, want checks and no failure", fip)
 	}
-	ex, ok := oracleSummary(r.result, "exact-count", "fth_target_counted")
+	ex, ok := oracleSummary(r.result, event.OracleExact, "fth_target_counted")
 	if !ok || !ex.OK || ex.Checks == 0 {
 		t.Errorf("module exact-count summary = %+v, want windows and no failure", ex)
 	}
