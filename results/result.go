@@ -270,7 +270,7 @@ func (w *CellWriter) flush() error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(w.Dir, "result.json"), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(w.Dir, ResultFile), append(b, '\n'))
 }
 
 // ReadResult loads a result.json.

@@ -57,7 +57,7 @@ func WriteSummary(runDir string, s Summary) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(runDir, "summary.json"), append(b, '\n'))
+	return atomicfile.Write(filepath.Join(runDir, SummaryFile), append(b, '\n'))
 }
 
 // PrintTable writes the short table a developer reads at the end of a run.

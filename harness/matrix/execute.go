@@ -86,7 +86,7 @@ func (rec *recorder) finish(i int, c Cell, res results.Result, err error) {
 	defer rec.mu.Unlock()
 	rec.rows[i] = &row
 	if werr := results.WriteSummary(rec.runDir, rec.summaryLocked()); werr != nil {
-		rec.errs = append(rec.errs, fmt.Errorf("write %s: %w", filepath.Join(rec.runDir, "summary.json"), werr))
+		rec.errs = append(rec.errs, fmt.Errorf("write %s: %w", filepath.Join(rec.runDir, results.SummaryFile), werr))
 	}
 }
 

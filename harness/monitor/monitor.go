@@ -213,12 +213,12 @@ type run struct {
 // verdict into w. The error is for the harness's own failures (the result
 // files could not be written); what the kernel did is the verdict.
 func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, inst target.Instance, spec Spec) error {
-	con, err := results.CreateLineLog(w.Path("console.log"))
+	con, err := results.CreateLineLog(w.Path(results.ConsoleLog))
 	if err != nil {
 		return err
 	}
 	defer con.Close()
-	ev, err := results.CreateLineLog(w.Path("events.jsonl"))
+	ev, err := results.CreateLineLog(w.Path(results.EventsFile))
 	if err != nil {
 		return err
 	}

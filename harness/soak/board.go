@@ -80,7 +80,7 @@ func (b *board) Diagnose(ctx context.Context) (string, string) {
 	case <-time.After(2 * time.Second):
 	case <-ctx.Done():
 	}
-	return "tasks.txt", out.String()
+	return results.TasksFile, out.String()
 }
 
 // Kill stops the agent on the board and everything reading from it.

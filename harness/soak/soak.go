@@ -407,11 +407,11 @@ func (s *soak) collectPstore(ctx context.Context) []results.Finding {
 		if err != nil {
 			continue
 		}
-		dst := s.w.Path(filepath.Join("pstore", name))
+		dst := s.w.Path(filepath.Join(results.PstoreDir, name))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
 			_ = os.WriteFile(dst, b, 0o644)
 		}
-		_ = s.w.Update(func(r *results.Result) { r.Board.Pstore = append(r.Board.Pstore, "pstore/"+name) })
+		_ = s.w.Update(func(r *results.Result) { r.Board.Pstore = append(r.Board.Pstore, results.PstoreDir+"/"+name) })
 		for _, f := range console.Parse(b) {
 			all = append(all, monitor.FromConsole("pstore", f))
 		}
@@ -429,7 +429,7 @@ func (s *soak) collectPrevBoot(ctx context.Context) []results.Finding {
 		s.log.Info("no previous-boot kernel log on the board", "err", err)
 		return nil
 	}
-	if err := os.WriteFile(s.w.Path("prev-boot.log"), b, 0o644); err != nil {
+	if err := os.WriteFile(s.w.Path(results.PrevBootLog), b, 0o644); err != nil {
 		s.log.Warn("save prev-boot.log", "err", err)
 	}
 	var fs []results.Finding

@@ -16,7 +16,7 @@ var verdictMark = map[results.Verdict]string{
 
 // WriteMarkdown writes the run's summary table as GitHub-flavoured Markdown,
 // for $GITHUB_STEP_SUMMARY and pull-request comments.
-func WriteMarkdown(w io.Writer, run *Run) error {
+func WriteMarkdown(w io.Writer, run *results.Run) error {
 	counts := map[results.Verdict]int{}
 	for _, c := range run.Cells {
 		counts[c.Result.Verdict]++

@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
 )
 
@@ -173,7 +174,7 @@ func latencyFigure(cell string, phases map[string]*event.Phase) *figure {
 // percentileBars compares the attach (or detach) percentiles of every cell
 // of a run: horizontal bars, one group per cell; nil when no cell has the
 // phase.
-func percentileBars(run *Run, phase string) (*figure, error) {
+func percentileBars(run *results.Run, phase string) (*figure, error) {
 	var cells []string
 	var p50, p90, p99 plotter.Values
 	for _, c := range run.Cells {
@@ -217,7 +218,7 @@ func percentileBars(run *Run, phase string) (*figure, error) {
 // progressFigure plots each phase's completed operations over time from the
 // agent's progress events: a stall or a slowdown shows as a bend. nil when
 // there are too few events to draw a line.
-func progressFigure(c Cell) (*figure, error) {
+func progressFigure(c results.Cell) (*figure, error) {
 	if len(c.Progress) < 2 {
 		return nil, nil
 	}

@@ -21,13 +21,6 @@ import (
 	"github.com/ftrace-harness/fth/results/symbolize"
 )
 
-// Output file names, written into the run directory.
-const (
-	ReportFile  = "report.html"
-	JUnitFile   = "junit.xml"
-	SummaryFile = "summary.json"
-)
-
 //go:embed templates/report.html.tmpl
 var templateFS embed.FS
 
@@ -58,15 +51,15 @@ type Written struct {
 // Write loads the run directory dir and writes report.html, junit.xml and a
 // summary.json rebuilt from the cells into it. Each file is replaced
 // atomically, so a CI step or a browser never reads half of one.
-func Write(ctx context.Context, dir string, opts Options) (*Run, Written, error) {
-	run, err := Load(ctx, dir)
+func Write(ctx context.Context, dir string, opts Options) (*results.Run, Written, error) {
+	run, err := results.LoadRun(ctx, dir)
 	if err != nil {
 		return nil, Written{}, err
 	}
 	out := Written{
-		Report:  filepath.Join(dir, ReportFile),
-		JUnit:   filepath.Join(dir, JUnitFile),
-		Summary: filepath.Join(dir, SummaryFile),
+		Report:  filepath.Join(dir, results.ReportFile),
+		JUnit:   filepath.Join(dir, results.JUnitFile),
+		Summary: filepath.Join(dir, results.SummaryFile),
 	}
 	var b bytes.Buffer
 	if err := Render(ctx, &b, run, opts); err != nil {
@@ -85,7 +78,7 @@ func Write(ctx context.Context, dir string, opts Options) (*Run, Written, error)
 }
 
 // Render writes the HTML page for run.
-func Render(ctx context.Context, w io.Writer, run *Run, opts Options) error {
+func Render(ctx context.Context, w io.Writer, run *results.Run, opts Options) error {
 	syms := &symbolizers{opts: opts, open: map[string]*symbolize.Symbolizer{}, failed: map[string]error{}}
 	defer syms.close()
 	if opts.Vmlinux != "" {
@@ -243,7 +236,7 @@ func anchor(cell string) string { return "cell-" + anchorUnsafe.ReplaceAllString
 // verdictOrder is the immutable order of the count badges.
 var verdictOrder = [...]results.Verdict{results.Fail, results.Error, results.Running, results.Pass, results.Skip}
 
-func buildPage(ctx context.Context, run *Run, opts Options, syms *symbolizers) (pageView, error) {
+func buildPage(ctx context.Context, run *results.Run, opts Options, syms *symbolizers) (pageView, error) {
 	v := pageView{RunID: run.ID, Dir: run.Dir}
 	if !run.At.IsZero() {
 		v.At = run.At.UTC().Format("2006-01-02 15:04:05 UTC")
@@ -328,7 +321,7 @@ func worst(cells []cellLink) string {
 	return "none"
 }
 
-func buildCell(ctx context.Context, run *Run, c Cell, opts Options, syms *symbolizers) (cellView, error) {
+func buildCell(ctx context.Context, run *results.Run, c results.Cell, opts Options, syms *symbolizers) (cellView, error) {
 	r := c.Result
 	cv := cellView{
 		Anchor: anchor(r.Cell), Name: r.Cell, Arch: r.Arch, Variant: c.Variant,
@@ -402,7 +395,7 @@ func buildCell(ctx context.Context, run *Run, c Cell, opts Options, syms *symbol
 		limit = 40
 	}
 	sym, note := syms.forCell(r)
-	if note != "" && (len(r.Findings) > 0 || hasFile(c, RegisterFile)) {
+	if note != "" && (len(r.Findings) > 0 || hasFile(c, results.RegistersFile)) {
 		cv.Notes = append(cv.Notes, note)
 	}
 	for _, f := range r.Findings {
@@ -431,14 +424,14 @@ func buildCell(ctx context.Context, run *Run, c Cell, opts Options, syms *symbol
 	}
 	// Without a report to quote (a hang, an error, an agent that said no),
 	// the end of the console is what a reader needs.
-	if r.Verdict != results.Pass && r.Verdict != results.Skip && !hasReport(r) && hasFile(c, ConsoleLog) {
-		lines, n, err := readLines(filepath.Join(run.Dir, c.Dir, ConsoleLog), -limit, -1)
+	if r.Verdict != results.Pass && r.Verdict != results.Skip && !hasReport(r) && hasFile(c, results.ConsoleLog) {
+		lines, n, err := readLines(filepath.Join(run.Dir, c.Dir, results.ConsoleLog), -limit, -1)
 		if err == nil && n > 0 {
 			cv.Excerpt = &excerptView{Caption: fmt.Sprintf("last %d of %d console.log lines", len(lines), n), Lines: lines}
 		}
 	}
-	if hasFile(c, RegisterFile) {
-		if b, err := os.ReadFile(filepath.Join(run.Dir, c.Dir, RegisterFile)); err == nil {
+	if hasFile(c, results.RegistersFile) {
+		if b, err := os.ReadFile(filepath.Join(run.Dir, c.Dir, results.RegistersFile)); err == nil {
 			cv.Registers = registerLines(ctx, string(b), sym)
 		}
 	}
@@ -446,7 +439,7 @@ func buildCell(ctx context.Context, run *Run, c Cell, opts Options, syms *symbol
 }
 
 // cellPlots draws a cell's latency and progress plots.
-func cellPlots(cv *cellView, c Cell) error {
+func cellPlots(cv *cellView, c results.Cell) error {
 	var err error
 	if cv.LatencyPlot, err = latencyFigure(c.Result.Cell, c.Result.Phases).svg(); err != nil {
 		return err
@@ -469,7 +462,7 @@ func cellPlots(cv *cellView, c Cell) error {
 // count in that record (named when the board kept just one).
 func findingFile(f results.Finding, b *results.Board) string {
 	if f.Source != "pstore" {
-		return ConsoleLog
+		return results.ConsoleLog
 	}
 	if b != nil && len(b.Pstore) == 1 {
 		return b.Pstore[0]
@@ -537,7 +530,7 @@ func stackLine(ctx context.Context, cpu, line string, sym *symbolize.Symbolizer)
 // float milliseconds come back as 16.399999ms otherwise.
 func msText(d event.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
 
-func hasFile(c Cell, name string) bool {
+func hasFile(c results.Cell, name string) bool {
 	for _, f := range c.Files {
 		if f == name {
 			return true

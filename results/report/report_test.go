@@ -85,7 +85,7 @@ func syntheticRun(t *testing.T) string {
 			for n := 1; n <= c.console; n++ {
 				fmt.Fprintf(&b, "[%4d.000000] console line %d of %s\n", n, n, c.r.Cell)
 			}
-			write(t, filepath.Join(cellDir, ConsoleLog), b.String())
+			write(t, filepath.Join(cellDir, results.ConsoleLog), b.String())
 		}
 		if c.progress {
 			var b strings.Builder
@@ -97,10 +97,10 @@ func syntheticRun(t *testing.T) string {
 				}
 			}
 			b.WriteString(`{"time":"2026-11-21T07:0`) // a harness killed mid-line
-			write(t, filepath.Join(cellDir, EventsFile), b.String())
+			write(t, filepath.Join(cellDir, results.EventsFile), b.String())
 		}
 		if c.regs != "" {
-			write(t, filepath.Join(cellDir, RegisterFile), c.regs)
+			write(t, filepath.Join(cellDir, results.RegistersFile), c.regs)
 		}
 		sum.Cells = append(sum.Cells, results.Summarize(c.r, cellDir))
 	}
@@ -136,13 +136,13 @@ func TestLoad(t *testing.T) {
 		verdict             results.Verdict
 		variant, firstTitle string
 	}{
-		{dir: realFail, id: "tcg-multi-1", cells: 1, progress: 120, files: []string{ConsoleLog, EventsFile, ResultFile}, verdict: results.Fail, variant: "direct-calls-full", firstTitle: "Oops: int3 in __do_sys_newuname"},
-		{dir: realPass, id: "tcg-single-1", cells: 1, progress: 80, files: []string{ConsoleLog, EventsFile, ResultFile}, verdict: results.Pass, variant: "direct-calls-full"},
-		{dir: realHang, id: "r", cells: 1, files: []string{ConsoleLog, EventsFile, ResultFile, RegisterFile}, verdict: results.Fail, variant: "direct-calls-full", firstTitle: "hang: no output for 15s"},
+		{dir: realFail, id: "tcg-multi-1", cells: 1, progress: 120, files: []string{results.ConsoleLog, results.EventsFile, results.ResultFile}, verdict: results.Fail, variant: "direct-calls-full", firstTitle: "Oops: int3 in __do_sys_newuname"},
+		{dir: realPass, id: "tcg-single-1", cells: 1, progress: 80, files: []string{results.ConsoleLog, results.EventsFile, results.ResultFile}, verdict: results.Pass, variant: "direct-calls-full"},
+		{dir: realHang, id: "r", cells: 1, files: []string{results.ConsoleLog, results.EventsFile, results.ResultFile, results.RegistersFile}, verdict: results.Fail, variant: "direct-calls-full", firstTitle: "hang: no output for 15s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
-			run, err := Load(context.Background(), tt.dir)
+			run, err := results.LoadRun(context.Background(), tt.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestLoadOrderAndBadEvents(t *testing.T) {
-	run, err := Load(context.Background(), syntheticRun(t))
+	run, err := results.LoadRun(context.Background(), syntheticRun(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,19 +177,19 @@ func TestLoadOrderAndBadEvents(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	corrupt := copyRun(t, realPass)
-	write(t, filepath.Join(corrupt, "x86_64-direct-calls-full", ResultFile), "{not json")
+	write(t, filepath.Join(corrupt, "x86_64-direct-calls-full", results.ResultFile), "{not json")
 	tests := []struct {
 		name, dir string
 		is        error
 		mentions  string
 	}{
 		{"missing directory", filepath.Join(t.TempDir(), "nope"), os.ErrNotExist, "out/runs/<run-id>"},
-		{"parent of runs", "testdata", ErrNoCells, "testdata"},
+		{"parent of runs", "testdata", results.ErrNoCells, "testdata"},
 		{"corrupt result.json", corrupt, nil, "result.json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(context.Background(), tt.dir)
+			_, err := results.LoadRun(context.Background(), tt.dir)
 			if err == nil || (tt.is != nil && !errors.Is(err, tt.is)) || !strings.Contains(err.Error(), tt.mentions) {
 				t.Errorf("Load(%s) = %v; want an error wrapping %v and naming %q", tt.dir, err, tt.is, tt.mentions)
 			}
@@ -275,7 +275,7 @@ func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
 
 func TestRenderStructureGolden(t *testing.T) {
 	dir := syntheticRun(t)
-	run, err := Load(context.Background(), dir)
+	run, err := results.LoadRun(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func checkLinks(t *testing.T, dir string, page []byte) int {
 // state the old summary was in.
 func TestWriteRefreshesSummaryAndJUnit(t *testing.T) {
 	dir := copyRun(t, realFail)
-	if err := os.Remove(filepath.Join(dir, SummaryFile)); err != nil {
+	if err := os.Remove(filepath.Join(dir, results.SummaryFile)); err != nil {
 		t.Fatal(err)
 	}
 	run, w, err := Write(context.Background(), dir, Options{})
@@ -404,7 +404,7 @@ func TestWriteRefreshesSummaryAndJUnit(t *testing.T) {
 }
 
 func TestWriteMarkdown(t *testing.T) {
-	run, err := Load(context.Background(), syntheticRun(t))
+	run, err := results.LoadRun(context.Background(), syntheticRun(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +428,7 @@ func TestWriteMarkdown(t *testing.T) {
 // file:line and inlined frames, and where each vCPU of the real hang was.
 // That kernel is built by make test (e2e) or fth build; before, this skips.
 func TestRenderSymbolizedWithRealVmlinux_SkipsUntilKernelBuilt(t *testing.T) {
-	run, err := Load(context.Background(), realFail)
+	run, err := results.LoadRun(context.Background(), realFail)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func TestRenderSymbolizedWithRealVmlinux_SkipsUntilKernelBuilt(t *testing.T) {
 		{realFail, []string{"do_syscall_x64 arch/x86/entry/syscall_64.c:64 [inline]\ndo_syscall_64&#43;0x68/0x320 arch/x86/entry/syscall_64.c:87\n", "up_read&#43;0x1/0xc0 kernel/locking/rwsem.c:1675"}},
 		{realHang, []string{"CPU#0 RIP=ffffffff8145b513: ", "arch/x86/kernel/process.c:"}},
 	} {
-		run, err := Load(context.Background(), tt.dir)
+		run, err := results.LoadRun(context.Background(), tt.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -466,7 +466,7 @@ func TestRenderSymbolizedWithRealVmlinux_SkipsUntilKernelBuilt(t *testing.T) {
 // The words are put by hand after the real hang's registers: the RIP of its
 // CPU#0 (text) and its RSP (data).
 func TestRegisterLinesStackWords_SkipsUntilKernelBuilt(t *testing.T) {
-	run, err := Load(context.Background(), realHang)
+	run, err := results.LoadRun(context.Background(), realHang)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +479,7 @@ func TestRegisterLinesStackWords_SkipsUntilKernelBuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sym.Close()
-	regs, err := os.ReadFile(filepath.Join(realHang, run.Cells[0].Result.Cell, RegisterFile))
+	regs, err := os.ReadFile(filepath.Join(realHang, run.Cells[0].Result.Cell, results.RegistersFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +503,7 @@ func TestRegisterLinesStackWords_SkipsUntilKernelBuilt(t *testing.T) {
 }
 
 func TestRenderVmlinuxErrors(t *testing.T) {
-	run, err := Load(context.Background(), realFail)
+	run, err := results.LoadRun(context.Background(), realFail)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -611,7 +611,7 @@ func TestOracleRows(t *testing.T) {
 // still shows its bench, from events.jsonl, and says where it came from.
 func TestBenchFromEvents(t *testing.T) {
 	dir := copyRun(t, churnBench)
-	path := filepath.Join(dir, "x86_64-bench", ResultFile)
+	path := filepath.Join(dir, "x86_64-bench", results.ResultFile)
 	r, err := results.ReadResult(path)
 	if err != nil {
 		t.Fatal(err)
@@ -622,7 +622,7 @@ func TestBenchFromEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, path, string(b))
-	run, err := Load(context.Background(), dir)
+	run, err := results.LoadRun(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		rows = append(rows, row{m, r, opRate(filepath.Join(runDir, m.name, "events.jsonl"))})
+		rows = append(rows, row{m, r, opRate(filepath.Join(runDir, m.name, results.EventsFile))})
 	}
 	if len(rows) == 0 {
 		return fmt.Errorf("%w: --modes %q selects none of the modes", errUsage, *modes)

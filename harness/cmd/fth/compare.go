@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/compare"
-	"github.com/ftrace-harness/fth/results/report"
 )
 
 // regressionsError makes `fth compare` exit 1, like a failing kernel: a
@@ -45,11 +45,11 @@ func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkBenchRule(rule.Bench); err != nil {
 		return err
 	}
-	a, err := report.Load(ctx, fs.Arg(0))
+	a, err := results.LoadRun(ctx, fs.Arg(0))
 	if err != nil {
 		return fmt.Errorf("compare baseline: %w", err)
 	}
-	b, err := report.Load(ctx, fs.Arg(1))
+	b, err := results.LoadRun(ctx, fs.Arg(1))
 	if err != nil {
 		return fmt.Errorf("compare candidate: %w", err)
 	}

@@ -119,7 +119,7 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sum, execErr := matrix.Execute(ctx, b.env(log, repo), cells, spec.Parallel, runDir, *runID)
 	fmt.Fprintln(stdout)
 	results.PrintTable(stdout, sum)
-	fmt.Fprintf(stdout, "\nsummary: %s\n", filepath.Join(runDir, "summary.json"))
+	fmt.Fprintf(stdout, "\nsummary: %s\n", filepath.Join(runDir, results.SummaryFile))
 	writeRunReport(ctx, log, runDir, stdout)
 	return matrixVerdict(sum, execErr)
 }

@@ -53,7 +53,7 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // appendMarkdown appends, because GitHub's step summary file collects every
 // step's output.
-func appendMarkdown(path string, run *report.Run, stdout io.Writer) error {
+func appendMarkdown(path string, run *results.Run, stdout io.Writer) error {
 	if path == "-" {
 		return report.WriteMarkdown(stdout, run)
 	}

@@ -42,7 +42,7 @@ func cmdRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: want exactly one cell directory", errUsage)
 	}
 	dir := fs.Arg(0)
-	orig, err := results.ReadResult(filepath.Join(dir, "result.json"))
+	orig, err := results.ReadResult(filepath.Join(dir, results.ResultFile))
 	if err != nil {
 		return fmt.Errorf("%w: %s is not a cell directory: %v", errUsage, dir, err)
 	}
@@ -72,7 +72,7 @@ func cmdRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "repro of %s (%s: %s)\n", dir, orig.Verdict, orig.Title())
 	err = runOne(ctx, log, b.env(log, repo), *out, *runID, c, stdout)
-	if r, rerr := results.ReadResult(filepath.Join(*out, *runID, c.Name, "result.json")); rerr == nil {
+	if r, rerr := results.ReadResult(filepath.Join(*out, *runID, c.Name, results.ResultFile)); rerr == nil {
 		if orig.Kernel.ConfigSHA256 != "" && r.Kernel.ConfigSHA256 != orig.Kernel.ConfigSHA256 {
 			fmt.Fprintf(stdout, "note: the kernel .config differs from the recorded one (%.12s, was %.12s): the tree or fragments changed\n",
 				r.Kernel.ConfigSHA256, orig.Kernel.ConfigSHA256)

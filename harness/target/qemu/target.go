@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/target"
+	"github.com/ftrace-harness/fth/results"
 )
 
 // eventBuffer holds lines read but not yet taken by the monitor, so that a
@@ -84,7 +85,7 @@ func (t *Target) Events() <-chan target.Event { return t.events }
 // Diagnose implements target.Instance: every vCPU's registers and the top
 // of its stack (see Instance.Diagnose).
 func (t *Target) Diagnose(ctx context.Context) (string, string) {
-	return "registers.txt", t.Instance.Diagnose(ctx)
+	return results.RegistersFile, t.Instance.Diagnose(ctx)
 }
 
 // Close quits QEMU and lets the readers deliver what the guest said last.

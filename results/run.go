@@ -1,15 +1,4 @@
-// Package report turns a run directory (out/runs/<run-id>/) into what people
-// and CI read: report.html, a self-contained page (inline SVG plots, inline
-// CSS, no scripts) with a verdict heatmap of arch × variant, every cell's
-// findings, stacks and log excerpts, its latency plots, and what its
-// scenario recorded (the churn's transitions, oracles, features and
-// preemption switching; the bench's tables and plots; the board of a soak);
-// junit.xml for CI test views; and a refreshed summary.json.
-//
-// Everything comes from the files the harness leaves in each cell directory
-// (result.json, events.jsonl, console.log, registers.txt), so a report can be
-// made long after the run, on another machine, from a CI artifact.
-package report
+package results
 
 import (
 	"bufio"
@@ -26,20 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
 )
-
-// Files a cell directory may hold, in the order a report links them.
-const (
-	ConsoleLog   = "console.log"
-	EventsFile   = "events.jsonl"
-	ResultFile   = "result.json"
-	RegisterFile = "registers.txt"
-)
-
-// cellFiles is the immutable list of files linked from a cell.
-var cellFiles = [...]string{ConsoleLog, EventsFile, ResultFile, RegisterFile}
 
 // ErrNoCells means a directory holds no <cell>/result.json.
 var ErrNoCells = errors.New("no cells: a run directory holds <cell>/result.json for each cell (pass out/runs/<run-id>, not out/runs)")
@@ -63,7 +40,7 @@ type Cell struct {
 	// also how the report links its files.
 	Dir string
 	// Result is the cell's result.json.
-	Result results.Result
+	Result Result
 	// Variant is the cell name without its "<arch>-" prefix.
 	Variant string
 	// Files lists which of the known cell files exist.
@@ -85,18 +62,18 @@ type Cell struct {
 	bench *event.Bench
 }
 
-// Load reads every cell of the run directory dir. Cells come in
+// LoadRun reads every cell of the run directory dir. Cells come in
 // summary.json's order, then any it does not list by name.
-func Load(ctx context.Context, dir string) (*Run, error) {
+func LoadRun(ctx context.Context, dir string) (*Run, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read run directory: %w (pass out/runs/<run-id>)", err)
 	}
 	run := &Run{Dir: dir}
-	var sum results.Summary
-	if b, err := os.ReadFile(filepath.Join(dir, "summary.json")); err == nil {
+	var sum Summary
+	if b, err := os.ReadFile(filepath.Join(dir, SummaryFile)); err == nil {
 		if err := json.Unmarshal(b, &sum); err != nil {
-			return nil, fmt.Errorf("%s: %w (delete it and run fth report again to rebuild it from the cells)", filepath.Join(dir, "summary.json"), err)
+			return nil, fmt.Errorf("%s: %w (delete it and run fth report again to rebuild it from the cells)", filepath.Join(dir, SummaryFile), err)
 		}
 		run.ID, run.At = sum.RunID, sum.At
 	}
@@ -157,7 +134,7 @@ func Load(ctx context.Context, dir string) (*Run, error) {
 
 func loadCell(runDir, name string) (Cell, error) {
 	dir := filepath.Join(runDir, name)
-	r, err := results.ReadResult(filepath.Join(dir, ResultFile))
+	r, err := ReadResult(filepath.Join(dir, ResultFile))
 	if err != nil {
 		return Cell{}, fmt.Errorf("cell %s: %w", name, err)
 	}
@@ -165,7 +142,7 @@ func loadCell(runDir, name string) (Cell, error) {
 		r.Cell = name
 	}
 	c := Cell{Dir: name, Result: r, Variant: variantOf(r.Cell, r.Arch)}
-	for _, f := range cellFiles {
+	for _, f := range cellFiles() {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			c.Files = append(c.Files, f)
 		}
@@ -223,8 +200,8 @@ func (c *Cell) readEvents(path string) error {
 }
 
 // Results returns the cells' results in order.
-func (r *Run) Results() []results.Result {
-	out := make([]results.Result, len(r.Cells))
+func (r *Run) Results() []Result {
+	out := make([]Result, len(r.Cells))
 	for i, c := range r.Cells {
 		out[i] = c.Result
 	}
@@ -232,10 +209,10 @@ func (r *Run) Results() []results.Result {
 }
 
 // Summary rebuilds the run's summary from its cells.
-func (r *Run) Summary() results.Summary {
-	s := results.Summary{Schema: results.SchemaVersion, RunID: r.ID, At: r.At}
+func (r *Run) Summary() Summary {
+	s := Summary{Schema: SchemaVersion, RunID: r.ID, At: r.At}
 	for _, c := range r.Cells {
-		s.Cells = append(s.Cells, results.Summarize(c.Result, filepath.Join(r.Dir, c.Dir)))
+		s.Cells = append(s.Cells, Summarize(c.Result, filepath.Join(r.Dir, c.Dir)))
 	}
 	return s
 }
@@ -261,26 +238,4 @@ func (r *Run) Variants() []string {
 		}
 	}
 	return out
-}
-
-// readLines returns lines [from, to] (1-based, inclusive) of a file, and how
-// many lines it has. Negative numbers count from the end: -1 is the last.
-func readLines(path string, from, to int) ([]string, int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	n := len(lines)
-	if from < 0 {
-		from = n + 1 + from
-	}
-	if to < 0 {
-		to = n + 1 + to
-	}
-	from, to = max(from, 1), min(to, n)
-	if from > to {
-		return nil, n, nil
-	}
-	return lines[from-1 : to], n, nil
 }
