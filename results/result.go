@@ -62,7 +62,7 @@ type Request struct {
 	Fragments []string `json:"fragments"`
 	// Preempt is the preempt= boot parameter, "" for the build's default.
 	Preempt  string `json:"preempt,omitempty"`
-	Scenario string `json:"scenario"`
+	Scenario event.Scenario `json:"scenario"`
 	// AgentArgs are the agent's options as passed (fth.<key>=<value>);
 	// the agent's full resolved set, seed included, is in Cmdline.
 	AgentArgs map[string]string `json:"agent_args"`
@@ -145,8 +145,9 @@ type Result struct {
 	RunID  string `json:"run_id"`
 	Cell   string `json:"cell"`
 	Arch   string `json:"arch"`
-	// Scenario names what the guest was asked to do, e.g. "attach-storm".
-	Scenario string `json:"scenario"`
+	// Scenario names what the guest was asked to do; a board's soak has a
+	// Board section as well.
+	Scenario event.Scenario `json:"scenario"`
 	// Request is what the harness was asked to run (see `fth repro`).
 	Request *Request `json:"request,omitempty"`
 	Kernel  Kernel   `json:"kernel"`

@@ -1,6 +1,8 @@
 package matrix
 
 import (
+	"github.com/ftrace-harness/fth/results/event"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,7 +79,7 @@ func testCells(names ...string) []Cell {
 	a, _ := arch.Lookup("x86_64")
 	var cells []Cell
 	for _, n := range names {
-		c := Cell{Name: n, Arch: a, Run: runner.Cell{Name: n, Arch: a, Fragments: []string{"base"}, Scenario: "attach-storm"}}
+		c := Cell{Name: n, Arch: a, Run: runner.Cell{Name: n, Arch: a, Fragments: []string{"base"}, Scenario: event.ScenarioStorm}}
 		if reason, ok := strings.CutPrefix(n, "skip-"); ok {
 			c.Skip = "no " + reason + " here"
 		}

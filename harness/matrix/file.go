@@ -16,6 +16,7 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 // AllArches expands to every row of the arch table, in table order.
@@ -41,8 +42,8 @@ type Spec struct {
 
 // Params is what every cell of a matrix runs with.
 type Params struct {
-	// Scenario labels what the guest runs; see Scenarios.
-	Scenario string
+	// Scenario is what the guest runs.
+	Scenario event.Scenario
 	// Agent holds the guest agent's options (n, hold, detach, seed ...).
 	Agent    map[string]string
 	Accel    qemu.Accel
@@ -53,11 +54,6 @@ type Params struct {
 	Silence  time.Duration
 }
 
-// scenarios are the guest workloads the agent knows today.
-var scenarios = []string{"attach-storm", "churn", "bench"}
-
-// Scenarios returns the scenario names a matrix may use.
-func Scenarios() []string { return slices.Clone(scenarios) }
 
 // DefaultDetach is how many of the attached trampolines a default cell
 // detaches one by one with timing; the rest go with the guest when it
@@ -71,7 +67,7 @@ const DefaultDetach = 200
 // `fth run` of the same variant do the same thing.
 func DefaultParams() Params {
 	return Params{
-		Scenario: "attach-storm",
+		Scenario: event.ScenarioStorm,
 		Agent:    map[string]string{"n": "2000", "hold": "5s", "detach": strconv.Itoa(DefaultDetach)},
 		Accel:    qemu.AccelAuto,
 		CPUs:     2,
@@ -167,7 +163,7 @@ func LoadFile(path string) (Spec, error) {
 //	arches: [x86_64, arm64]          # or: all
 //	variants: [default, lazy]        # names, default, all, or definitions:
 //	  # - {name: my-kasan, fragments: [ftrace/direct-calls, debug/kasan], preempt: full}
-//	scenario: attach-storm
+//	scenario: storm
 //	agent: {n: 2000, hold: 5s, detach: all}
 //	accel: auto
 //	cpus: 2
@@ -210,10 +206,11 @@ func ParseFile(name string, data []byte) (Spec, error) {
 		s.Variants = v
 	}
 	if f.Scenario != "" {
-		if !slices.Contains(scenarios, f.Scenario) {
-			return bad("scenario %q: choose one of %s", f.Scenario, strings.Join(scenarios, ", "))
+		sc, err := event.ParseScenario(f.Scenario)
+		if err != nil {
+			return bad("scenario: %v", err)
 		}
-		s.Params.Scenario = f.Scenario
+		s.Params.Scenario = sc
 	}
 	for _, k := range slices.Sorted(maps.Keys(f.Agent)) {
 		n := f.Agent[k]
@@ -350,14 +347,15 @@ func Expand(s Spec, t *Tree) ([]Cell, error) {
 			c.Run.AgentArgs = maps.Clone(p.Agent)
 			// The agent's scenario option and the label agree, whichever of
 			// the two the matrix file or --agent-arg set.
-			switch sc := c.Run.AgentArgs["scenario"]; {
-			case sc == "churn" || sc == "bench":
-				c.Run.Scenario = sc
-			case p.Scenario == "churn" || p.Scenario == "bench":
+			if sc, ok := c.Run.AgentArgs["scenario"]; ok {
+				if parsed, err := event.ParseScenario(sc); err == nil {
+					c.Run.Scenario = parsed
+				}
+			} else if p.Scenario != event.ScenarioStorm {
 				if c.Run.AgentArgs == nil {
 					c.Run.AgentArgs = map[string]string{}
 				}
-				c.Run.AgentArgs["scenario"] = p.Scenario
+				c.Run.AgentArgs["scenario"] = string(p.Scenario)
 			}
 			c.Run.Accel, c.Run.CPUs, c.Run.MemoryMB = p.Accel, p.CPUs, p.MemoryMB
 			c.Run.Deadline, c.Run.Silence = p.Deadline, p.Silence

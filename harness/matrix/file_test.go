@@ -1,6 +1,8 @@
 package matrix
 
 import (
+	"github.com/ftrace-harness/fth/results/event"
+
 	"errors"
 	"os"
 	"slices"
@@ -51,7 +53,7 @@ parallel: 2
 	p := s.Params
 	// Keys the file leaves out keep fth run's defaults.
 	wantAgent := map[string]string{"n": "500", "hold": "2s", "seed": "7", "detach": "200"}
-	if p.Scenario != "attach-storm" || p.Accel != qemu.AccelTCGMulti || p.CPUs != 4 || p.MemoryMB != 2048 ||
+	if p.Scenario != event.ScenarioStorm || p.Accel != qemu.AccelTCGMulti || p.CPUs != 4 || p.MemoryMB != 2048 ||
 		p.Deadline != time.Hour || p.Silence != 2*time.Minute || s.Parallel != 2 || !mapsEqual(p.Agent, wantAgent) {
 		t.Errorf("params = %+v, parallel %d", p, s.Parallel)
 	}
@@ -101,7 +103,7 @@ func TestParseFileErrors(t *testing.T) {
 		{"variant without fragments", "variants:\n  - name: x\n", []string{`variant "x" has no fragments`}},
 		{"variant shadowing a built-in", "variants:\n  - name: rt\n    fragments: [preempt/rt]\n", []string{`variant "rt" is built in`}},
 		{"variant with an unknown feature", "variants:\n  - name: x\n    fragments: [a]\n    needs: [jmp]\n", []string{`needs unknown feature "jmp"`}},
-		{"bad scenario", "scenario: storm\n", []string{`scenario "storm": choose one of attach-storm`}},
+		{"bad scenario", "scenario: stress\n", []string{`unknown scenario "stress": want storm, churn or bench`}},
 		{"bad accel", "accel: hvf\n", []string{"accel:", `unknown accelerator "hvf"`}},
 		{"negative cpus", "cpus: -1\n", []string{"cpus: -1 is negative"}},
 		{"bad duration", "deadline: soon\n", []string{"m.yaml", "soon"}},

@@ -1,6 +1,8 @@
 package matrix
 
 import (
+	"github.com/ftrace-harness/fth/results/event"
+
 	"os"
 	"path/filepath"
 	"slices"
@@ -264,7 +266,7 @@ func TestExpandOrder(t *testing.T) {
 	var got []string
 	for _, c := range cells {
 		got = append(got, c.Name)
-		if c.Run.Scenario != "attach-storm" || c.Run.AgentArgs["n"] != "50" || c.Run.CPUs != 2 || c.Run.Deadline == 0 {
+		if c.Run.Scenario != event.ScenarioStorm || c.Run.AgentArgs["n"] != "50" || c.Run.CPUs != 2 || c.Run.Deadline == 0 {
 			t.Errorf("%s: run parameters not filled in: %+v", c.Name, c.Run)
 		}
 	}
@@ -295,11 +297,14 @@ func TestExpandScenarioReachesTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		label, agentArg, wantLabel, wantAgent string
+		label     event.Scenario
+		agentArg  string
+		wantLabel event.Scenario
+		wantAgent string
 	}{
-		{"churn", "", "churn", "churn"},             // the file says churn: the agent is told
-		{"attach-storm", "bench", "bench", "bench"}, // --agent-arg scenario=bench: the label follows
-		{"attach-storm", "", "attach-storm", ""},
+		{event.ScenarioChurn, "", event.ScenarioChurn, "churn"},      // the file says churn: the agent is told
+		{event.ScenarioStorm, "bench", event.ScenarioBench, "bench"}, // --agent-arg scenario=bench: the label follows
+		{event.ScenarioStorm, "", event.ScenarioStorm, ""},
 	} {
 		spec := Spec{Arches: arches, Variants: []string{DefaultVariants}, Params: DefaultParams()}
 		spec.Params.Scenario = tt.label

@@ -22,6 +22,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 // Env is what every cell of a run shares.
@@ -47,7 +48,7 @@ type Cell struct {
 	Fragments []string
 	// Preempt is the preempt= boot parameter; "" leaves the build's default.
 	Preempt    string
-	Scenario   string
+	Scenario   event.Scenario
 	AgentArgs  map[string]string
 	Accel      qemu.Accel
 	CPUs       int

@@ -480,3 +480,45 @@ func (d Duration) Std() time.Duration { return time.Duration(d) }
 
 // String formats d like time.Duration.
 func (d Duration) String() string { return time.Duration(d).String() }
+
+// Scenario names a guest workload: the agent's scenario option, the
+// matrix's scenario, result.json's scenario and fth soak's --scenario all
+// use these spellings.
+type Scenario string
+
+// The scenarios.
+const (
+	// ScenarioStorm attaches n trampolines, holds them with the hammer
+	// running, and detaches them: the original workload.
+	ScenarioStorm Scenario = "storm"
+	// ScenarioChurn drives a small hot set of functions through callsite
+	// states (fentry, several fentry/fexit, function tracer, kprobe) while
+	// other tracers toggle and the preemption model switches, with oracles
+	// checking every hit.
+	ScenarioChurn Scenario = "churn"
+	// ScenarioBench measures instead of stressing: ftrace_ops per-call
+	// overhead, syscall cost under tracers, attach/detach scaling, multi
+	// links and wakeup latency, reported as one bench event.
+	ScenarioBench Scenario = "bench"
+)
+
+// legacyStorm is how results and matrix files before the one spelling
+// named the storm; it is still read.
+const legacyStorm = "attach-storm"
+
+// Scenarios lists every scenario, storm first. It is a new slice.
+func Scenarios() []Scenario { return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench} }
+
+// ParseScenario reads a scenario name; "" is the storm, the default.
+func ParseScenario(s string) (Scenario, error) {
+	switch s {
+	case "", legacyStorm:
+		return ScenarioStorm, nil
+	}
+	for _, sc := range Scenarios() {
+		if string(sc) == s {
+			return sc, nil
+		}
+	}
+	return "", fmt.Errorf("unknown scenario %q: want storm, churn or bench", s)
+}

@@ -262,7 +262,7 @@ func buildPage(ctx context.Context, run *results.Run, opts Options, syms *symbol
 			slot := slotView{}
 			for _, c := range run.Cells {
 				if c.Result.Arch == a && c.Variant == va {
-					slot.Cells = append(slot.Cells, cellLink{Anchor: anchor(c.Result.Cell), Name: c.Result.Cell, Verdict: string(c.Result.Verdict), Title: c.Result.Title(), Scenario: shownScenario(c.Result.Scenario)})
+					slot.Cells = append(slot.Cells, cellLink{Anchor: anchor(c.Result.Cell), Name: c.Result.Cell, Verdict: string(c.Result.Verdict), Title: c.Result.Title(), Scenario: shownScenario(c.Result)})
 				}
 			}
 			slot.Verdict = worst(slot.Cells)
@@ -296,14 +296,20 @@ func buildPage(ctx context.Context, run *results.Run, opts Options, syms *symbol
 	return v, nil
 }
 
-// defaultScenario is the scenario a heatmap slot does not name.
-const defaultScenario = "attach-storm"
-
-func shownScenario(s string) string {
-	if s == defaultScenario {
+// shownScenario is how a heatmap slot names a cell's scenario: the storm,
+// the default, goes unnamed; a board's soak says so.
+func shownScenario(r results.Result) string {
+	sc, err := event.ParseScenario(string(r.Scenario))
+	if err != nil {
+		return string(r.Scenario)
+	}
+	switch {
+	case r.Board != nil:
+		return "soak-" + string(sc)
+	case sc == event.ScenarioStorm:
 		return ""
 	}
-	return s
+	return string(sc)
 }
 
 // worst picks the colour of a heatmap slot holding several cells.
@@ -335,7 +341,7 @@ func buildCell(ctx context.Context, run *results.Run, c results.Cell, opts Optio
 			cv.Facts = append(cv.Facts, fact{k, v})
 		}
 	}
-	add("scenario", r.Scenario)
+	add("scenario", string(r.Scenario))
 	add("kernel", strings.TrimSpace(r.Kernel.Release+" "+shortHash(r.Kernel.ConfigSHA256)))
 	add("fragments", strings.Join(r.Kernel.Fragments, " + "))
 	accel := r.Accel

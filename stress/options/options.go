@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 // All is the value of Options.N and Options.Detach meaning "every one".
@@ -57,20 +59,11 @@ const (
 	SabotageSkipCount = "skip-count"
 )
 
-// Scenarios.
+// Scenarios (results/event defines them, for host and guest alike).
 const (
-	// ScenarioStorm attaches n trampolines, holds them with the hammer
-	// running, and detaches them: the original workload.
-	ScenarioStorm = "storm"
-	// ScenarioChurn drives a small hot set of functions through callsite
-	// states (fentry, several fentry/fexit, function tracer, kprobe) while
-	// other tracers toggle and the preemption model switches, with oracles
-	// checking every hit.
-	ScenarioChurn = "churn"
-	// ScenarioBench measures instead of stressing: ftrace_ops per-call
-	// overhead, syscall cost under tracers, attach/detach scaling, multi
-	// links and wakeup latency, reported as one bench event.
-	ScenarioBench = "bench"
+	ScenarioStorm = event.ScenarioStorm
+	ScenarioChurn = event.ScenarioChurn
+	ScenarioBench = event.ScenarioBench
 )
 
 // Parts of the bench scenario, in the order it runs them.
@@ -267,7 +260,7 @@ type Options struct {
 	// options below apply to churn only; in churn, N is the count of
 	// background trampolines attached before the churn and detached (per
 	// Detach) after it, and Hold is not used.
-	Scenario string
+	Scenario event.Scenario
 	// Hot is how many functions the churn drives through its states.
 	Hot int
 	// Churn is how long the churn runs; 0 means until Cycles.
@@ -559,14 +552,14 @@ var fields = []field{
 		name:  "scenario",
 		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles) or \"bench\" (measure overheads)",
 		set: func(o *Options, v string) error {
-			switch v {
+			switch sc := event.Scenario(v); sc {
 			case ScenarioStorm, ScenarioChurn, ScenarioBench:
-				o.Scenario = v
+				o.Scenario = sc
 				return nil
 			}
 			return errors.New(`want "storm", "churn" or "bench"`)
 		},
-		get: func(o *Options) string { return o.Scenario },
+		get: func(o *Options) string { return string(o.Scenario) },
 	},
 	{
 		name:  "hot",

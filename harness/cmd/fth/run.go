@@ -16,6 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -90,13 +91,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return runOne(ctx, log, env, *out, *runID, c, stdout)
 }
 
-// scenarioName is the result's scenario label for the agent options.
-func scenarioName(agent map[string]string) string {
-	switch agent["scenario"] {
-	case "churn", "bench":
-		return agent["scenario"]
+// scenarioName is the scenario the agent options ask for; a bad one is
+// the option table's to refuse.
+func scenarioName(agent map[string]string) event.Scenario {
+	sc, err := event.ParseScenario(agent["scenario"])
+	if err != nil {
+		return event.Scenario(agent["scenario"])
 	}
-	return "attach-storm"
+	return sc
 }
 
 // runOne runs c as a run of its own and prints its summary; the error says

@@ -12,6 +12,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/soak"
 	"github.com/ftrace-harness/fth/harness/target/ssh"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -70,7 +71,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cellName := "board-" + strings.NewReplacer(":", "_", "[", "", "]", "").Replace(t.Host) + fmt.Sprintf("-%d", t.Port)
 	runDir := filepath.Join(*out, *runID)
 	w, err := results.NewCellWriter(filepath.Join(runDir, cellName), results.Result{
-		RunID: *runID, Cell: cellName, Scenario: "soak-" + *scenario, StartedAt: time.Now().UTC(),
+		RunID: *runID, Cell: cellName, Scenario: event.Scenario(*scenario), StartedAt: time.Now().UTC(),
 	})
 	if err != nil {
 		return err
