@@ -7,11 +7,13 @@ package results
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ftrace-harness/fth/internal/atomicfile"
+	"github.com/ftrace-harness/fth/results/console"
 
 	"github.com/ftrace-harness/fth/results/event"
 )
@@ -61,7 +63,7 @@ type Request struct {
 	Arch      string   `json:"arch"`
 	Fragments []string `json:"fragments"`
 	// Preempt is the preempt= boot parameter, "" for the build's default.
-	Preempt  string `json:"preempt,omitempty"`
+	Preempt  string         `json:"preempt,omitempty"`
 	Scenario event.Scenario `json:"scenario"`
 	// AgentArgs are the agent's options as passed (fth.<key>=<value>);
 	// the agent's full resolved set, seed included, is in Cmdline.
@@ -119,14 +121,14 @@ type Finding struct {
 	// board's kmsg stream), "pstore" for a record kept across a reboot,
 	// "prev-boot" for the previous boot's journal, "board" for what the
 	// soak itself saw (a reboot, a lost board).
-	Source    string   `json:"source,omitempty"`
-	Kind      string   `json:"kind"`
-	Title     string   `json:"title"`
-	Function  string   `json:"function,omitempty"`
-	StartLine int      `json:"start_line,omitempty"`
-	EndLine   int      `json:"end_line,omitempty"`
-	Report    string   `json:"report,omitempty"`
-	Stack     []string `json:"stack,omitempty"`
+	Source    string       `json:"source,omitempty"`
+	Kind      console.Kind `json:"kind"`
+	Title     string       `json:"title"`
+	Function  string       `json:"function,omitempty"`
+	StartLine int          `json:"start_line,omitempty"`
+	EndLine   int          `json:"end_line,omitempty"`
+	Report    string       `json:"report,omitempty"`
+	Stack     []string     `json:"stack,omitempty"`
 }
 
 // Timings are wall-clock seconds for each step of a cell.

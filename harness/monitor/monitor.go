@@ -177,7 +177,7 @@ const (
 // for the live console, or where a recovered report came from.
 func FromConsole(source string, f console.Finding) results.Finding {
 	return results.Finding{
-		Source: source, Kind: string(f.Kind), Title: f.Title, Function: f.Function,
+		Source: source, Kind: f.Kind, Title: f.Title, Function: f.Function,
 		StartLine: f.StartLine, EndLine: f.EndLine, Report: f.Report, Stack: f.Stack,
 	}
 }
@@ -305,7 +305,7 @@ func (m *run) handle(e target.Event) (out Outcome, end bool) {
 		m.waiting, m.lastOut = false, time.Now()
 		return m.rebooted(e)
 	case target.Unreachable:
-		m.addFindings(results.Finding{Source: "board", Kind: "board-lost", Title: "board unreachable after a lost connection"})
+		m.addFindings(results.Finding{Source: "board", Kind: console.KindBoardLost, Title: "board unreachable after a lost connection"})
 		m.log.Warn("the target did not come back", "err", e.Err)
 		return Unreachable, true
 	}
@@ -408,7 +408,7 @@ func (m *run) rebooted(e target.Event) (Outcome, bool) {
 	if len(e.Findings) > 0 {
 		m.addFindings(e.Findings...)
 	} else {
-		m.addFindings(results.Finding{Source: "board", Kind: "reboot", Title: "board rebooted during the soak (no pstore record)"})
+		m.addFindings(results.Finding{Source: "board", Kind: console.KindReboot, Title: "board rebooted during the soak (no pstore record)"})
 	}
 	if !e.Resumed {
 		return Rebooted, true
@@ -490,10 +490,10 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 		// A reset is a finding only when the console explains nothing:
 		// after a panic it is just the reboot panic=-1 asked for.
 		if out == Reset && len(r.Findings) == 0 {
-			r.Findings = append(r.Findings, results.Finding{Kind: "reset", Title: silentResetTitle(tripleFault)})
+			r.Findings = append(r.Findings, results.Finding{Kind: console.KindReset, Title: silentResetTitle(tripleFault)})
 		}
 		if out == Silence {
-			r.Findings = append(r.Findings, results.Finding{Kind: "hang", Title: fmt.Sprintf("hang: no output for %s", m.spec.Silence)})
+			r.Findings = append(r.Findings, results.Finding{Kind: console.KindHang, Title: fmt.Sprintf("hang: no output for %s", m.spec.Silence)})
 		}
 	})
 }

@@ -30,8 +30,8 @@ func TestVerdict(t *testing.T) {
 		{"triple fault", results.Result{Findings: []results.Finding{{Kind: "reset", Title: silentResetTitle(true)}}}, Reset, false, results.Fail, "no console report (QEMU logged a triple fault)"},
 		{"silent death is an error", results.Result{}, Exited, false, results.Error, "stopped before the agent reported done"},
 		{"deadline", results.Result{}, Deadline, false, results.Error, "deadline"},
-		{"hung tasks, then the deadline", results.Result{Findings: []results.Finding{{Kind: string(console.KindHungTask), Title: "INFO: task hung in ftrace_shutdown"}}}, Deadline, false, results.Fail, "INFO: task hung"},
-		{"hung task, then its tail", results.Result{Findings: []results.Finding{{Kind: string(console.KindHungTask), Title: "INFO: task hung in dsleep_write"}}}, HangReport, false, results.Fail, "INFO: task hung in dsleep_write"},
+		{"hung tasks, then the deadline", results.Result{Findings: []results.Finding{{Kind: console.KindHungTask, Title: "INFO: task hung in ftrace_shutdown"}}}, Deadline, false, results.Fail, "INFO: task hung"},
+		{"hung task, then its tail", results.Result{Findings: []results.Finding{{Kind: console.KindHungTask, Title: "INFO: task hung in dsleep_write"}}}, HangReport, false, results.Fail, "INFO: task hung in dsleep_write"},
 		{"interrupted", results.Result{}, Interrupted, false, results.Error, "interrupted"},
 		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, Done, true, results.Fail, "agent: 0 of 2000"},
 		{"oracle failure beats agent ok", results.Result{AgentOK: &yes, Oracles: []event.Oracle{

@@ -108,7 +108,7 @@ func FromResults(runID string, cells []results.Result) Testsuites {
 		case results.Fail:
 			p := &Problem{Message: r.Title(), Body: r.Reason}
 			if len(r.Findings) > 0 {
-				p.Type, p.Body = r.Findings[0].Kind, r.Findings[0].Report
+				p.Type, p.Body = string(r.Findings[0].Kind), r.Findings[0].Report
 			}
 			tc.Failure = withExtras(p, r)
 			suite.Failures++

@@ -405,7 +405,7 @@ func buildCell(ctx context.Context, run *results.Run, c results.Cell, opts Optio
 		cv.Notes = append(cv.Notes, note)
 	}
 	for _, f := range r.Findings {
-		fv := findingView{Source: f.Source, Title: f.Title, Kind: f.Kind, Stack: f.Stack}
+		fv := findingView{Source: f.Source, Title: f.Title, Kind: string(f.Kind), Stack: f.Stack}
 		in := findingFile(f, r.Board)
 		if f.StartLine > 0 {
 			fv.Lines = fmt.Sprintf("%s lines %d–%d", in, f.StartLine, f.EndLine)

@@ -1,0 +1,17 @@
+package console
+
+// Kinds of finding the harness makes itself, from how a target ended rather
+// than from a line of its log. They share Kind with the console's so that
+// result.json has one vocabulary.
+const (
+	// KindHang is a guest that said nothing for the silence watchdog.
+	KindHang Kind = "hang"
+	// KindReset is a guest that reset the machine with nothing on the
+	// console (an x86 triple fault among others).
+	KindReset Kind = "reset"
+	// KindReboot is a board that came back in a new boot with no record
+	// of why.
+	KindReboot Kind = "reboot"
+	// KindBoardLost is a board that did not come back.
+	KindBoardLost Kind = "board-lost"
+)
