@@ -54,7 +54,6 @@ type Params struct {
 	Silence  time.Duration
 }
 
-
 // DefaultDetach is how many of the attached trampolines a default cell
 // detaches one by one with timing; the rest go with the guest when it
 // reboots. Each detach waits for an RCU-tasks grace period: ~17 ms on x86_64
