@@ -839,11 +839,14 @@ func Names() []string {
 	return out
 }
 
+// ErrUnknownOption is wrapped by Set for a name the table does not have.
+var ErrUnknownOption = errors.New("unknown option")
+
 // Set sets the option name from its text form, as the flag or cmdline would.
 func (o *Options) Set(name, value string) error {
 	f, ok := lookup(name)
 	if !ok {
-		return fmt.Errorf("unknown option %q", name)
+		return fmt.Errorf("%w %q", ErrUnknownOption, name)
 	}
 	if err := f.set(o, value); err != nil {
 		return fmt.Errorf("option %s=%q: %w", name, value, err)
@@ -953,6 +956,18 @@ func (v flagValue) Set(s string) error { return v.f.set(v.o, s) }
 
 // IsBoolFlag lets -poweroff stand for -poweroff=true.
 func (v flagValue) IsBoolFlag() bool { return v.f.isBool }
+
+// PrintHelp writes every option with its usage and its default under env,
+// as the agent's own flags show them: the host's `--agent-arg help`.
+func PrintHelp(w io.Writer, env Env) {
+	o := Defaults(env)
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(w)
+	for i := range fields {
+		fs.Var(flagValue{&o, &fields[i]}, fields[i].name, fields[i].usage)
+	}
+	fs.PrintDefaults()
+}
 
 // Parse returns the effective options: defaults from env, then fth.* keys from
 // the kernel command line cmdline (the contents of /proc/cmdline), then args.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,16 +34,38 @@ var widenModes = []widenMode{
 
 // cmdBench runs benchmarks that compare settings side by side in one run.
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "cell" {
-		return cmdBenchCell(ctx, args[1:], stdout, stderr)
+	benches := map[string]cmdFunc{"cell": cmdBenchCell, "widening": cmdBenchWidening}
+	if len(args) > 0 {
+		if f, ok := benches[args[0]]; ok {
+			return f(ctx, args[1:], stdout, stderr)
+		}
 	}
-	if len(args) == 0 || args[0] != "widening" {
-		return fmt.Errorf("%w: usage: fth bench widening|cell [flags]", errUsage)
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, benchUsage)
+		return nil
 	}
-	fs := flag.NewFlagSet("bench widening", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	if len(args) == 0 {
+		return fmt.Errorf("%w: fth bench: name a benchmark: cell or widening (run 'fth bench -h')", errUsage)
+	}
+	return fmt.Errorf("%w: fth bench: unknown benchmark %q: cell or widening (run 'fth bench -h')", errUsage, args[0])
+}
+
+const benchUsage = `usage: fth bench <benchmark> [flags]
+
+Benchmarks compare settings side by side in one run and print ratios:
+  cell      the default cell (make test-arch=<arch>) against a baseline variant
+            of it (default: detach=all, the cell before detaches were sampled)
+  widening  the cost of each race-widening mode (tcg-multi, singlestep, icount)
+            on the churn, against tcg-single
+
+Run 'fth bench <benchmark> -h' for its flags.
+`
+
+// cmdBenchWidening runs the churn under each race-widening mode.
+func cmdBenchWidening(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench widening")
 	var b buildFlags
-	b.register(fs)
+	b.register(fs, withAll)
 	var (
 		churn    = fs.Duration("churn", 60*time.Second, "churn duration of each run")
 		seed     = fs.Int64("seed", 42, "seed shared by every run")
@@ -52,7 +73,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		modes    = fs.String("modes", "", "comma-separated subset of modes (default all: tcg-single, tcg-multi, tcg-single+singlestep, tcg-single+icount)")
 		deadline = fs.Duration("mode-deadline", 8*time.Minute, "bound on each mode's cell: singlestep may not finish a churn cycle in minutes; the rate then comes from the operations logged so far")
 	)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth bench widening [flags]",
+		About: "Runs the same churn (same seed) under tcg-single, tcg-multi, tcg-single with\none instruction per block, and tcg-single with -icount, and prints boot time and\nchurn operations per second of each as a ratio to tcg-single.",
+	}); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	a, repo, frags, err := b.resolve()

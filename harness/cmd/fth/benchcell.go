@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -31,16 +30,21 @@ type cellVariant struct {
 // defaults to the cell as it was before detaches were sampled (detach=all),
 // so the ratio is the speed-up that change bought.
 func cmdBenchCell(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench cell", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("bench cell")
 	var b buildFlags
-	b.register(fs)
+	b.register(fs, withAll)
 	var (
 		out      = fs.String("out", "out/runs", "directory for run results")
 		baseline = fs.String("baseline", "detach=all", "agent options (key=value,...) that turn the default cell into the baseline; empty runs the default cell alone")
 		seed     = fs.Int64("seed", 0, "seed shared by both cells (0: one drawn now), so both attach the same functions")
 	)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth bench cell [flags]",
+		About: "Runs the default cell of --arch (what make test-arch=<arch> runs) twice in\none run, as the baseline (the default with --baseline's agent options) and as\nthe default, with one seed, and prints each phase's wall time, the latency\npercentiles and default/baseline ratios.",
+	}); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	a, repo, frags, err := b.resolve()

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -35,10 +34,9 @@ const boardReady = "fth-board: sshd listening"
 // kernel with u-root's sshd, reachable on 127.0.0.1 only, rebooting (not
 // exiting) when it panics, with ramoops where the arch row supports it.
 func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("boardvm", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("boardvm")
 	var b buildFlags
-	b.register(fs)
+	b.register(fs, withAll)
 	var (
 		port    = fs.Int("port", 2222, "host port on 127.0.0.1 forwarded to the VM's sshd")
 		dir     = fs.String("dir", "out/boardvm", "directory for the keys, known_hosts and console.log")
@@ -47,11 +45,20 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		preempt = fs.String("preempt", "full", "preempt= boot parameter")
 		accelF  = fs.String("accel", "tcg-single", "QEMU accelerator")
 	)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth boardvm [flags]",
+		About: "Boots a VM that stands in for an SSH board: the harness's kernel with u-root's\nsshd on 127.0.0.1:--port, rebooting (not exiting) on a panic, with ramoops\nwhere the arch row has it. It writes keys and known_hosts to --dir and runs\nuntil interrupted; SIGUSR1 pulls its network cable, SIGUSR2 puts it back.",
+	}); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	if *port <= 0 || *port > 65535 {
-		return fmt.Errorf("%w: --port %d", errUsage, *port)
+		return fmt.Errorf("%w: --port %d: want 1 to 65535", errUsage, *port)
+	}
+	if err := checkBoot(*cpus, *mem, time.Hour, time.Minute, *preempt); err != nil {
+		return err
 	}
 	accel, err := qemu.ParseAccel(*accelF)
 	if err != nil {

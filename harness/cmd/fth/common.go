@@ -38,15 +38,63 @@ type buildFlags struct {
 	verbose   bool
 }
 
-func (b *buildFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&b.arch, "arch", "x86_64", "target architecture: "+archList())
-	fs.StringVar(&b.kernelSrc, "kernel-src", envOr("KERNEL_SRC", defaultKernelSrc), "kernel source tree (env KERNEL_SRC)")
+// Which build flags a command honours, beyond --repo, --cache and -v, which
+// every command that builds or deploys does.
+type buildFlagSet int
+
+const (
+	// withArch: --arch.
+	withArch buildFlagSet = 1 << iota
+	// withFragments: --fragments.
+	withFragments
+	// withKernel: --kernel-src, --kconfigs and -j, for commands that build
+	// kernels.
+	withKernel
+	withAll = withArch | withFragments | withKernel
+)
+
+func (b *buildFlags) register(fs *flag.FlagSet, which buildFlagSet) {
+	b.arch = "x86_64"
+	b.kernelSrc = envOr("KERNEL_SRC", defaultKernelSrc)
+	if which&withArch != 0 {
+		fs.StringVar(&b.arch, "arch", b.arch, "target architecture: "+archList())
+	}
+	if which&withKernel != 0 {
+		fs.StringVar(&b.kernelSrc, "kernel-src", b.kernelSrc, "kernel source tree (env KERNEL_SRC)")
+		fs.StringVar(&b.kconfigs, "kconfigs", "", "kconfig fragment directory (default: <repo>/kconfigs)")
+		fs.IntVar(&b.jobs, "j", 0, "make -j (default: number of CPUs)")
+	}
+	if which&withFragments != 0 {
+		fs.StringVar(&b.fragments, "fragments", "", "comma-separated fragments, applied in order (default: base,arch/<arch>,ftrace/call-ops where the arch has CALL_OPS else ftrace/direct-calls,preempt/full)")
+	}
 	fs.StringVar(&b.repo, "repo", "", "ftrace-harness checkout (default: found from the working directory)")
-	fs.StringVar(&b.kconfigs, "kconfigs", "", "kconfig fragment directory (default: <repo>/kconfigs)")
-	fs.StringVar(&b.fragments, "fragments", "", "comma-separated fragments, applied in order (default: base,arch/<arch>,ftrace/call-ops where the arch has CALL_OPS else ftrace/direct-calls,preempt/full)")
 	fs.StringVar(&b.cache, "cache", envOr("FTH_CACHE", defaultCache()), "cache directory for kernels, images and ccache (env FTH_CACHE)")
-	fs.IntVar(&b.jobs, "j", 0, "make -j (default: number of CPUs)")
 	fs.BoolVar(&b.verbose, "v", false, "debug logging")
+}
+
+// archSuggestion maps what a developer may type for an arch (uname -m,
+// GOARCH, the kernel's ARCH=, a prefix) to the harness's name.
+func archSuggestion(s string) (string, bool) {
+	if a, err := arch.Lookup(s); err == nil {
+		return string(a.Name), true
+	}
+	if n, ok := arch.HostName(s); ok {
+		return string(n), true
+	}
+	for _, a := range arch.All() {
+		if a.KernelArch == s {
+			return string(a.Name), true
+		}
+	}
+	aliases := map[string]string{"x86-64": "x86_64", "x64": "x86_64", "ppc64el": "ppc64le", "powerpc64le": "ppc64le", "rv64": "riscv64"}
+	if n, ok := aliases[s]; ok {
+		return n, true
+	}
+	var names []string
+	for _, n := range arch.Names() {
+		names = append(names, string(n))
+	}
+	return closest(s, names)
 }
 
 func archList() string {
@@ -79,7 +127,11 @@ func defaultCache() string {
 func (b *buildFlags) resolve() (arch.Arch, string, []string, error) {
 	a, err := arch.Lookup(b.arch)
 	if err != nil {
-		return arch.Arch{}, "", nil, fmt.Errorf("%w: --arch: %v", errUsage, err)
+		hint := ""
+		if s, ok := archSuggestion(b.arch); ok {
+			hint = fmt.Sprintf(": did you mean --arch %s?", s)
+		}
+		return arch.Arch{}, "", nil, fmt.Errorf("%w: --arch: %v%s", errUsage, err, hint)
 	}
 	if b.repo == "" {
 		b.repo, err = findRepo()
@@ -128,11 +180,16 @@ func (b *buildFlags) env(log *slog.Logger, repo string) *runner.Env {
 }
 
 func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("build", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("build")
 	var b buildFlags
-	b.register(fs)
-	if err := fs.Parse(args); err != nil {
+	b.register(fs, withAll)
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth build [flags]",
+		About: "Builds the kernel for --arch from kconfig fragments, verified symbol by symbol,\nor finds it in the cache (keyed by the tree's content, the fragments and the\ntoolchain): a second run with nothing changed prints \"cached\".",
+	}); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	a, repo, frags, err := b.resolve()
@@ -162,11 +219,20 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func cmdImage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("image", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("image")
 	var b buildFlags
-	b.register(fs)
-	if err := fs.Parse(args); err != nil {
+	b.register(fs, withArch)
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth image [flags]",
+		About: "Builds the guest initramfs for --arch (u-root's init and the agent built for\nthe arch's GOARCH), or finds it in the cache. The kernel's modules are added\nper cell, so this needs no kernel.",
+		Refused: map[string]string{
+			"fragments":  "the initramfs does not depend on the kernel's fragments",
+			"kernel-src": "the initramfs needs no kernel tree",
+		},
+	}); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	a, repo, _, err := b.resolve()

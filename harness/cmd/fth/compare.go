@@ -21,19 +21,17 @@ func (e regressionsError) Error() string {
 func (e regressionsError) Unwrap() error { return errCellsFailed }
 
 func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("compare")
 	rule := compare.DefaultRule()
 	fs.Float64Var(&rule.MinRatio, "min-ratio", rule.MinRatio, "smallest relative slowdown of a median that counts")
 	fs.Float64Var(&rule.SpreadFactor, "spread-factor", rule.SpreadFactor, "multiple of the baseline's p50→p90 spread a median may grow by")
 	fs.DurationVar(&rule.Floor, "floor", rule.Floor, "smallest absolute slowdown of a median that counts")
 	fs.IntVar(&rule.MinSamples, "min-samples", rule.MinSamples, "operations each run needs before a phase is compared")
 	benchFlags(fs, &rule.Bench)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fth compare [flags] <baseline-run-dir> <candidate-run-dir>\n\nMatches cells by name and flags regressions: a verdict that became fail, a\nfinding title the baseline cell did not have, an attach or detach median slower\nthan the rule allows, a churn oracle that passed and now fails, and bench\nfigures that got worse (ratios to the baseline, scaling seconds per N, storm\nwakeup p99). Measurements are never compared across accelerators. Exit 1 if any.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth compare [flags] <baseline-run-dir> <candidate-run-dir>",
+		About: "Matches cells by name and flags regressions: a verdict that became fail, a\nfinding title the baseline cell did not have, an attach or detach median slower\nthan the rule allows, a churn oracle that passed and now fails, and bench\nfigures that got worse (ratios to the baseline, scaling seconds per N, storm\nwakeup p99). Measurements are never compared across accelerators. Exit 1 if any.",
+	}); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -41,13 +42,16 @@ commands:
   matrix   run every arch × variant cell (skips what an arch cannot build), one summary
   soak     run a scenario for hours on a board over SSH (deploy, stream dmesg, survive reboots)
   boardvm  boot a VM that stands in for an SSH board (sshd on 127.0.0.1:--port)
-  bench    side-by-side benchmarks: 'fth bench widening' (cost of each race-widening mode)
+  bench    side-by-side benchmarks: 'fth bench cell' (the default cell against a
+           baseline), 'fth bench widening' (cost of each race-widening mode)
   repro    run a recorded cell again (same kernel fragments, seed, boot flags, QEMU flags)
   triage   find, title and symbolize every kernel report in one or more console logs
   report   write report.html, junit.xml and summary.json for a run directory
   compare  compare two runs cell by cell; exit 1 on any regression
 
-Run 'fth <command> -h' for a command's flags.
+Run 'fth <command> -h' (or 'fth help <command>') for a command's flags, and
+'fth --version' for the version. Exit codes: 0 pass, 1 a kernel failure (or
+a regression, or a report found by triage), 2 an error, 3 bad usage.
 `
 
 func main() {
@@ -75,6 +79,18 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 }
 
+// cmdFunc is one subcommand.
+type cmdFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// commands maps each subcommand to its function.
+func commands() map[string]cmdFunc {
+	return map[string]cmdFunc{
+		"build": cmdBuild, "image": cmdImage, "run": cmdRun, "matrix": cmdMatrix,
+		"repro": cmdRepro, "soak": cmdSoak, "bench": cmdBench, "boardvm": cmdBoardVM,
+		"triage": cmdTriage, "report": cmdReport, "compare": cmdCompare,
+	}
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -82,34 +98,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "build":
-		return cmdBuild(ctx, rest, stdout, stderr)
-	case "image":
-		return cmdImage(ctx, rest, stdout, stderr)
-	case "run":
-		return cmdRun(ctx, rest, stdout, stderr)
-	case "matrix":
-		return cmdMatrix(ctx, rest, stdout, stderr)
-	case "repro":
-		return cmdRepro(ctx, rest, stdout, stderr)
-	case "soak":
-		return cmdSoak(ctx, rest, stdout, stderr)
-	case "bench":
-		return cmdBench(ctx, rest, stdout, stderr)
-	case "boardvm":
-		return cmdBoardVM(ctx, rest, stdout, stderr)
-	case "triage":
-		return cmdTriage(ctx, rest, stdout, stderr)
-	case "report":
-		return cmdReport(ctx, rest, stdout, stderr)
-	case "compare":
-		return cmdCompare(ctx, rest, stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "--help", "-help":
+		if len(rest) > 0 {
+			if _, ok := commands()[rest[0]]; ok {
+				return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
+			}
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "version", "--version", "-version", "-V":
+		fmt.Fprintln(stdout, version())
+		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	if f, ok := commands()[cmd]; ok {
+		return f(ctx, rest, stdout, stderr)
+	}
+	hint := ""
+	if s, ok := closest(strings.TrimLeft(cmd, "-"), commandNames()); ok {
+		hint = fmt.Sprintf("; did you mean %q?", s)
+	}
+	return fmt.Errorf("%w: unknown command %q%s (run 'fth help' for the list)", errUsage, cmd, hint)
 }
 
 func newLogger(w io.Writer, verbose bool) *slog.Logger {

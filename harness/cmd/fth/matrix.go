@@ -16,10 +16,9 @@ import (
 )
 
 func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("matrix", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("matrix")
 	var b buildFlags
-	b.register(fs)
+	b.register(fs, withKernel)
 	def := matrix.DefaultParams()
 	var (
 		arches    = fs.String("arches", matrix.AllArches, "comma-separated architectures, or all: "+archList())
@@ -41,30 +40,29 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		agentArgs multiFlag
 	)
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value for every cell (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fth matrix [flags]\n\nBuilds and boots every arch × variant cell; a cell the arch or kernel cannot\nprovide is skipped with the reason. Exit 1 if any cell failed, 2 if any errored.\n\nflags:\n")
-		fs.PrintDefaults()
-		fmt.Fprintf(stderr, "\nvariants:\n")
-		tw := tabwriter.NewWriter(stderr, 0, 0, 2, ' ', 0)
-		for _, v := range matrix.Builtins() {
-			fmt.Fprintf(tw, "  %s\t%s\n", v.Name, v.Doc)
-		}
-		tw.Flush()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth matrix [flags]",
+		About: "Builds and boots every arch × variant cell; a cell the arch or kernel cannot\nprovide is skipped with the reason. Exit 1 if any cell failed, 2 if any errored.\nA cell's fragments come from its variant (define your own in a --file).",
+		Refused: map[string]string{
+			"arch":      "it is for single-cell commands: fth matrix takes --arches",
+			"fragments": "a matrix cell's fragments come from its variant; define your own variant in a --file",
+		},
+		More: func(w io.Writer) {
+			fmt.Fprintf(w, "variants:\n")
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			for _, v := range matrix.Builtins() {
+				fmt.Fprintf(tw, "  %s\t%s\n", v.Name, v.Doc)
+			}
+			tw.Flush()
+		},
+	}); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q: fth matrix takes only flags", errUsage, fs.Arg(0))
+	if err := noArgs(fs); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["arch"] {
-		return fmt.Errorf("%w: --arch is for single-cell commands: fth matrix takes --arches", errUsage)
-	}
-	if set["fragments"] {
-		return fmt.Errorf("%w: --fragments: a matrix cell's fragments come from its variant; define your own variant in a --file", errUsage)
-	}
 
 	spec := matrix.DefaultSpec()
 	if *file != "" {
@@ -176,7 +174,15 @@ func overrideParams(spec *matrix.Spec, set map[string]bool, f matrixFlags) error
 	if set["seed"] && f.seed != 0 {
 		p.Agent["seed"] = fmt.Sprint(f.seed)
 	}
-	return multiFlag(f.agentArgs).into(p.Agent)
+	if err := multiFlag(f.agentArgs).into(p.Agent); err != nil {
+		return err
+	}
+	// The final parameters, a matrix file's included, are checked like
+	// fth run's, before any cell is built.
+	if err := checkBoot(p.CPUs, p.MemoryMB, p.Deadline, p.Silence, ""); err != nil {
+		return err
+	}
+	return checkAgentArgs(p.Agent, agentFlags())
 }
 
 // printPlan shows every cell before anything runs, skips with their reasons,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,16 +12,14 @@ import (
 )
 
 func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("report")
 	vmlinux := fs.String("vmlinux", "auto", "symbolize stacks: auto (each cell's kernel.vmlinux when it is on this machine), none, or a vmlinux path")
 	markdown := fs.String("markdown", "", "also append the summary table as Markdown to this file (e.g. \"$GITHUB_STEP_SUMMARY\"), - for stdout")
 	excerpt := fs.Int("excerpt", 40, "lines per log excerpt")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fth report [flags] <run-dir>\n\nWrites report.html (verdict heatmap, findings with stacks and log excerpts,\nlatency plots; one self-contained file), junit.xml and a summary.json rebuilt\nfrom the cells into out/runs/<run-id>. It reports; it does not judge: the exit\ncode is 0 whatever the verdicts.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth report [flags] <run-dir>",
+		About: "Writes report.html (verdict heatmap, findings with stacks and log excerpts,\nlatency plots; one self-contained file), junit.xml and a summary.json rebuilt\nfrom the cells into out/runs/<run-id>. It reports; it does not judge: the exit\ncode is 0 whatever the verdicts.",
+	}); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

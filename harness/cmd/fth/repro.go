@@ -21,25 +21,26 @@ import (
 // one), accelerator and widening. The kernel comes from the same fragments;
 // a different final .config is reported, since the tree may have moved.
 func cmdRepro(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("repro", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: fth repro [flags] <cell-dir>\n\nRuns the cell recorded in <cell-dir>/result.json again, into a new run.")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("repro")
 	var b buildFlags
-	b.register(fs)
+	b.register(fs, withKernel)
 	var (
 		out      = fs.String("out", "out/runs", "directory for run results")
 		runID    = fs.String("run-id", "", "run id (default: repro- plus a time stamp)")
 		duration = fs.String("churn", "", "override the churn duration (e.g. 8h for a soak of the same cell)")
 	)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth repro [flags] <cell-dir>",
+		About: "Runs the cell recorded in <cell-dir>/result.json again, into a new run: same\narch, fragments, boot parameters, agent options (with the seed the agent\nreported), accelerator and widening; then says whether the verdict and title\nmatch. The arch and fragments come from the record, so there are no flags\nfor them.",
+		Refused: map[string]string{
+			"arch":      "the arch comes from the recorded cell's result.json",
+			"fragments": "the fragments come from the recorded cell's result.json",
+		},
+	}); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: want exactly one cell directory", errUsage)
+		return fmt.Errorf("%w: fth repro: want exactly one cell directory, got %d arguments (run 'fth repro -h')", errUsage, fs.NArg())
 	}
 	dir := fs.Arg(0)
 	orig, err := results.ReadResult(filepath.Join(dir, results.ResultFile))

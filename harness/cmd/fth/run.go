@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"slices"
 
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/runner"
@@ -20,10 +21,9 @@ import (
 )
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("run")
 	var b buildFlags
-	b.register(fs)
+	b.register(fs, withAll)
 	var (
 		out        = fs.String("out", "out/runs", "directory for run results")
 		runID      = fs.String("run-id", "", "run id (default: time stamp plus random suffix)")
@@ -43,20 +43,29 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		icount     = fs.String("icount", "", "race widening: QEMU -icount value, e.g. shift=auto (needs tcg-single)")
 		agentArgs  multiFlag
 	)
-	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable; 'fth run --agent-arg help' lists them)")
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth run [flags]",
+		About: "Builds the kernel (or takes it from the cache), boots it under QEMU with the\nagent, runs one scenario (the attach storm by default; --agent-arg\nscenario=churn|bench) and records a verdict in out/runs/<run-id>/<cell>/.\nEvery input is checked before anything is built.",
+	}); err != nil {
 		return err
 	}
-	a, repo, frags, err := b.resolve()
-	if err != nil {
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if slices.Contains(agentArgs, "help") {
+		printAgentOptions(stdout)
+		return nil
+	}
+	if err := checkBoot(*cpus, *mem, *deadline, *silence, *preempt); err != nil {
+		return err
+	}
+	if err := checkPositive("pause-after", *pauseAfter, true); err != nil {
 		return err
 	}
 	accel, err := qemu.ParseAccel(*accelFlag)
 	if err != nil {
 		return fmt.Errorf("%w: --accel: %v", errUsage, err)
-	}
-	if *crash != "" && *crash != "sysrq-c" && *crash != "hung-task" {
-		return fmt.Errorf("%w: --crash %q: the injections are sysrq-c and hung-task", errUsage, *crash)
 	}
 	agent := map[string]string{"n": *n, "hold": hold.String(), "detach": *detach}
 	if *seed != 0 {
@@ -66,6 +75,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		agent["crash"] = *crash
 	}
 	if err := agentArgs.into(agent); err != nil {
+		return err
+	}
+	if err := checkAgentArgs(agent, agentFlags()); err != nil {
+		return err
+	}
+	a, repo, frags, err := b.resolve()
+	if err != nil {
 		return err
 	}
 	log := newLogger(stderr, b.verbose)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -16,14 +15,13 @@ import (
 )
 
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("soak")
 	var b buildFlags
-	b.register(fs)
+	b.register(fs, 0)
 	var (
 		target     = fs.String("target", "", "the board: ssh://user@host[:port] (required)")
 		duration   = fs.Duration("duration", 8*time.Hour, "how long the stress runs, across reboots with --resume")
-		scenario   = fs.String("scenario", "churn", "agent scenario: churn or storm")
+		scenario   = fs.String("scenario", "churn", "agent scenario: churn, storm or bench")
 		knownHosts = fs.String("known-hosts", "", "comma-separated known_hosts files (default ~/.ssh/known_hosts)")
 		identity   = fs.String("i", "", "comma-separated identity files (default: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
 		insecure   = fs.Bool("insecure-host-key", false, "accept any host key (logged as a warning on every connection); never the default")
@@ -37,7 +35,18 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		agentArgs  multiFlag
 	)
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth soak --target ssh://user@host[:port] [flags]",
+		About: "Runs a scenario for hours on a board over SSH: deploys the agent built for the\nboard's arch, streams its kernel log into the same crash detection as a VM,\nsurvives network blips, records reboots with what pstore kept, and with\n--resume goes on in the new boot. The board runs its own kernel: there is no\nbuild, so no --arch or --fragments.",
+		Refused: map[string]string{
+			"arch":       "the board's uname -m picks the arch",
+			"fragments":  "the board runs its own kernel; fth checks its config for what the scenario needs",
+			"kernel-src": "the board runs its own kernel",
+		},
+	}); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
 		return err
 	}
 	if *target == "" {
@@ -47,14 +56,27 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("%w: --target: %v", errUsage, err)
 	}
-	if *duration <= 0 {
-		return fmt.Errorf("%w: --duration must be > 0", errUsage)
+	if err := checkPositive("duration", *duration, false); err != nil {
+		return err
 	}
-	if *scenario != "churn" && *scenario != "storm" {
-		return fmt.Errorf("%w: --scenario %q: want churn or storm", errUsage, *scenario)
+	if err := checkPositive("silence", *silence, false); err != nil {
+		return err
 	}
-	agent := map[string]string{"scenario": *scenario}
+	if err := checkPositive("crash-after", *crashAfter, true); err != nil {
+		return err
+	}
+	if *tries < 1 {
+		return fmt.Errorf("%w: --reconnect-tries %d: want 1 or more", errUsage, *tries)
+	}
+	sc, err := event.ParseScenario(*scenario)
+	if err != nil {
+		return fmt.Errorf("%w: --scenario: %v", errUsage, err)
+	}
+	agent := map[string]string{"scenario": string(sc)}
 	if err := agentArgs.into(agent); err != nil {
+		return err
+	}
+	if err := checkAgentArgs(agent, map[string]string{"scenario": "--scenario"}); err != nil {
 		return err
 	}
 	_, repo, _, err := b.resolve()
@@ -71,7 +93,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cellName := "board-" + strings.NewReplacer(":", "_", "[", "", "]", "").Replace(t.Host) + fmt.Sprintf("-%d", t.Port)
 	runDir := filepath.Join(*out, *runID)
 	w, err := results.NewCellWriter(filepath.Join(runDir, cellName), results.Result{
-		RunID: *runID, Cell: cellName, Scenario: event.Scenario(*scenario), StartedAt: time.Now().UTC(),
+		RunID: *runID, Cell: cellName, Scenario: sc, StartedAt: time.Now().UTC(),
 	})
 	if err != nil {
 		return err

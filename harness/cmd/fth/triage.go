@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,19 +35,17 @@ type triaged struct {
 }
 
 func cmdTriage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("triage", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("triage")
 	asJSON := fs.Bool("json", false, "print a JSON array of findings ([] when there are none); with several logs each finding has a \"log\"")
 	vmlinux := fs.String("vmlinux", "", "symbolize each finding's stack against this vmlinux (file:line and inlined frames, like decode_stacktrace.sh)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fth triage [flags] console.log...\n\nFinds and titles every kernel report in each log. With several logs, findings\nwith the same title are grouped: how often, and in which logs.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth triage [flags] console.log... (flags may follow the logs)",
+		About: "Finds and titles every kernel report in each log. With several logs, findings\nwith the same title are grouped: how often, and in which logs.",
+	}); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: triage takes one or more console log paths", errUsage)
+		return fmt.Errorf("%w: fth triage takes one or more console log paths (run 'fth triage -h')", errUsage)
 	}
 	var sym *symbolize.Symbolizer
 	if *vmlinux != "" {

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ftrace-harness/fth/stress/options"
+)
+
+// agentFlags names the fth flags that set an agent option, so that an
+// error about the option names what the user typed.
+func agentFlags() map[string]string {
+	return map[string]string{"n": "--n", "hold": "--hold", "detach": "--detach", "seed": "--seed", "crash": "--crash"}
+}
+
+// checkAgentArgs parses the agent options on the host with the agent's own
+// option table (stress/options), the one source of truth, so that a typo
+// or an impossible value fails in a second instead of in the guest after
+// a kernel build and a boot.
+func checkAgentArgs(agent map[string]string, fromFlag map[string]string) error {
+	o := options.Defaults(options.Env{NumCPU: 2, Poweroff: true})
+	for _, k := range slices.Sorted(mapsKeys(agent)) {
+		v := agent[k]
+		where := "--agent-arg " + k + "=" + v
+		if f, ok := fromFlag[k]; ok {
+			where = f + " " + v
+		}
+		if err := o.Set(k, v); err != nil {
+			if errors.Is(err, options.ErrUnknownOption) {
+				hint := ""
+				if s, ok := closest(k, options.Names()); ok {
+					hint = fmt.Sprintf("; did you mean %s?", s)
+				}
+				return fmt.Errorf("%w: %s: the agent has no option %q%s ('fth run --agent-arg help' lists them)", errUsage, where, k, hint)
+			}
+			return fmt.Errorf("%w: %s: %v", errUsage, where, unwrapOption(err))
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: agent options: %v", errUsage, err)
+	}
+	return nil
+}
+
+// unwrapOption drops the "option k=v:" prefix Set adds, since the caller
+// names the input already.
+func unwrapOption(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
+}
+
+func mapsKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// printAgentOptions lists the agent's options for --agent-arg.
+func printAgentOptions(w io.Writer) {
+	fmt.Fprintln(w, "agent options (--agent-arg key=value; the fth.<key>=<value> kernel parameters):")
+	options.PrintHelp(w, options.Env{NumCPU: 2, Poweroff: true})
+}
+
+// preemptModels are the values the kernel's preempt= parameter takes
+// (PREEMPT_DYNAMIC); which of them a given kernel accepts is its business.
+func preemptModels() []string { return []string{"none", "voluntary", "full", "lazy"} }
+
+// Bounds of a VM cell. QEMU takes more, but past these a TCG guest on a
+// workstation is a typo, not a plan.
+const (
+	maxCPUs  = 64
+	minMemMB = 256
+	maxMemMB = 65536
+)
+
+// checkBoot checks the boot parameters of a VM cell.
+func checkBoot(cpus, memMB int, deadline, silence time.Duration, preempt string) error {
+	switch {
+	case cpus < 1 || cpus > maxCPUs:
+		return fmt.Errorf("%w: --cpus %d: want 1 to %d vCPUs", errUsage, cpus, maxCPUs)
+	case memMB < minMemMB || memMB > maxMemMB:
+		return fmt.Errorf("%w: --mem %d: want %d to %d MiB", errUsage, memMB, minMemMB, maxMemMB)
+	}
+	if err := checkPositive("deadline", deadline, false); err != nil {
+		return err
+	}
+	if err := checkPositive("silence", silence, false); err != nil {
+		return err
+	}
+	if silence >= deadline {
+		return fmt.Errorf("%w: --silence %s must be shorter than --deadline %s, or the watchdog can never fire", errUsage, silence, deadline)
+	}
+	if models := preemptModels(); preempt != "" && !slices.Contains(models, preempt) {
+		hint := ""
+		if s, ok := closest(preempt, models); ok {
+			hint = fmt.Sprintf("; did you mean %s?", s)
+		}
+		return fmt.Errorf("%w: --preempt %q: want %s, or \"\" for the build's default%s", errUsage, preempt, strings.Join(models, ", "), hint)
+	}
+	return nil
+}
+
+// checkPositive refuses a zero or negative duration flag (zero allowed
+// when zeroOK: "off").
+func checkPositive(name string, d time.Duration, zeroOK bool) error {
+	if d < 0 || (d == 0 && !zeroOK) {
+		want := "> 0"
+		if zeroOK {
+			want = ">= 0 (0: off)"
+		}
+		return fmt.Errorf("%w: --%s %s: want a duration %s, e.g. 90s", errUsage, name, d, want)
+	}
+	return nil
+}
