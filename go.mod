@@ -6,14 +6,18 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/digitalocean/go-qemu v0.0.0-20230711162256-2e3d0186973e
+	github.com/schollz/progressbar/v3 v3.19.0
 	github.com/u-root/gobusybox/src v0.3.0
 	github.com/u-root/mkuimage v0.2.0
+	github.com/u-root/u-root v0.16.0
 	github.com/u-root/uio v0.0.0-20240224005618-d2acac8f3701
 	golang.org/x/crypto v0.45.0
 	golang.org/x/sync v0.20.0
 	golang.org/x/sys v0.49.0
+	golang.org/x/term v0.37.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1
+	mvdan.cc/sh/v3 v3.11.0
 )
 
 require (
@@ -50,18 +54,14 @@ require (
 	github.com/pkg/sftp v1.13.9 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/sahilm/fuzzy v0.1.0 // indirect
-	github.com/schollz/progressbar/v3 v3.19.0 // indirect
-	github.com/u-root/u-root v0.16.0 // indirect
 	github.com/ulikunitz/xz v0.5.15 // indirect
 	github.com/vishvananda/netlink v1.3.0 // indirect
 	github.com/vishvananda/netns v0.0.4 // indirect
 	golang.org/x/exp v0.0.0-20260312153236-7ab1446f8b90 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/mod v0.34.0 // indirect
-	golang.org/x/term v0.37.0 // indirect
 	golang.org/x/text v0.31.0 // indirect
 	golang.org/x/tools v0.43.0 // indirect
-	mvdan.cc/sh/v3 v3.11.0 // indirect
 )
 
 tool (

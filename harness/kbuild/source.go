@@ -16,7 +16,12 @@ var ErrNotKernelTree = errors.New("not a kernel source tree")
 
 // Source is a kernel source tree.
 type Source struct {
+	// Dir is where the tree is built from: the tree itself, or its clean
+	// snapshot (see PrepareSource).
 	Dir string
+	// Origin is the developer's tree a snapshot was taken of; "" when Dir
+	// is the tree itself.
+	Origin string
 	// Version is the tree's VERSION.PATCHLEVEL.SUBLEVEL from its Makefile.
 	Version string
 	// Identity changes whenever any file in the tree changes.
@@ -25,9 +30,10 @@ type Source struct {
 
 var mkVarRe = regexp.MustCompile(`(?m)^(VERSION|PATCHLEVEL|SUBLEVEL) = (\d+)$`)
 
-// OpenSource checks dir is a kernel tree that can be built out of tree, and
-// computes its identity.
-func OpenSource(dir string) (Source, error) {
+// ReadSource checks dir is a kernel tree and reads its version, without
+// the identity (a second's walk) or any check that it builds out of tree:
+// enough to read its Kconfig.
+func ReadSource(dir string) (Source, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return Source{}, err
@@ -43,15 +49,27 @@ func OpenSource(dir string) (Source, error) {
 	if len(v) != 3 {
 		return Source{}, fmt.Errorf("%w: %s/Makefile has no VERSION/PATCHLEVEL/SUBLEVEL", ErrNotKernelTree, abs)
 	}
-	// An in-tree build leaves a .config behind, and then make O= refuses to run.
-	if _, err := os.Stat(filepath.Join(abs, ".config")); err == nil {
-		return Source{}, fmt.Errorf("%w: %s was configured in place (it has a .config); out-of-tree builds need a clean tree: run make mrproper there", ErrNotKernelTree, abs)
-	}
-	id, err := treeIdentity(abs)
+	return Source{Dir: abs, Version: v["VERSION"] + "." + v["PATCHLEVEL"] + "." + v["SUBLEVEL"]}, nil
+}
+
+// ErrConfiguredInPlace is wrapped by OpenSource for a tree kbuild would not
+// build out of tree; PrepareSource builds such a tree from a snapshot.
+var ErrConfiguredInPlace = errors.New("configured in place")
+
+// OpenSource checks dir is a clean kernel tree that can be built out of
+// tree where it is, and computes its identity.
+func OpenSource(dir string) (Source, error) {
+	s, err := ReadSource(dir)
 	if err != nil {
 		return Source{}, err
 	}
-	return Source{Dir: abs, Version: v["VERSION"] + "." + v["PATCHLEVEL"] + "." + v["SUBLEVEL"], Identity: id}, nil
+	if dirty, why := configuredInPlace(s.Dir); dirty {
+		return Source{}, fmt.Errorf("%s: %w (%s): kbuild builds it out of tree only from a clean snapshot (see PrepareSource)", s.Dir, ErrConfiguredInPlace, why)
+	}
+	if s.Identity, err = treeIdentity(s.Dir); err != nil {
+		return Source{}, err
+	}
+	return s, nil
 }
 
 // treeIdentity hashes every file's path, size and mtime. Reading content would

@@ -30,7 +30,7 @@ type Tree struct {
 // OpenTree indexes the kernel tree at src for resolving variants whose
 // fragments live in kconfigDir.
 func OpenTree(src, kconfigDir string) (*Tree, error) {
-	s, err := kbuild.OpenSource(src)
+	s, err := kbuild.ReadSource(src)
 	if err != nil {
 		return nil, err
 	}

@@ -74,7 +74,7 @@ var ErrInfra = errors.New("infrastructure error")
 func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string) (kbuild.Kernel, map[string]string, error) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
-	req, err := e.request(a, frags)
+	req, err := e.request(ctx, a, frags)
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
 	}
@@ -89,12 +89,16 @@ func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string) (kbu
 	return k, mods, nil
 }
 
-func (e *Env) request(a arch.Arch, frags []string) (kbuild.Request, error) {
-	src, err := kbuild.OpenSource(e.KernelSrc)
+func (e *Env) request(ctx context.Context, a arch.Arch, frags []string) (kbuild.Request, error) {
+	src, err := kbuild.PrepareSource(ctx, e.Log, e.KernelSrc, e.CacheDir)
 	if err != nil {
 		return kbuild.Request{}, fmt.Errorf("kernel source: %w", err)
 	}
-	e.Log.Info("kernel source", "dir", src.Dir, "version", src.Version)
+	if src.Origin != "" {
+		e.Log.Info("kernel source", "dir", src.Origin, "version", src.Version, "snapshot", src.Dir)
+	} else {
+		e.Log.Info("kernel source", "dir", src.Dir, "version", src.Version)
+	}
 	return kbuild.Request{
 		Arch: a, Source: src, KconfigDir: e.KconfigDir, Fragments: frags, CacheDir: e.CacheDir, Jobs: e.Jobs,
 		Progress: func(p kbuild.Progress) {

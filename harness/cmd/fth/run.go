@@ -41,6 +41,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		silence    = fs.Duration("silence", 90*time.Second, "no-output watchdog (scaled per arch)")
 		singlestep = fs.Bool("singlestep", false, "race widening: one guest instruction per TCG block (QEMU -singlestep / one-insn-per-tb)")
 		icount     = fs.String("icount", "", "race widening: QEMU -icount value, e.g. shift=auto (needs tcg-single)")
+		dryRun     = fs.Bool("dry-run", false, "check every input and print the cell that would run, then stop: nothing is built or booted")
 		agentArgs  multiFlag
 	)
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable; 'fth run --agent-arg help' lists them)")
@@ -104,6 +105,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Preempt: *preempt, Scenario: scenarioName(agent), AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
 		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter, Widen: widen,
 	}
+	if *dryRun {
+		printDryRun(stdout, c, b.kernelSrc)
+		return nil
+	}
 	return runOne(ctx, log, env, *out, *runID, c, stdout)
 }
 
@@ -166,3 +171,10 @@ func (m multiFlag) into(agent map[string]string) error {
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+// printDryRun says what a run would do, for --dry-run.
+func printDryRun(w io.Writer, c runner.Cell, kernelSrc string) {
+	fmt.Fprintf(w, "would run cell %s: arch %s, fragments %s, preempt=%q, scenario %s, accel %s, %d vCPUs, %d MiB\n",
+		c.Name, c.Arch.Name, strings.Join(c.Fragments, "+"), c.Preempt, c.Scenario, c.Accel, c.CPUs, c.MemoryMB)
+	fmt.Fprintf(w, "  kernel tree %s; agent %s\n", kernelSrc, formatAgent(c.AgentArgs))
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"mvdan.cc/sh/v3/shell"
+)
+
+// coverage says how a README command is run by the tests.
+type coverage struct {
+	// check runs the command here, cheaply: "run" as written, "dry-run"
+	// with --dry-run added (fth run), "list" with --list added (fth
+	// matrix), or "" when another test runs it.
+	check string
+	// tests name the tests that run it for real, as "<dir>:<TestName>"
+	// relative to the repository root; the test checks each exists.
+	tests []string
+}
+
+// readmeLedger is every command README.md shows in a sh block. A command
+// added to README without an entry here fails TestReadmeCommandsAreRun, and
+// so does an entry whose command left README: README says only what some
+// test runs.
+func readmeLedger() map[string]coverage {
+	e2e := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			out = append(out, "tests/e2e:"+n)
+		}
+		return out
+	}
+	return map[string]coverage{
+		"make deps": {tests: []string{".ci:run"}},
+		"make test": {tests: []string{".ci:run"}},
+		"make test-arch=riscv64": {check: "dry-run", tests: e2e("TestRISCV64CallOpsPasses")},
+		`make test-arch=x86_64 FTH_RUN_FLAGS="--n 500 --seed 7"`: {check: "dry-run", tests: e2e("TestX86AttachStormPasses")},
+		"bin/fth build --arch x86_64":                            {tests: e2e("TestInTreeConfiguredInPlace")},
+		"bin/fth run --arch x86_64 --n 2000":                     {check: "dry-run", tests: e2e("TestX86AttachStormPasses")},
+		"bin/fth run --crash sysrq-c":                            {check: "dry-run", tests: e2e("TestX86InjectedCrashFails")},
+		"bin/fth run --crash hung-task --hold 15m":               {check: "dry-run", tests: e2e("TestX86PartialHangEndsCell")},
+		"bin/fth run --pause-after 5s --silence 20s":             {check: "dry-run", tests: e2e("TestX86HangDetected")},
+		"bin/fth run --agent-arg help":                           {check: "run"},
+		"bin/fth triage [--vmlinux PATH] [--json] LOG...":        {tests: []string{"harness/cmd/fth:TestTriageFlagsAfterLogs", "harness/cmd/fth:TestTriageVmlinux_SkipsUntilKernelBuilt", "harness/cmd/fth:TestTriageJSONContract"}},
+		"bin/fth report out/runs/<id>":                           {tests: []string{"harness/cmd/fth:TestReportCommand"}},
+		"bin/fth compare out/runs/<A> out/runs/<B>":              {tests: []string{"harness/cmd/fth:TestCompareCommand", "results/compare:TestCompare"}},
+		"bin/fth bench cell --arch riscv64":                      {tests: []string{"harness/cmd/fth:TestBadInputsFailFastWithUsage"}},
+		"KERNEL_SRC=~/linux bin/fth run":                         {tests: e2e("TestInTreeConfiguredInPlace")},
+		"bin/fth help run":                                       {check: "run"},
+		"bin/fth matrix --list --arches all --variants all":      {check: "run"},
+		"bin/fth matrix --arches x86_64,riscv64":                 {check: "list", tests: e2e("TestX86AttachStormPasses", "TestRISCV64CallOpsPasses")},
+		"bin/fth matrix --file tests/matrix/nightly.yaml":        {check: "list", tests: []string{"tests/workflows:TestNightlyCoversEveryArchAndValidVariants"}},
+		"make matrix":                                 {check: "list"},
+		"make soak BOARD=user@board DURATION=8h":      {tests: e2e("TestBoardSoakSurvivesPanic")},
+		"bin/fth soak --target ssh://user@board:22 --duration 8h [--resume] [--scenario churn] [--agent-arg k=v]": {tests: e2e("TestBoardSoakSurvivesPanic")},
+		"bin/fth boardvm --port 2222": {tests: e2e("TestBoardSoakSurvivesPanic")},
+		"bin/fth soak --target ssh://root@127.0.0.1:2222 --known-hosts out/boardvm/known_hosts -i out/boardvm/id_ed25519 --duration 10m": {tests: e2e("TestBoardSoakSurvivesPanic")},
+	}
+}
+
+// readmeCommands returns the command lines of README's sh blocks, without
+// their comments.
+func readmeCommands(t *testing.T) []string {
+	t.Helper()
+	f, err := os.Open("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			in = true
+			continue
+		case strings.HasPrefix(line, "```"):
+			in = false
+			continue
+		}
+		if !in {
+			continue
+		}
+		if i := strings.Index(line, " #"); i >= 0 {
+			line = line[:i]
+		}
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+var testFuncRe = regexp.MustCompile(`(?m)^func (Test\w+)\(`)
+
+// testExists reports whether dir (from the repository root) defines the
+// test func name, or for ".ci:run" whether .ci/run runs the command.
+func testExists(t *testing.T, ref string) bool {
+	dir, name, _ := strings.Cut(ref, ":")
+	root := "../../.."
+	if dir == ".ci" {
+		_, err := os.Stat(filepath.Join(root, ".ci", name))
+		return err == nil
+	}
+	files, _ := filepath.Glob(filepath.Join(root, dir, "*_test.go"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range testFuncRe.FindAllSubmatch(b, -1) {
+			if string(m[1]) == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Every command README shows is run by some test: cheap ones here (help,
+// --dry-run through the whole input check, matrix --list through Kconfig
+// resolution), the rest by the named e2e or unit tests, which must exist.
+// make lines go through `make -n`, so what is checked is what make runs.
+func TestReadmeCommandsAreRun(t *testing.T) {
+	ledger := readmeLedger()
+	seen := map[string]bool{}
+	for _, cmd := range readmeCommands(t) {
+		seen[cmd] = true
+		cov, ok := ledger[cmd]
+		if !ok {
+			t.Errorf("README shows %q, which no test runs: add it to readmeLedger with the test that does", cmd)
+			continue
+		}
+		for _, ref := range cov.tests {
+			if !testExists(t, ref) {
+				t.Errorf("README command %q is said to be run by %s, which does not exist", cmd, ref)
+			}
+		}
+		if cov.check == "" {
+			continue
+		}
+		t.Run(cmd, func(t *testing.T) { checkCommand(t, cmd, cov.check) })
+	}
+	for cmd := range ledger {
+		if !seen[cmd] {
+			t.Errorf("readmeLedger lists %q, which README no longer shows", cmd)
+		}
+	}
+}
+
+// checkCommand runs one README command in-process, as check says.
+func checkCommand(t *testing.T, cmd, check string) {
+	words, err := shell.Fields(cmd, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if words[0] == "make" {
+		words = makeCommand(t, words[1:])
+	}
+	if words[0] != "bin/fth" {
+		t.Fatalf("%q does not run bin/fth", cmd)
+	}
+	args := words[1:]
+	switch check {
+	case "dry-run":
+		args = append(args, "--dry-run")
+	case "list":
+		args = append(args, "--list")
+	}
+	if (check == "list" || strings.Contains(cmd, "matrix")) && !haveKernelTree() {
+		t.Skipf("needs the kernel tree %s (make deps)", defaultKernelSrc)
+	}
+	// README's paths are relative to the repository root.
+	t.Chdir("../../..")
+	var stdout, stderr bytes.Buffer
+	err = run(context.Background(), args, &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != exitPass {
+		t.Errorf("fth %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	}
+}
+
+// makeCommand returns the fth command line `make -n args` would run.
+func makeCommand(t *testing.T, args []string) []string {
+	out, err := exec.Command("make", append([]string{"-s", "-n", "-C", "../../.."}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("make -n %s: %v", strings.Join(args, " "), err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "bin/fth ") {
+			words, err := shell.Fields(line, func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			return words
+		}
+	}
+	t.Fatalf("make -n %s runs no bin/fth:\n%s", strings.Join(args, " "), out)
+	return nil
+}
+
+func haveKernelTree() bool {
+	_, err := os.Stat(filepath.Join(envOr("KERNEL_SRC", defaultKernelSrc), "Makefile"))
+	return err == nil
+}
