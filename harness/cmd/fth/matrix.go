@@ -208,6 +208,9 @@ func printPlan(w io.Writer, cells []matrix.Cell, version string) {
 		fmt.Fprintf(tw, "  %s\trun\t%s (preempt: %s)\n", c.Name, strings.Join(c.Run.Fragments, " + "), boot)
 	}
 	tw.Flush()
+	if run > 0 {
+		fmt.Fprintln(w, "  (a cell listed as run still skips, with the reason, if configuring it shows the toolchain's compiler probes rule a symbol out, as gcc 12 does for ppc64le's CALL_OPS)")
+	}
 }
 
 // matrixVerdict maps a summary to fth's exit codes: a failed cell is a kernel
