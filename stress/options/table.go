@@ -1,0 +1,533 @@
+package options
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// The option table: one row per option, read by flags, the kernel
+// command line, the host's check of --agent-arg and Args.
+
+// field describes one option: how to set it from text and how to print it
+// back so that printing then setting gives the same value.
+type field struct {
+	name   string
+	usage  string
+	isBool bool
+	set    func(o *Options, v string) error
+	get    func(o *Options) string
+}
+
+// fields is the option table shared by flags, the kernel command line and
+// Args. It is never modified.
+var fields = []field{
+	{
+		name:  "n",
+		usage: "trampolines to attach: a `count`, or \"all\" for every candidate",
+		set:   func(o *Options, v string) (err error) { o.N, err = countOrAll(v); return err },
+		get:   func(o *Options) string { return formatCountOrAll(o.N) },
+	},
+	{
+		name:  "funcs",
+		usage: "comma-separated `functions` to attach instead of a seeded selection of n (filters bypassed)",
+		set: func(o *Options, v string) error {
+			o.Funcs = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f != "" {
+					o.Funcs = append(o.Funcs, f)
+				}
+			}
+			return nil
+		},
+		get: func(o *Options) string { return strings.Join(o.Funcs, ",") },
+	},
+	{
+		name:  "seed",
+		usage: "random `seed`; 0 picks one from the clock (reported back in hello)",
+		set: func(o *Options, v string) error {
+			s, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return errors.New("want a 64-bit integer")
+			}
+			o.Seed = s
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatInt(o.Seed, 10) },
+	},
+	{
+		name:  "hold",
+		usage: "`duration` to keep everything attached with the hammer running",
+		set:   func(o *Options, v string) (err error) { o.Hold, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.Hold.String() },
+	},
+	{
+		name:  "detach",
+		usage: "links to detach with timing: \"all\", or a `count` (the rest stay attached until reboot)",
+		set:   func(o *Options, v string) (err error) { o.Detach, err = countOrAll(v); return err },
+		get:   func(o *Options) string { return formatCountOrAll(o.Detach) },
+	},
+	{
+		name:  "threads",
+		usage: "hammer `threads`; the default is 2 per CPU",
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 4096 {
+				return errors.New("want an integer from 1 to 4096")
+			}
+			o.Threads = n
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.Threads) },
+	},
+	{
+		name:  "stall",
+		usage: "a hammer thread without progress for longer than this `duration` is reported stalled",
+		set:   func(o *Options, v string) (err error) { o.Stall, err = duration(v, true); return err },
+		get:   func(o *Options) string { return o.Stall.String() },
+	},
+	{
+		name:  "loglevel",
+		usage: "console log `level` (1-8) to set at start, 0 to keep init's; the default is 7 in the harness VM (u-root's 5 hides KERN_INFO stacks of hung-task and stall reports), 0 elsewhere",
+		set:   func(o *Options, v string) (err error) { o.LogLevel, err = intRange(v, 0, 8); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.LogLevel) },
+	},
+	{
+		name:  "crash",
+		usage: "`mode`: \"none\"; \"sysrq-c\" to crash the kernel after attaching, or \"hung-task\" to leave one agent thread in D state then (tests crash and hang detection)",
+		set: func(o *Options, v string) error {
+			switch v {
+			case "", "none":
+				o.Crash = CrashNone
+			case CrashSysrqC, CrashHungTask:
+				o.Crash = v
+			default:
+				return errors.New(crashModes)
+			}
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Crash == CrashNone {
+				return "none"
+			}
+			return o.Crash
+		},
+	},
+	{
+		name:  "events",
+		usage: "event output `path`: \"auto\" (virtio-serial port fth.agent, else stdout), \"-\" for stdout, or a file",
+		set: func(o *Options, v string) error {
+			if v == "auto" {
+				v = ""
+			}
+			o.Events = v
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Events == "" {
+				return "auto"
+			}
+			return o.Events
+		},
+	},
+	{
+		name:   "poweroff",
+		usage:  "reboot the guest after the last event; the default is true as PID 1's child in the VM",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.Poweroff = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Poweroff) },
+	},
+	{
+		name:  "maxargs",
+		usage: "largest parameter `count` of a traced function",
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > MaxArgsLimit {
+				return fmt.Errorf("want an integer from 0 to %d", MaxArgsLimit)
+			}
+			o.MaxArgs = n
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.MaxArgs) },
+	},
+	{
+		name:  "scenario",
+		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles) or \"bench\" (measure overheads)",
+		set: func(o *Options, v string) error {
+			switch sc := event.Scenario(v); sc {
+			case ScenarioStorm, ScenarioChurn, ScenarioBench:
+				o.Scenario = sc
+				return nil
+			}
+			return errors.New(`want "storm", "churn" or "bench"`)
+		},
+		get: func(o *Options) string { return string(o.Scenario) },
+	},
+	{
+		name:  "hot",
+		usage: "churn: `count` of hot functions driven through the callsite states",
+		set:   func(o *Options, v string) (err error) { o.Hot, err = intRange(v, 1, maxHot); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.Hot) },
+	},
+	{
+		name:  "churn",
+		usage: "churn: `duration` of the churn; 0 runs until cycles",
+		set:   func(o *Options, v string) (err error) { o.Churn, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.Churn.String() },
+	},
+	{
+		name:  "cycles",
+		usage: "churn: state-sequence `count` per hot function; 0 runs until the churn duration elapses",
+		set:   func(o *Options, v string) (err error) { o.Cycles, err = intRange(v, 0, math.MaxInt32); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.Cycles) },
+	},
+	{
+		name:  "workers",
+		usage: "churn: goroutines making transitions concurrently (`count`)",
+		set:   func(o *Options, v string) (err error) { o.Workers, err = intRange(v, 1, maxWorkers); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.Workers) },
+	},
+	{
+		name:  "exactcalls",
+		usage: "churn: calls per exact-count oracle window (`count`); 0 disables the oracle",
+		set:   func(o *Options, v string) (err error) { o.ExactCalls, err = intRange(v, 0, math.MaxInt32); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.ExactCalls) },
+	},
+	{
+		name:  "exactevery",
+		usage: "churn: `duration` between exact-count oracle windows",
+		set:   func(o *Options, v string) (err error) { o.ExactEvery, err = duration(v, true); return err },
+		get:   func(o *Options) string { return o.ExactEvery.String() },
+	},
+	{
+		name:  "preemptevery",
+		usage: "churn: `duration` between preemption-model switches; 0 disables switching",
+		set:   func(o *Options, v string) (err error) { o.PreemptEvery, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.PreemptEvery.String() },
+	},
+	{
+		name:   "mixed",
+		usage:  "churn: toggle function/function_graph tracers and kprobes/kretprobes alongside the churn",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.Mixed = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Mixed) },
+	},
+	{
+		name:  "hotplug",
+		usage: "churn: `period` of CPU hotplug: a CPU goes offline for half of it, online for the other half; 0 disables it",
+		set:   func(o *Options, v string) (err error) { o.Hotplug, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.Hotplug.String() },
+	},
+	{
+		name:  "rt",
+		usage: "hammer threads running SCHED_FIFO/SCHED_RR at low RT priorities (`count`)",
+		set:   func(o *Options, v string) (err error) { o.RT, err = intRange(v, 0, 4096); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.RT) },
+	},
+	{
+		name:  "timerperiod",
+		usage: "`period` of a timerfd each hammer thread arms and reads; 0 disables it",
+		set:   func(o *Options, v string) (err error) { o.TimerPeriod, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.TimerPeriod.String() },
+	},
+	{
+		name:   "modules",
+		usage:  "churn: load and unload the modules under /lib/modules/fth (ftrace-direct samples, fth_target) in a loop",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.Modules = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Modules) },
+	},
+	{
+		name:  "modlist",
+		usage: "churn: comma-separated module `names` to cycle (default: every module under /lib/modules/fth but ftrace_ops)",
+		set: func(o *Options, v string) error {
+			o.ModList = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f != "" {
+					o.ModList = append(o.ModList, strings.ReplaceAll(f, "-", "_"))
+				}
+			}
+			return nil
+		},
+		get: func(o *Options) string { return strings.Join(o.ModList, ",") },
+	},
+	{
+		name:  "modhold",
+		usage: "churn: longest `duration` a cycled module stays loaded",
+		set:   func(o *Options, v string) (err error) { o.ModHold, err = duration(v, true); return err },
+		get:   func(o *Options) string { return o.ModHold.String() },
+	},
+	{
+		name:   "board",
+		usage:  "stand in for an SSH board: bring up the network, run sshd, never power off",
+		isBool: true,
+		set: func(o *Options, v string) (err error) {
+			o.Board, err = parseBool(v)
+			return err
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Board) },
+	},
+	{
+		name:  "boardaddr",
+		usage: "board mode: eth0's `address/prefix` (QEMU user networking's guest address by default; the gateway is .2)",
+		set:   func(o *Options, v string) error { o.BoardAddr = v; return nil },
+		get:   func(o *Options) string { return o.BoardAddr },
+	},
+	{
+		name:   "stdinwatch",
+		usage:  "stop the run when stdin reaches EOF (the harness's SSH session dropped)",
+		isBool: true,
+		set: func(o *Options, v string) (err error) {
+			o.StdinWatch, err = parseBool(v)
+			return err
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.StdinWatch) },
+	},
+	{
+		name:   "kmsgstream",
+		usage:  "copy /dev/kmsg to stdout until stdin closes, instead of a scenario (the soak's kernel log stream; implies stdinwatch)",
+		isBool: true,
+		set: func(o *Options, v string) (err error) {
+			o.KmsgStream, err = parseBool(v)
+			return err
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.KmsgStream) },
+	},
+	{
+		name:  "benchparts",
+		usage: "bench: comma-separated `parts` to run (ops, syscall, scaling, multi, wakeup), or \"all\"",
+		set:   func(o *Options, v string) (err error) { o.BenchParts, err = parseParts(v); return err },
+		get:   func(o *Options) string { return strings.Join(o.BenchParts, ",") },
+	},
+	{
+		name:  "opssweep",
+		usage: "bench: ftrace-ops `configurations` besides the baseline: relevant:irrelevant[:regs],... or \"full\"",
+		set:   func(o *Options, v string) (err error) { o.OpsSweep, err = ParseOpsSweep(v); return err },
+		get:   func(o *Options) string { return formatOpsSweep(o.OpsSweep) },
+	},
+	{
+		name:  "opscalls",
+		usage: "bench: nr_function_calls of each ftrace-ops load (`count`)",
+		set:   func(o *Options, v string) (err error) { o.OpsCalls, err = intRange(v, 1, maxCalls); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.OpsCalls) },
+	},
+	{
+		name:  "syscallcalls",
+		usage: "bench: getppid calls per timed run (`count`)",
+		set:   func(o *Options, v string) (err error) { o.SyscallCalls, err = intRange(v, 1, maxCalls); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.SyscallCalls) },
+	},
+	{
+		name:  "scalingn",
+		usage: "bench: comma-separated trampoline `counts` of the attach/detach scaling curve",
+		set:   func(o *Options, v string) (err error) { o.ScalingN, err = parseCounts(v, maxCount); return err },
+		get:   func(o *Options) string { return formatCounts(o.ScalingN) },
+	},
+	{
+		name:  "multin",
+		usage: "bench: comma-separated function `counts` of the tracing_multi and kprobe_multi links",
+		set:   func(o *Options, v string) (err error) { o.MultiN, err = parseCounts(v, maxCount); return err },
+		get:   func(o *Options) string { return formatCounts(o.MultiN) },
+	},
+	{
+		name:  "wakeupfor",
+		usage: "bench: `duration` of each wakeup-latency run (quiet, then under the attach storm)",
+		set:   func(o *Options, v string) (err error) { o.WakeupFor, err = duration(v, true); return err },
+		get:   func(o *Options) string { return o.WakeupFor.String() },
+	},
+	{
+		name:  "sabotage",
+		usage: "test only: \"wrong-ip\" or \"skip-count\" makes the func-ip or exact-count oracle see a failure",
+		set: func(o *Options, v string) error {
+			switch v {
+			case "none", SabotageNone:
+				o.Sabotage = SabotageNone
+			case SabotageWrongIP, SabotageSkipCount:
+				o.Sabotage = v
+			default:
+				return errors.New(`want "none", "wrong-ip" or "skip-count"`)
+			}
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Sabotage == SabotageNone {
+				return "none"
+			}
+			return o.Sabotage
+		},
+	},
+}
+
+// Bounds of the churn options. maxHot keeps the per-function oracle map and
+// the tracefs filters small; maxWorkers is far beyond what 2 vCPUs use.
+const (
+	maxHot     = 1024
+	maxWorkers = 64
+)
+
+func lookup(name string) (*field, bool) {
+	for i := range fields {
+		if fields[i].name == name {
+			return &fields[i], true
+		}
+	}
+	return nil, false
+}
+
+// Names returns the option names in table order.
+func Names() []string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.name
+	}
+	return out
+}
+
+// ErrUnknownOption is wrapped by Set for a name the table does not have.
+var ErrUnknownOption = errors.New("unknown option")
+
+// Set sets the option name from its text form, as the flag or cmdline would.
+func (o *Options) Set(name, value string) error {
+	f, ok := lookup(name)
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownOption, name)
+	}
+	if err := f.set(o, value); err != nil {
+		return fmt.Errorf("option %s=%q: %w", name, value, err)
+	}
+	return nil
+}
+
+// Args returns every option as name=value text. Setting each pair with Set
+// (or passing fth.<name>=<value> on the kernel command line) reproduces o.
+func (o *Options) Args() map[string]string {
+	m := make(map[string]string, len(fields))
+	for _, f := range fields {
+		m[f.name] = f.get(o)
+	}
+	return m
+}
+
+// Cmdline formats o as kernel command-line keys, in table order, for a
+// one-line reproduction.
+func (o *Options) Cmdline() string {
+	parts := make([]string, 0, len(fields))
+	for _, f := range fields {
+		v := f.get(o)
+		if strings.ContainsAny(v, " \t\"") {
+			v = `"` + v + `"`
+		}
+		parts = append(parts, CmdlinePrefix+f.name+"="+v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// flagValue binds one option to a flag.FlagSet.
+type flagValue struct {
+	o *Options
+	f *field
+}
+
+// String prints the current value, as flag.PrintDefaults shows it.
+func (v flagValue) String() string {
+	if v.o == nil {
+		return ""
+	}
+	return v.f.get(v.o)
+}
+
+// Set parses s into the option.
+func (v flagValue) Set(s string) error { return v.f.set(v.o, s) }
+
+// IsBoolFlag lets -poweroff stand for -poweroff=true.
+func (v flagValue) IsBoolFlag() bool { return v.f.isBool }
+
+// PrintHelp writes every option with its usage and its default under env,
+// as the agent's own flags show them: the host's `--agent-arg help`.
+func PrintHelp(w io.Writer, env Env) {
+	o := Defaults(env)
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(w)
+	for i := range fields {
+		fs.Var(flagValue{&o, &fields[i]}, fields[i].name, fields[i].usage)
+	}
+	fs.PrintDefaults()
+}
+
+// Parse returns the effective options: defaults from env, then fth.* keys from
+// the kernel command line cmdline (the contents of /proc/cmdline), then args.
+// Flag usage and errors go to output. A bad value is an error naming the key
+// and where it came from.
+func Parse(args []string, cmdline string, env Env, output io.Writer) (Options, error) {
+	o := Defaults(env)
+
+	for _, kv := range ParseCmdline(cmdline) {
+		if err := o.applyCmdline(kv); err != nil {
+			return o, err
+		}
+	}
+
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(output)
+	for i := range fields {
+		fs.Var(flagValue{&o, &fields[i]}, fields[i].name, fields[i].usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("options: flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("options: flags: unexpected argument %q", fs.Arg(0))
+	}
+	if err := o.Validate(); err != nil {
+		return o, fmt.Errorf("options: %w", err)
+	}
+	return o, nil
+}
+
+func (o *Options) applyCmdline(kv KV) error {
+	name := strings.TrimPrefix(kv.Key, CmdlinePrefix)
+	f, ok := lookup(name)
+	if !ok {
+		// A typo must not silently fall back to a default: the run would
+		// report results for options nobody asked for.
+		return fmt.Errorf("options: cmdline %s: unknown key (known: %s%s)", kv.Key, CmdlinePrefix, strings.Join(Names(), ", "+CmdlinePrefix))
+	}
+	v := kv.Value
+	if !kv.HasValue {
+		if !f.isBool {
+			return fmt.Errorf("options: cmdline %s: missing value (write %s=<value>)", kv.Key, kv.Key)
+		}
+		v = "true"
+	}
+	if err := f.set(o, v); err != nil {
+		return fmt.Errorf("options: cmdline %s=%q: %w", kv.Key, v, err)
+	}
+	return nil
+}
