@@ -215,7 +215,7 @@ func (s *soak) segment(ctx context.Context, remote string, left time.Duration, f
 	s.log.Info("starting agent", "cmd", cmd)
 	ar, aw := io.Pipe()
 	// The agent's stdin is a pipe we never write: it sees EOF only when the
-	// session drops, and stops itself (stdinwatch).
+	// session drops, and stops itself (the session mode).
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
 	var stderr bytes.Buffer

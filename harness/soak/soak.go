@@ -294,7 +294,7 @@ func agentCommand(remote string, args map[string]string) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	parts := []string{"FTH_NO_CMDLINE=1", shell.Quote(remote), "-events", "-", "-poweroff=false", "-stdinwatch"}
+	parts := []string{"FTH_NO_CMDLINE=1", shell.Quote(remote), "session", "-events", "-", "-poweroff=false"}
 	for _, k := range keys {
 		parts = append(parts, shell.Quote("-"+k+"="+args[k]))
 	}
@@ -303,7 +303,7 @@ func agentCommand(remote string, args map[string]string) string {
 
 // kmsgCommand runs the deployed agent as the board's kernel log stream.
 func kmsgCommand(remote string) string {
-	return strings.Join([]string{"FTH_NO_CMDLINE=1", shell.Quote(remote), "-kmsgstream"}, " ")
+	return strings.Join([]string{"FTH_NO_CMDLINE=1", shell.Quote(remote), "kmsgstream"}, " ")
 }
 
 // staleWait bounds the wait for the agents of a dropped session to stop,

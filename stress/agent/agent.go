@@ -39,14 +39,74 @@ type agent struct {
 	churn *churnVerdict
 }
 
-// run is the whole agent: it always emits Done (when any channel can be
-// opened) and, if poweroff is set, reboots the guest after it.
+// The agent's modes are subcommands: what the binary is for, apart from
+// the scenario options (stress/options) a run takes.
+const (
+	// modeRun, no subcommand, runs a scenario: in the harness VM, started
+	// by init with its options on the kernel command line.
+	modeRun = ""
+	// modeSession runs a scenario inside an SSH session (fth soak): it
+	// stops itself when the session's stdin reaches EOF.
+	modeSession = "session"
+	// modeKmsgStream copies /dev/kmsg to stdout until stdin closes: the
+	// soak's kernel log stream. It takes no options.
+	modeKmsgStream = "kmsgstream"
+	// modeBoard makes the VM stand in for an SSH board (fth boardvm,
+	// which asks for it with fth.board=1 on the kernel command line).
+	modeBoard = "board"
+)
+
+// splitMode takes the subcommand off args.
+func splitMode(args []string) (string, []string) {
+	if len(args) > 0 {
+		switch args[0] {
+		case modeSession, modeKmsgStream, modeBoard:
+			return args[0], args[1:]
+		}
+	}
+	return modeRun, args
+}
+
+// run is the whole agent: in a scenario mode it always emits Done (when any
+// channel can be opened) and, if poweroff is set, reboots the guest after it.
 func run(ctx context.Context, args []string, sys system) error {
+	mode, args := splitMode(args)
 	cmdline, err := sys.readFile(cmdlinePath)
 	if err != nil || sys.getenv("FTH_NO_CMDLINE") == "1" {
 		// Not in a VM, no /proc, or deployed on a board whose command line
 		// belongs to someone else: flags only.
 		cmdline = nil
+	}
+	var addr string
+	if mode == modeRun {
+		var board bool
+		if board, addr = boardFromCmdline(cmdline); board {
+			mode = modeBoard
+		}
+	}
+	switch mode {
+	case modeBoard:
+		if addr == "" {
+			addr = defaultBoardAddr
+		}
+		if len(args) > 0 {
+			return fmt.Errorf("agent board: takes no arguments, got %q", args)
+		}
+		return runBoard(ctx, addr, sys.stdout)
+	case modeKmsgStream:
+		// Never a stress run where only a log stream was asked for.
+		if len(args) > 0 {
+			return fmt.Errorf("agent kmsgstream: takes no options, got %q", args)
+		}
+		if sys.stdin != nil {
+			var end func()
+			ctx, sys, end = startSession(ctx, sys)
+			defer end()
+		}
+		// The first line names the stream's pid, so that the soak can
+		// stop a stale stream after a blip; the kmsg parser skips it.
+		fmt.Fprintf(sys.stdout, "%s%d\n", event.KmsgStreamPIDPrefix, sys.pid)
+		return streamKmsg(ctx, sys.kmsgPath, sys.stdout)
 	}
 	env := options.Env{NumCPU: sys.numCPU, Poweroff: sys.ppid == 1 && inVM(sys, string(cmdline))}
 	opts, optErr := options.Parse(args, string(cmdline), env, sys.stderr)
@@ -56,24 +116,10 @@ func run(ctx context.Context, args []string, sys system) error {
 		opts = options.Defaults(env)
 	}
 	opts.ResolveSeed(sys.now())
-	if optErr == nil && opts.Board {
-		return runBoard(ctx, opts.BoardAddr, sys.stdout)
-	}
-	if optErr != nil && wantsKmsgStream(args) {
-		// Never fall back to a stress run where only a log stream was
-		// asked for.
-		return optErr
-	}
-	if (opts.StdinWatch || opts.KmsgStream) && sys.stdin != nil {
+	if mode == modeSession && sys.stdin != nil {
 		var end func()
 		ctx, sys, end = startSession(ctx, sys)
 		defer end()
-	}
-	if optErr == nil && opts.KmsgStream {
-		// The first line names the stream's pid, so that the soak can
-		// stop a stale stream after a blip; the kmsg parser skips it.
-		fmt.Fprintf(sys.stdout, "%s%d\n", event.KmsgStreamPIDPrefix, sys.pid)
-		return streamKmsg(ctx, sys.kmsgPath, sys.stdout)
 	}
 
 	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 // Files the harness puts in a board VM's initramfs (an overlay of the
@@ -20,6 +22,25 @@ const (
 	boardHostKey        = "/etc/fth/ssh_host_key"
 	boardAuthorizedKeys = "/etc/fth/authorized_keys"
 )
+
+// defaultBoardAddr is eth0's address on QEMU's user-mode network.
+const defaultBoardAddr = "10.0.2.15/24"
+
+// boardFromCmdline reports whether the kernel command line asks for board
+// mode (fth.board=1) and with which address (fth.boardaddr). They choose
+// the agent's mode and are not scenario options: outside board mode the
+// option parser refuses them like any unknown key.
+func boardFromCmdline(cmdline []byte) (board bool, addr string) {
+	for _, kv := range options.ParseCmdline(string(cmdline)) {
+		switch kv.Key {
+		case options.CmdlinePrefix + "board":
+			board = !kv.HasValue || kv.Value == "1" || kv.Value == "true"
+		case options.CmdlinePrefix + "boardaddr":
+			addr = kv.Value
+		}
+	}
+	return board, addr
+}
 
 // runBoard makes the VM stand in for an SSH board: loopback and eth0 up at
 // addr (QEMU user networking's gateway is .2 of the subnet), then u-root's

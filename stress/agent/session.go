@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -225,16 +224,4 @@ func streamKmsg(ctx context.Context, path string, out io.Writer) error {
 	case err := <-errc:
 		return err
 	}
-}
-
-// wantsKmsgStream reports whether the command line asked for the kernel log
-// stream, read without the option parser (for when it failed).
-func wantsKmsgStream(args []string) bool {
-	for _, a := range args {
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if name == "kmsgstream" {
-			return true
-		}
-	}
-	return false
 }

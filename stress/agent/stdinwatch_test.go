@@ -121,7 +121,7 @@ func TestKmsgStreamEndsWithTheSession(t *testing.T) {
 	outR, outW := io.Pipe()
 	sys.stdout = outW
 	done := make(chan error, 1)
-	go func() { done <- run(t.Context(), []string{"-kmsgstream"}, sys) }()
+	go func() { done <- run(t.Context(), []string{"kmsgstream"}, sys) }()
 
 	kw, err := os.OpenFile(fifo, os.O_WRONLY, 0)
 	if err != nil {
@@ -228,33 +228,44 @@ func TestSessionWriterReportsWriteErrors(t *testing.T) {
 	}
 }
 
-func TestWantsKmsgStream(t *testing.T) {
+// The agent's modes are subcommands, not scenario options.
+func TestSplitMode(t *testing.T) {
 	tests := []struct {
-		args []string
-		want bool
+		args     []string
+		mode     string
+		restArgs int
 	}{
-		{[]string{"-kmsgstream"}, true},
-		{[]string{"--kmsgstream=true", "-bogus"}, true},
-		{[]string{"-scenario=churn"}, false},
-		{[]string{"-kmsgstreamx"}, false},
-		{nil, false},
+		{[]string{"kmsgstream"}, modeKmsgStream, 0},
+		{[]string{"session", "-scenario=churn"}, modeSession, 1},
+		{[]string{"board"}, modeBoard, 0},
+		{[]string{"-scenario=churn"}, modeRun, 1},
+		{nil, modeRun, 0},
 	}
 	for _, tt := range tests {
-		if got := wantsKmsgStream(tt.args); got != tt.want {
-			t.Errorf("wantsKmsgStream(%q) = %v, want %v", tt.args, got, tt.want)
+		mode, rest := splitMode(tt.args)
+		if mode != tt.mode || len(rest) != tt.restArgs {
+			t.Errorf("splitMode(%q) = %q, %q; want %q with %d args", tt.args, mode, rest, tt.mode, tt.restArgs)
 		}
+	}
+	for cmdline, want := range map[string]bool{"console=ttyS0 fth.board=1": true, "fth.board": true, "fth.board=0": false, "fth.n=5": false} {
+		if got, _ := boardFromCmdline([]byte(cmdline)); got != want {
+			t.Errorf("boardFromCmdline(%q) = %v, want %v", cmdline, got, want)
+		}
+	}
+	if _, addr := boardFromCmdline([]byte("fth.board=1 fth.boardaddr=192.168.7.2/24")); addr != "192.168.7.2/24" {
+		t.Errorf("boardaddr = %q", addr)
 	}
 }
 
-// A bad option next to -kmsgstream is an error, never a stress run with
-// the defaults.
+// An option given to the kmsgstream mode is an error, never a stress run
+// with the defaults.
 func TestKmsgStreamBadOptionFails(t *testing.T) {
 	var f fakeSystem
 	sys := f.system(t, 1234)
 	sys.stdin = strings.NewReader("")
-	err := run(t.Context(), []string{"-kmsgstream", "-nosuchoption=1"}, sys)
+	err := run(t.Context(), []string{"kmsgstream", "-nosuchoption=1"}, sys)
 	if err == nil {
-		t.Fatal("run accepted a bad option next to -kmsgstream")
+		t.Fatal("run accepted an option next to kmsgstream")
 	}
 	if strings.Contains(f.stdout.String(), `"kind":"hello"`) {
 		t.Errorf("a stress run started: %s", f.stdout.String())

@@ -118,20 +118,6 @@ type Options struct {
 	ModHold time.Duration
 	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount).
 	Sabotage string
-	// Board turns the VM into a stand-in SSH board instead of running a
-	// scenario: network up at BoardAddr, u-root's sshd on port 22 with
-	// the keys under /etc/fth, and no poweroff.
-	Board     bool
-	BoardAddr string
-	// StdinWatch stops the run when stdin reaches EOF: on a board the
-	// agent runs in an SSH session whose stdin the harness holds, so a
-	// dropped session stops the stress instead of leaving it burning.
-	StdinWatch bool
-	// KmsgStream copies /dev/kmsg to stdout instead of running a
-	// scenario, until stdin closes: the soak's kernel log stream. A plain
-	// `cat /dev/kmsg` outlives the session on sshds that keep the output
-	// pipe open until the command exits (u-root's), blocked on a full pipe.
-	KmsgStream bool
 
 	// The options below apply to the bench scenario only.
 	//
@@ -202,7 +188,6 @@ func Defaults(env Env) Options {
 		TimerPeriod: 0,
 		Modules:     true,
 		ModHold:     3 * time.Second,
-		BoardAddr:   "10.0.2.15/24",
 
 		BenchParts:   slices.Clone(BenchParts),
 		OpsSweep:     slices.Clone(DefaultOpsSweep),

@@ -175,7 +175,6 @@ func TestArgsRoundTrip(t *testing.T) {
 	orig := Options{N: 17, Seed: 99, Hold: 1500 * time.Millisecond, Detach: 3, Threads: 5, Stall: 7 * time.Second, Crash: CrashSysrqC, Events: "/tmp/with space", Poweroff: true, MaxArgs: 4,
 		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second,
 		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount,
-		Board: true, BoardAddr: "192.168.7.2/24", StdinWatch: true,
 		BenchParts: []string{BenchSyscall, BenchWakeup}, OpsSweep: []OpsPoint{{0, 5, true}, {3, 0, false}}, OpsCalls: 1000, SyscallCalls: 77,
 		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond}
 	args := orig.Args()
@@ -268,7 +267,7 @@ func withChurnDefaults(o Options) Options {
 	o.Scenario, o.Hot, o.Churn, o.Cycles, o.Workers = d.Scenario, d.Hot, d.Churn, d.Cycles, d.Workers
 	o.ExactCalls, o.ExactEvery, o.PreemptEvery, o.Mixed, o.Hotplug = d.ExactCalls, d.ExactEvery, d.PreemptEvery, d.Mixed, d.Hotplug
 	o.RT, o.TimerPeriod, o.Modules, o.ModHold, o.Sabotage = d.RT, d.TimerPeriod, d.Modules, d.ModHold, d.Sabotage
-	o.Board, o.BoardAddr, o.StdinWatch, o.ModList = d.Board, d.BoardAddr, d.StdinWatch, d.ModList
+	o.ModList = d.ModList
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
 	return o

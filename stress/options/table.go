@@ -285,42 +285,6 @@ var fields = []field{
 		get:   func(o *Options) string { return o.ModHold.String() },
 	},
 	{
-		name:   "board",
-		usage:  "stand in for an SSH board: bring up the network, run sshd, never power off",
-		isBool: true,
-		set: func(o *Options, v string) (err error) {
-			o.Board, err = parseBool(v)
-			return err
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.Board) },
-	},
-	{
-		name:  "boardaddr",
-		usage: "board mode: eth0's `address/prefix` (QEMU user networking's guest address by default; the gateway is .2)",
-		set:   func(o *Options, v string) error { o.BoardAddr = v; return nil },
-		get:   func(o *Options) string { return o.BoardAddr },
-	},
-	{
-		name:   "stdinwatch",
-		usage:  "stop the run when stdin reaches EOF (the harness's SSH session dropped)",
-		isBool: true,
-		set: func(o *Options, v string) (err error) {
-			o.StdinWatch, err = parseBool(v)
-			return err
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.StdinWatch) },
-	},
-	{
-		name:   "kmsgstream",
-		usage:  "copy /dev/kmsg to stdout until stdin closes, instead of a scenario (the soak's kernel log stream; implies stdinwatch)",
-		isBool: true,
-		set: func(o *Options, v string) (err error) {
-			o.KmsgStream, err = parseBool(v)
-			return err
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.KmsgStream) },
-	},
-	{
 		name:  "benchparts",
 		usage: "bench: comma-separated `parts` to run (ops, syscall, scaling, multi, wakeup), or \"all\"",
 		set:   func(o *Options, v string) (err error) { o.BenchParts, err = parseParts(v); return err },
