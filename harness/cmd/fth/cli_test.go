@@ -38,6 +38,7 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"unknown agent option", fthRun("--agent-arg", "bogus=1"), `the agent has no option "bogus"`},
 		{"agent option typo", fthRun("--agent-arg", "hott=4"), "did you mean hot?"},
 		{"hot set of zero", fthRun("--agent-arg", "hot=0"), "--agent-arg hot=0: want an integer from 1 to"},
+		{"a mode is no agent option", fthRun("--agent-arg", "kmsgstream=true"), `the agent has no option "kmsgstream"`},
 		{"bad crash mode", fthRun("--crash", "oops"), "--crash oops"},
 		{"negative hold", fthRun("--hold", "-1s"), "--hold -1s"},
 		{"bad accelerator", fthRun("--accel", "fast"), "--accel"},
