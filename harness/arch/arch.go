@@ -84,6 +84,10 @@ type Arch struct {
 	DefaultVariants []string
 	// TimeoutScale multiplies every guest deadline: some arches emulate slower.
 	TimeoutScale float64
+	// ToolchainNote, when set, says what this machine's toolchain cannot
+	// build for the arch, and what can run instead: it is added to the
+	// error of a cell whose symbols the toolchain rules out.
+	ToolchainNote string
 }
 
 // Has reports whether a offers feature f.
@@ -188,6 +192,8 @@ var table = []Arch{
 		// direct-calls-full covers both.
 		DefaultVariants: []string{"direct-calls-full"},
 		TimeoutScale:    3,
+		ToolchainNote: "Linux selects CALL_OPS and DIRECT_CALLS on powerpc only with ARCH_USING_PATCHABLE_FUNCTION_ENTRY; Debian 12's gcc 12 fails the kernel's check-fpatchable-function-entry.sh probe and clang-19 rejects the flag, so no BPF trampoline can be built here (README, Architectures). " +
+			"What runs: the boot, the agent and the hammer without trampolines, `make test-arch=ppc64le FTH_RUN_FLAGS=\"--n 0 --fragments base,arch/ppc64le,preempt/full\"`",
 	},
 }
 

@@ -180,6 +180,9 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		})
 		return w.Result(), nil
 	}
+	if err != nil && errors.Is(err, kbuild.ErrConfigMismatch) && c.Arch.ToolchainNote != "" {
+		err = fmt.Errorf("%w\n%s: %s", err, c.Arch.Name, c.Arch.ToolchainNote)
+	}
 	if err != nil {
 		return fail("kernel build", err)
 	}
