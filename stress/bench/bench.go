@@ -27,7 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 	"github.com/ftrace-harness/fth/stress/report"
 )
 
@@ -46,8 +46,8 @@ const NotRequested = "not requested (benchparts)"
 // Config is what Run needs. Zero paths take the defaults above and
 // tracefs.DefaultRoot.
 type Config struct {
-	// Parts are the parts to run (options.BenchParts names); Run keeps
-	// options.BenchParts order.
+	// Parts are the parts to run (benchopts.Parts() names); Run keeps
+	// benchopts.Parts() order.
 	Parts []string
 	// Emit receives Log lines, and the attach package's Op, Progress and
 	// Failure events during the scaling part.
@@ -63,7 +63,7 @@ type Config struct {
 	OpsModule    string
 	Kmsg         string
 	TracefsRoot  string
-	OpsSweep     []options.OpsPoint
+	OpsSweep     []benchopts.OpsPoint
 	OpsCalls     int
 	SyscallCalls int
 	ScalingN     []int
@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg Config) (event.Bench, error) {
 	}
 	r := &runner{cfg: cfg, cpu: b.CPU, order: shuffled(cfg.Candidates, cfg.Seed)}
 	var errs []error
-	for _, part := range options.BenchParts {
+	for _, part := range benchopts.Parts() {
 		if !slices.Contains(cfg.Parts, part) {
 			continue
 		}
@@ -109,16 +109,16 @@ func Run(ctx context.Context, cfg Config) (event.Bench, error) {
 		t0 := time.Now()
 		var err error
 		switch part {
-		case options.BenchOps:
+		case benchopts.Ops:
 			b.Ops, err = r.ops(ctx)
-		case options.BenchSyscall:
+		case benchopts.Syscall:
 			b.Syscall, err = r.syscall(ctx)
-		case options.BenchScaling:
+		case benchopts.Scaling:
 			b.Scaling, err = r.scaling(ctx)
 			r.scaled = b.Scaling
-		case options.BenchMulti:
+		case benchopts.Multi:
 			b.Multi, err = r.multi(ctx)
-		case options.BenchWakeup:
+		case benchopts.Wakeup:
 			b.Wakeup, err = r.wakeup(ctx)
 		}
 		report.Logf(cfg.Emit, "bench: %s: done in %v", part, time.Since(t0).Round(time.Millisecond))

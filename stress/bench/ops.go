@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 	"github.com/ftrace-harness/fth/stress/kmods"
-	"github.com/ftrace-harness/fth/stress/options"
 	"github.com/ftrace-harness/fth/stress/report"
 )
 
@@ -45,7 +45,7 @@ func (r *runner) ops(ctx context.Context) (*event.BenchOps, error) {
 		out.Skipped = fmt.Sprintf("module %s is already loaded", name)
 		return out, nil
 	}
-	base := r.opsPoint(ctx, path, options.OpsPoint{})
+	base := r.opsPoint(ctx, path, benchopts.OpsPoint{})
 	if base.NsPerCall == 0 {
 		out.Skipped = "baseline (no ops) gave no number: " + base.Error
 		return out, ctx.Err()
@@ -66,7 +66,7 @@ func (r *runner) ops(ctx context.Context) (*event.BenchOps, error) {
 }
 
 // opsPoint loads the module opsRuns times with p and returns the median.
-func (r *runner) opsPoint(ctx context.Context, path string, p options.OpsPoint) event.BenchOpsPoint {
+func (r *runner) opsPoint(ctx context.Context, path string, p benchopts.OpsPoint) event.BenchOpsPoint {
 	pt := event.BenchOpsPoint{Relevant: p.Relevant, Irrelevant: p.Irrelevant, SaveRegs: p.SaveRegs}
 	for i := range opsRuns {
 		if ctx.Err() != nil {
@@ -108,7 +108,7 @@ func (r *runner) opsPoint(ctx context.Context, path string, p options.OpsPoint) 
 }
 
 // opsParams is the module parameter string for p.
-func opsParams(calls int, p options.OpsPoint) string {
+func opsParams(calls int, p benchopts.OpsPoint) string {
 	regs := "N"
 	if p.SaveRegs {
 		regs = "Y"

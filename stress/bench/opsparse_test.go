@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 )
 
 func TestParseOpsRunFixtures(t *testing.T) {
@@ -100,11 +100,11 @@ func TestKmsgMessage(t *testing.T) {
 
 func TestOpsParams(t *testing.T) {
 	for _, tt := range []struct {
-		p    options.OpsPoint
+		p    benchopts.OpsPoint
 		want string
 	}{
-		{options.OpsPoint{}, "nr_function_calls=1000 nr_ops_relevant=0 nr_ops_irrelevant=0 save_regs=N"},
-		{options.OpsPoint{Relevant: 10, Irrelevant: 100, SaveRegs: true}, "nr_function_calls=1000 nr_ops_relevant=10 nr_ops_irrelevant=100 save_regs=Y"},
+		{benchopts.OpsPoint{}, "nr_function_calls=1000 nr_ops_relevant=0 nr_ops_irrelevant=0 save_regs=N"},
+		{benchopts.OpsPoint{Relevant: 10, Irrelevant: 100, SaveRegs: true}, "nr_function_calls=1000 nr_ops_relevant=10 nr_ops_irrelevant=100 save_regs=Y"},
 	} {
 		if got := opsParams(1000, tt.p); got != tt.want {
 			t.Errorf("opsParams(%v) = %q, want %q", tt.p, got, tt.want)

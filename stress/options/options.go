@@ -8,10 +8,10 @@
 package options
 
 import (
-	"slices"
 	"time"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 )
 
 // All is the value of Options.N and Options.Detach meaning "every one".
@@ -121,11 +121,11 @@ type Options struct {
 
 	// The options below apply to the bench scenario only.
 	//
-	// BenchParts are the parts to run, in BenchParts order.
+	// BenchParts are the parts to run, in benchopts.Parts order.
 	BenchParts []string
 	// OpsSweep are the ftrace-ops configurations measured besides the
 	// baseline (no ops at all), which always runs.
-	OpsSweep []OpsPoint
+	OpsSweep []benchopts.OpsPoint
 	// OpsCalls is nr_function_calls of every ftrace-ops load.
 	OpsCalls int
 	// SyscallCalls is how many getppid calls one timed run makes.
@@ -189,8 +189,8 @@ func Defaults(env Env) Options {
 		Modules:     true,
 		ModHold:     3 * time.Second,
 
-		BenchParts:   slices.Clone(BenchParts),
-		OpsSweep:     slices.Clone(DefaultOpsSweep),
+		BenchParts:   benchopts.Parts(),
+		OpsSweep:     benchopts.DefaultOpsSweep(),
 		OpsCalls:     100_000,
 		SyscallCalls: 100_000,
 		ScalingN:     []int{100, 500, 1000, 2000, 5000, 10000},

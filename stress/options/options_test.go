@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 )
 
 var env4 = Env{NumCPU: 4, Poweroff: true}
@@ -175,7 +177,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	orig := Options{N: 17, Seed: 99, Hold: 1500 * time.Millisecond, Detach: 3, Threads: 5, Stall: 7 * time.Second, Crash: CrashSysrqC, Events: "/tmp/with space", Poweroff: true, MaxArgs: 4,
 		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second,
 		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount,
-		BenchParts: []string{BenchSyscall, BenchWakeup}, OpsSweep: []OpsPoint{{0, 5, true}, {3, 0, false}}, OpsCalls: 1000, SyscallCalls: 77,
+		BenchParts: []string{benchopts.Syscall, benchopts.Wakeup}, OpsSweep: []benchopts.OpsPoint{{Relevant: 0, Irrelevant: 5, SaveRegs: true}, {Relevant: 3, Irrelevant: 0, SaveRegs: false}}, OpsCalls: 1000, SyscallCalls: 77,
 		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond}
 	args := orig.Args()
 	if len(args) != len(Names()) {
@@ -354,10 +356,10 @@ func TestBenchOptions(t *testing.T) {
 		t.Errorf("got %+v", o)
 	}
 	// Parts run in BenchParts order whatever the order given.
-	if want := []string{BenchOps, BenchWakeup}; !reflect.DeepEqual(o.BenchParts, want) {
+	if want := []string{benchopts.Ops, benchopts.Wakeup}; !reflect.DeepEqual(o.BenchParts, want) {
 		t.Errorf("BenchParts = %q, want %q", o.BenchParts, want)
 	}
-	if want := []OpsPoint{{1, 0, false}, {10, 100, true}}; !reflect.DeepEqual(o.OpsSweep, want) {
+	if want := []benchopts.OpsPoint{{Relevant: 1, Irrelevant: 0, SaveRegs: false}, {Relevant: 10, Irrelevant: 100, SaveRegs: true}}; !reflect.DeepEqual(o.OpsSweep, want) {
 		t.Errorf("OpsSweep = %+v, want %+v", o.OpsSweep, want)
 	}
 	if !reflect.DeepEqual(o.ScalingN, []int{100, 5000}) || !reflect.DeepEqual(o.MultiN, []int{7}) {
@@ -368,7 +370,7 @@ func TestBenchOptions(t *testing.T) {
 		got["scalingn"] != "100,500,1000,2000,5000,10000" || got["multin"] != "100,1000" || got["wakeupfor"] != "10s" {
 		t.Errorf("default bench args = %v", got)
 	}
-	if o, err := Parse(nil, "fth.benchparts=all fth.opssweep=", env4, io.Discard); err != nil || len(o.BenchParts) != len(BenchParts) || len(o.OpsSweep) != 0 {
+	if o, err := Parse(nil, "fth.benchparts=all fth.opssweep=", env4, io.Discard); err != nil || len(o.BenchParts) != len(benchopts.Parts()) || len(o.OpsSweep) != 0 {
 		t.Errorf("benchparts=all opssweep= : %+v, %v", o, err)
 	}
 	for cmdline, want := range map[string]string{
@@ -390,32 +392,32 @@ func TestBenchOptions(t *testing.T) {
 }
 
 func TestOpsSweep(t *testing.T) {
-	full, err := ParseOpsSweep("full")
+	full, err := benchopts.ParseOpsSweep("full")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(full) != 18 {
 		t.Fatalf("full sweep has %d points, want 3 relevant x 3 irrelevant x 2 save_regs", len(full))
 	}
-	seen := map[OpsPoint]bool{}
+	seen := map[benchopts.OpsPoint]bool{}
 	for _, p := range full {
 		seen[p] = true
 	}
 	for _, rel := range []int{1, 2, 10} {
 		for _, irr := range []int{0, 10, 100} {
 			for _, regs := range []bool{false, true} {
-				if !seen[OpsPoint{rel, irr, regs}] {
-					t.Errorf("full sweep lacks %v", OpsPoint{rel, irr, regs})
+				if !seen[benchopts.OpsPoint{Relevant: rel, Irrelevant: irr, SaveRegs: regs}] {
+					t.Errorf("full sweep lacks %v", benchopts.OpsPoint{Relevant: rel, Irrelevant: irr, SaveRegs: regs})
 				}
 			}
 		}
 	}
 	// The text form round-trips.
-	back, err := ParseOpsSweep(formatOpsSweep(full))
+	back, err := benchopts.ParseOpsSweep(benchopts.FormatOpsSweep(full))
 	if err != nil || !reflect.DeepEqual(back, full) {
 		t.Errorf("round trip = %v, %v", back, err)
 	}
-	if got, _ := ParseOpsSweep(" 2:3 , ,4:0:regs"); !reflect.DeepEqual(got, []OpsPoint{{2, 3, false}, {4, 0, true}}) {
+	if got, _ := benchopts.ParseOpsSweep(" 2:3 , ,4:0:regs"); !reflect.DeepEqual(got, []benchopts.OpsPoint{{Relevant: 2, Irrelevant: 3, SaveRegs: false}, {Relevant: 4, Irrelevant: 0, SaveRegs: true}}) {
 		t.Errorf("spaces and empty items: %v", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 )
 
 // The option table: one row per option, read by flags, the kernel
@@ -287,38 +288,50 @@ var fields = []field{
 	{
 		name:  "benchparts",
 		usage: "bench: comma-separated `parts` to run (ops, syscall, scaling, multi, wakeup), or \"all\"",
-		set:   func(o *Options, v string) (err error) { o.BenchParts, err = parseParts(v); return err },
+		set:   func(o *Options, v string) (err error) { o.BenchParts, err = benchopts.ParseParts(v); return err },
 		get:   func(o *Options) string { return strings.Join(o.BenchParts, ",") },
 	},
 	{
 		name:  "opssweep",
 		usage: "bench: ftrace-ops `configurations` besides the baseline: relevant:irrelevant[:regs],... or \"full\"",
-		set:   func(o *Options, v string) (err error) { o.OpsSweep, err = ParseOpsSweep(v); return err },
-		get:   func(o *Options) string { return formatOpsSweep(o.OpsSweep) },
+		set:   func(o *Options, v string) (err error) { o.OpsSweep, err = benchopts.ParseOpsSweep(v); return err },
+		get:   func(o *Options) string { return benchopts.FormatOpsSweep(o.OpsSweep) },
 	},
 	{
 		name:  "opscalls",
 		usage: "bench: nr_function_calls of each ftrace-ops load (`count`)",
-		set:   func(o *Options, v string) (err error) { o.OpsCalls, err = intRange(v, 1, maxCalls); return err },
-		get:   func(o *Options) string { return strconv.Itoa(o.OpsCalls) },
+		set: func(o *Options, v string) (err error) {
+			o.OpsCalls, err = intRange(v, 1, benchopts.MaxCalls)
+			return err
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.OpsCalls) },
 	},
 	{
 		name:  "syscallcalls",
 		usage: "bench: getppid calls per timed run (`count`)",
-		set:   func(o *Options, v string) (err error) { o.SyscallCalls, err = intRange(v, 1, maxCalls); return err },
-		get:   func(o *Options) string { return strconv.Itoa(o.SyscallCalls) },
+		set: func(o *Options, v string) (err error) {
+			o.SyscallCalls, err = intRange(v, 1, benchopts.MaxCalls)
+			return err
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.SyscallCalls) },
 	},
 	{
 		name:  "scalingn",
 		usage: "bench: comma-separated trampoline `counts` of the attach/detach scaling curve",
-		set:   func(o *Options, v string) (err error) { o.ScalingN, err = parseCounts(v, maxCount); return err },
-		get:   func(o *Options) string { return formatCounts(o.ScalingN) },
+		set: func(o *Options, v string) (err error) {
+			o.ScalingN, err = benchopts.ParseCounts(v, benchopts.MaxCount)
+			return err
+		},
+		get: func(o *Options) string { return benchopts.FormatCounts(o.ScalingN) },
 	},
 	{
 		name:  "multin",
 		usage: "bench: comma-separated function `counts` of the tracing_multi and kprobe_multi links",
-		set:   func(o *Options, v string) (err error) { o.MultiN, err = parseCounts(v, maxCount); return err },
-		get:   func(o *Options) string { return formatCounts(o.MultiN) },
+		set: func(o *Options, v string) (err error) {
+			o.MultiN, err = benchopts.ParseCounts(v, benchopts.MaxCount)
+			return err
+		},
+		get: func(o *Options) string { return benchopts.FormatCounts(o.MultiN) },
 	},
 	{
 		name:  "wakeupfor",

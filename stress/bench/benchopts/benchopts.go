@@ -1,4 +1,9 @@
-package options
+// Package benchopts is the bench scenario's configuration and its text
+// forms: which parts run, the ftrace-ops sweep, the counts of the scaling
+// curve and the multi links. It has no dependencies, so that the agent's
+// option table (stress/options), which the host also reads to check
+// --agent-arg, can hold the bench's options without importing the bench.
+package benchopts
 
 import (
 	"fmt"
@@ -7,19 +12,17 @@ import (
 	"strings"
 )
 
-// The bench scenario's options: its parts and the ftrace-ops sweep.
-
 // Parts of the bench scenario, in the order it runs them.
 const (
-	BenchOps     = "ops"
-	BenchSyscall = "syscall"
-	BenchScaling = "scaling"
-	BenchMulti   = "multi"
-	BenchWakeup  = "wakeup"
+	Ops     = "ops"
+	Syscall = "syscall"
+	Scaling = "scaling"
+	Multi   = "multi"
+	Wakeup  = "wakeup"
 )
 
-// BenchParts lists every bench part in run order. It is never modified.
-var BenchParts = []string{BenchOps, BenchSyscall, BenchScaling, BenchMulti, BenchWakeup}
+// Parts lists every bench part in run order, in a new slice.
+func Parts() []string { return []string{Ops, Syscall, Scaling, Multi, Wakeup} }
 
 // OpsPoint is one configuration of the kernel's ftrace-ops sample module:
 // how many ftrace_ops trace the timed function (Relevant) and another one
@@ -45,7 +48,9 @@ func (p OpsPoint) String() string {
 // enough to show the single-op fast path against the list function
 // (relevant 2, 10), the cost irrelevant ops put on every callsite, and
 // saving full registers.
-var DefaultOpsSweep = []OpsPoint{{1, 0, false}, {2, 0, false}, {10, 0, false}, {1, 10, false}, {1, 100, false}, {1, 0, true}}
+func DefaultOpsSweep() []OpsPoint {
+	return []OpsPoint{{1, 0, false}, {2, 0, false}, {10, 0, false}, {1, 10, false}, {1, 100, false}, {1, 0, true}}
+}
 
 // FullOpsSweep is the cross product opssweep=full runs: relevant 1, 2, 10 by
 // irrelevant 0, 10, 100 by save_regs off and on.
@@ -91,7 +96,7 @@ func ParseOpsSweep(v string) ([]OpsPoint, error) {
 	return out, nil
 }
 
-func formatOpsSweep(ps []OpsPoint) string {
+func FormatOpsSweep(ps []OpsPoint) string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {
 		parts[i] = p.String()
@@ -99,25 +104,25 @@ func formatOpsSweep(ps []OpsPoint) string {
 	return strings.Join(parts, ",")
 }
 
-// parseParts parses benchparts: known names, comma-separated, or "all".
-// The result follows BenchParts order whatever the order given, so that a
+// ParseParts parses benchparts: known names, comma-separated, or "all".
+// The result follows Parts() order whatever the order given, so that a
 // part that feeds another (scaling before multi) always runs first.
-func parseParts(v string) ([]string, error) {
+func ParseParts(v string) ([]string, error) {
 	if v == "all" {
-		return slices.Clone(BenchParts), nil
+		return Parts(), nil
 	}
 	want := map[string]bool{}
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
-		if !slices.Contains(BenchParts, p) {
-			return nil, fmt.Errorf("unknown part %q (known: %s)", p, strings.Join(BenchParts, ","))
+		if !slices.Contains(Parts(), p) {
+			return nil, fmt.Errorf("unknown part %q (known: %s)", p, strings.Join(Parts(), ","))
 		}
 		want[p] = true
 	}
 	var out []string
-	for _, p := range BenchParts {
+	for _, p := range Parts() {
 		if want[p] {
 			out = append(out, p)
 		}
@@ -125,8 +130,8 @@ func parseParts(v string) ([]string, error) {
 	return out, nil
 }
 
-// parseCounts parses a comma-separated list of integers in [1, hi].
-func parseCounts(v string, hi int) ([]int, error) {
+// ParseCounts parses a comma-separated list of integers in [1, hi].
+func ParseCounts(v string, hi int) ([]int, error) {
 	var out []int
 	for _, item := range strings.Split(v, ",") {
 		if item = strings.TrimSpace(item); item == "" {
@@ -141,7 +146,7 @@ func parseCounts(v string, hi int) ([]int, error) {
 	return out, nil
 }
 
-func formatCounts(ns []int) string {
+func FormatCounts(ns []int) string {
 	parts := make([]string, len(ns))
 	for i, n := range ns {
 		parts[i] = strconv.Itoa(n)
@@ -152,6 +157,6 @@ func formatCounts(ns []int) string {
 // Bounds of the bench options. maxCount is beyond any kernel's traceable
 // function count; maxCalls keeps one timed run within seconds under TCG.
 const (
-	maxCount = 1 << 20
-	maxCalls = 100_000_000
+	MaxCount = 1 << 20
+	MaxCalls = 100_000_000
 )
