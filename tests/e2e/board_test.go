@@ -113,6 +113,21 @@ func runSoak(t *testing.T, timeout time.Duration, out string, args ...string) (i
 	return code, stdout.String(), stderr.String()
 }
 
+// soakResult reads the one cell a soak wrote under out and returns its
+// result and directory.
+func soakResult(t *testing.T, out, stderr string) (results.Result, string) {
+	t.Helper()
+	cells, _ := filepath.Glob(filepath.Join(out, "r", "*", "result.json"))
+	if len(cells) != 1 {
+		t.Fatalf("no result.json (stderr:\n%s)", stderr)
+	}
+	r, err := results.ReadResult(cells[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, filepath.Dir(cells[0])
+}
+
 // The SSH-board path for real, no mocks: a QEMU VM running u-root's sshd
 // on a loopback port forward is the board. A short soak deploys the agent,
 // streams kmsg, and is panicked mid-soak; the harness must record the
@@ -163,21 +178,14 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 			"--known-hosts", filepath.Join(dir, "known_hosts"), "-i", filepath.Join(dir, "id_ed25519"),
 			"--duration", "20m", "--scenario", "storm", "--agent-arg", "n=20", "--agent-arg", "crash=hung-task", "--agent-arg", "hold=20m")
 		took := time.Since(start)
-		cells, _ := filepath.Glob(filepath.Join(out, "r", "*", "result.json"))
-		if len(cells) != 1 {
-			t.Fatalf("no result.json (stderr:\n%s)", stderr)
-		}
-		r, err := results.ReadResult(cells[0])
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, cell := soakResult(t, out, stderr)
 		if code != 1 || r.Verdict != results.Fail || r.Ended != "hang-report" || !strings.Contains(r.Reason, "INFO: task hung") {
 			t.Errorf("exit %d, verdict %s, ended %q, reason %q; want a fail ended by the hung-task report's tail (stderr:\n%s)", code, r.Verdict, r.Ended, r.Reason, stderr)
 		}
 		if took > 6*time.Minute {
 			t.Errorf("the soak took %s: a partial hang must end it a tail after the report, not at --duration", took.Round(time.Second))
 		}
-		if b, err := os.ReadFile(filepath.Join(filepath.Dir(cells[0]), "tasks.txt")); err != nil || !bytes.Contains(b, []byte("==")) {
+		if b, err := os.ReadFile(filepath.Join(cell, "tasks.txt")); err != nil || !bytes.Contains(b, []byte("==")) {
 			t.Errorf("tasks.txt: %v, %q; want the agent's task stacks", err, b)
 		}
 	})
@@ -188,19 +196,12 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 			"--known-hosts", filepath.Join(dir, "known_hosts"), "-i", filepath.Join(dir, "id_ed25519"),
 			"--duration", "3m", "--crash-after", "75s", "--reconnect-tries", "20", "--resume",
 			"--agent-arg", "hot=4", "--agent-arg", "seed=42", "--agent-arg", "modlist="+stableModules, "--agent-arg", "n=0")
-		cells, _ := filepath.Glob(filepath.Join(out, "r", "*", "result.json"))
-		if len(cells) != 1 {
-			t.Fatalf("no result.json (stderr:\n%s)", stderr)
-		}
-		r, err := results.ReadResult(cells[0])
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, cell := soakResult(t, out, stderr)
 		if code != 1 || r.Verdict != results.Fail {
 			t.Errorf("exit %d verdict %s (%s); want a fail (stderr:\n%s)", code, r.Verdict, r.Reason, stderr)
 		}
 		if r.Board == nil {
-			t.Fatalf("no board section in %s", cells[0])
+			t.Fatalf("no board section in %s", cell)
 		}
 		b := r.Board
 		if b.Uname != "x86_64" || r.Arch != "x86_64" || len(b.DeploySeconds) == 0 {
@@ -218,7 +219,7 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 		if !pstore {
 			t.Errorf("findings %+v: want the sysrq panic recovered from pstore", r.Findings)
 		}
-		evs, _ := os.ReadFile(filepath.Join(filepath.Dir(cells[0]), "events.jsonl"))
+		evs, _ := os.ReadFile(filepath.Join(cell, "events.jsonl"))
 		if ops := bytes.Count(evs, []byte(`"kind":"op"`)); ops < 10 {
 			t.Errorf("%d churn operations logged before the panic: the agent did not run", ops)
 		}
@@ -227,7 +228,7 @@ func TestBoardSoakSurvivesPanic(t *testing.T) {
 		if len(b.DeploySeconds) != 2 || bytes.Count(evs, []byte(`"kind":"hello"`)) != 2 {
 			t.Errorf("deploys %v, %d agent hellos: want the soak resumed once after the reboot", b.DeploySeconds, bytes.Count(evs, []byte(`"kind":"hello"`)))
 		}
-		con, _ := os.ReadFile(filepath.Join(filepath.Dir(cells[0]), "console.log"))
+		con, _ := os.ReadFile(filepath.Join(cell, "console.log"))
 		if !bytes.Contains(con, []byte("Linux version")) {
 			t.Errorf("console.log does not hold the board's kernel log")
 		}

@@ -79,9 +79,6 @@ func cmdBenchWidening(ctx context.Context, args []string, stdout, stderr io.Writ
 	}); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
 	a, repo, frags, err := b.resolve()
 	if err != nil {
 		return err

@@ -44,9 +44,6 @@ func cmdBenchCell(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
 	a, repo, frags, err := b.resolve()
 	if err != nil {
 		return err

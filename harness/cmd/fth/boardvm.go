@@ -51,9 +51,6 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
 	if *port <= 0 || *port > 65535 {
 		return fmt.Errorf("%w: --port %d: want 1 to 65535", errUsage, *port)
 	}

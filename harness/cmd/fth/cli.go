@@ -19,6 +19,9 @@ type help struct {
 	// Refused explains flags other commands have and this one does not
 	// take, by name: why, and what to do instead.
 	Refused map[string]string
+	// Positional says the command takes arguments besides its flags;
+	// without it a stray word is a usage error (see noArgs).
+	Positional bool
 }
 
 // newFlagSet returns a flag set that prints nothing by itself: help goes
@@ -61,7 +64,13 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, h help) error
 	}
 	// Parse again with the positional arguments alone, so fs.Args() and
 	// fs.NArg() are what callers expect.
-	return fs.Parse(append([]string{"--"}, positional...))
+	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
+		return err
+	}
+	if !h.Positional {
+		return noArgs(fs)
+	}
+	return nil
 }
 
 func printHelp(w io.Writer, fs *flag.FlagSet, h help) {

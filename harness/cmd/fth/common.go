@@ -189,9 +189,6 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
 	a, repo, frags, err := b.resolve()
 	if err != nil {
 		return err
@@ -230,9 +227,6 @@ func cmdImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"kernel-src": "the initramfs needs no kernel tree",
 		},
 	}); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
 		return err
 	}
 	a, repo, _, err := b.resolve()

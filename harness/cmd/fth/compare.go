@@ -29,8 +29,9 @@ func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&rule.MinSamples, "min-samples", rule.MinSamples, "operations each run needs before a phase is compared")
 	benchFlags(fs, &rule.Bench)
 	if err := parseFlags(fs, args, stdout, help{
-		Usage: "fth compare [flags] <baseline-run-dir> <candidate-run-dir>",
-		About: "Matches cells by name and flags regressions: a verdict that became fail, a\nfinding title the baseline cell did not have, an attach or detach median slower\nthan the rule allows, a churn oracle that passed and now fails, and bench\nfigures that got worse (ratios to the baseline, scaling seconds per N, storm\nwakeup p99). Measurements are never compared across accelerators. Exit 1 if any.",
+		Usage:      "fth compare [flags] <baseline-run-dir> <candidate-run-dir>",
+		Positional: true,
+		About:      "Matches cells by name and flags regressions: a verdict that became fail, a\nfinding title the baseline cell did not have, an attach or detach median slower\nthan the rule allows, a churn oracle that passed and now fails, and bench\nfigures that got worse (ratios to the baseline, scaling seconds per N, storm\nwakeup p99). Measurements are never compared across accelerators. Exit 1 if any.",
 	}); err != nil {
 		return err
 	}

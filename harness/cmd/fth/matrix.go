@@ -58,9 +58,6 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 

@@ -38,8 +38,8 @@ func readmeLedger() map[string]coverage {
 		return out
 	}
 	return map[string]coverage{
-		"make deps": {tests: []string{".ci:run"}},
-		"make test": {tests: []string{".ci:run"}},
+		"make deps":              {tests: []string{".ci:run"}},
+		"make test":              {tests: []string{".ci:run"}},
 		"make test-arch=riscv64": {check: "dry-run", tests: e2e("TestRISCV64CallOpsPasses")},
 		`make test-arch=x86_64 FTH_RUN_FLAGS="--n 500 --seed 7"`: {check: "dry-run", tests: e2e("TestX86AttachStormPasses")},
 		"bin/fth build --arch x86_64":                            {tests: e2e("TestInTreeConfiguredInPlace")},
@@ -57,8 +57,8 @@ func readmeLedger() map[string]coverage {
 		"bin/fth matrix --list --arches all --variants all":      {check: "run"},
 		"bin/fth matrix --arches x86_64,riscv64":                 {check: "list", tests: e2e("TestX86AttachStormPasses", "TestRISCV64CallOpsPasses")},
 		"bin/fth matrix --file tests/matrix/nightly.yaml":        {check: "list", tests: []string{"tests/workflows:TestNightlyCoversEveryArchAndValidVariants"}},
-		"make matrix":                                 {check: "list"},
-		"make soak BOARD=user@board DURATION=8h":      {tests: e2e("TestBoardSoakSurvivesPanic")},
+		"make matrix":                            {check: "list"},
+		"make soak BOARD=user@board DURATION=8h": {tests: e2e("TestBoardSoakSurvivesPanic")},
 		"bin/fth soak --target ssh://user@board:22 --duration 8h [--resume] [--scenario churn] [--agent-arg k=v]": {tests: e2e("TestBoardSoakSurvivesPanic")},
 		"bin/fth boardvm --port 2222": {tests: e2e("TestBoardSoakSurvivesPanic")},
 		"bin/fth soak --target ssh://root@127.0.0.1:2222 --known-hosts out/boardvm/known_hosts -i out/boardvm/id_ed25519 --duration 10m": {tests: e2e("TestBoardSoakSurvivesPanic")},

@@ -17,8 +17,9 @@ func cmdReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	markdown := fs.String("markdown", "", "also append the summary table as Markdown to this file (e.g. \"$GITHUB_STEP_SUMMARY\"), - for stdout")
 	excerpt := fs.Int("excerpt", 40, "lines per log excerpt")
 	if err := parseFlags(fs, args, stdout, help{
-		Usage: "fth report [flags] <run-dir>",
-		About: "Writes report.html (verdict heatmap, findings with stacks and log excerpts,\nlatency plots; one self-contained file), junit.xml and a summary.json rebuilt\nfrom the cells into out/runs/<run-id>. It reports; it does not judge: the exit\ncode is 0 whatever the verdicts.",
+		Usage:      "fth report [flags] <run-dir>",
+		Positional: true,
+		About:      "Writes report.html (verdict heatmap, findings with stacks and log excerpts,\nlatency plots; one self-contained file), junit.xml and a summary.json rebuilt\nfrom the cells into out/runs/<run-id>. It reports; it does not judge: the exit\ncode is 0 whatever the verdicts.",
 	}); err != nil {
 		return err
 	}

@@ -30,8 +30,9 @@ func cmdRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		duration = fs.String("churn", "", "override the churn duration (e.g. 8h for a soak of the same cell)")
 	)
 	if err := parseFlags(fs, args, stdout, help{
-		Usage: "fth repro [flags] <cell-dir>",
-		About: "Runs the cell recorded in <cell-dir>/result.json again, into a new run: same\narch, fragments, boot parameters, agent options (with the seed the agent\nreported), accelerator and widening; then says whether the verdict and title\nmatch. The arch and fragments come from the record, so there are no flags\nfor them.",
+		Usage:      "fth repro [flags] <cell-dir>",
+		Positional: true,
+		About:      "Runs the cell recorded in <cell-dir>/result.json again, into a new run: same\narch, fragments, boot parameters, agent options (with the seed the agent\nreported), accelerator and widening; then says whether the verdict and title\nmatch. The arch and fragments come from the record, so there are no flags\nfor them.",
 		Refused: map[string]string{
 			"arch":      "the arch comes from the recorded cell's result.json",
 			"fragments": "the fragments come from the recorded cell's result.json",

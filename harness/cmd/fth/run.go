@@ -51,9 +51,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
 	if slices.Contains(agentArgs, "help") {
 		printAgentOptions(stdout)
 		return nil

@@ -46,9 +46,6 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}); err != nil {
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
 	if *target == "" {
 		return fmt.Errorf("%w: --target ssh://user@host[:port] is required", errUsage)
 	}

@@ -39,8 +39,9 @@ func cmdTriage(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asJSON := fs.Bool("json", false, "print a JSON array of findings ([] when there are none); with several logs each finding has a \"log\"")
 	vmlinux := fs.String("vmlinux", "", "symbolize each finding's stack against this vmlinux (file:line and inlined frames, like decode_stacktrace.sh)")
 	if err := parseFlags(fs, args, stdout, help{
-		Usage: "fth triage [flags] console.log... (flags may follow the logs)",
-		About: "Finds and titles every kernel report in each log. With several logs, findings\nwith the same title are grouped: how often, and in which logs.",
+		Usage:      "fth triage [flags] console.log... (flags may follow the logs)",
+		Positional: true,
+		About:      "Finds and titles every kernel report in each log. With several logs, findings\nwith the same title are grouped: how often, and in which logs.",
 	}); err != nil {
 		return err
 	}
