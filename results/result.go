@@ -129,6 +129,10 @@ type Finding struct {
 	EndLine   int          `json:"end_line,omitempty"`
 	Report    string       `json:"report,omitempty"`
 	Stack     []string     `json:"stack,omitempty"`
+	// Known is the ID of the known finding (results/known) whose trigger
+	// was running when this report came: reported, not counted as a
+	// failure unless the run asked to include known findings.
+	Known string `json:"known,omitempty"`
 }
 
 // Timings are wall-clock seconds for each step of a cell.
@@ -220,8 +224,13 @@ type Result struct {
 
 // Title is the headline of a result: the first finding's title, else the reason.
 func (r *Result) Title() string {
+	for _, f := range r.Findings {
+		if f.Known == "" {
+			return f.Title
+		}
+	}
 	if len(r.Findings) > 0 {
-		return r.Findings[0].Title
+		return "known " + r.Findings[0].Known + ": " + r.Findings[0].Title
 	}
 	return r.Reason
 }

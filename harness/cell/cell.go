@@ -77,6 +77,9 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		HangTail:   scaled(hangTail, scale),
 		PauseAfter: spec.PauseAfter,
 		Progress:   spec.Progress,
+		// The agent option that stops avoiding the known findings' triggers
+		// also makes them count.
+		IncludeKnown: spec.AgentArgs["includeknown"] == "true",
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/known"
 )
 
 // Spec bounds one cell. Durations are final: the caller has scaled them
@@ -44,6 +45,10 @@ type Spec struct {
 	PauseAfter time.Duration
 	// Progress shows the agent's long phases; nil logs a line every 5 s.
 	Progress *progress.Reporter
+	// IncludeKnown counts the known findings (results/known) as failures,
+	// for reproducing them; otherwise a failure that the known trigger in
+	// flight explains is reported as known and passes.
+	IncludeKnown bool
 	// SurvivesPanic is set for targets that come back from a panic by
 	// themselves and report it (a board reboots; target.Rebooted): a
 	// panic then does not end the cell after Graces.Panic.
@@ -194,7 +199,13 @@ type run struct {
 
 	start       time.Time
 	hello, done bool
-	lastOut     time.Time
+	// kernel is the release the agent reported, for known findings.
+	kernel string
+	// conLines counts the console lines given to the detector; opLine is
+	// the count when the operation in flight began, so that only reports
+	// that began after it are put down to it.
+	conLines, opLine int
+	lastOut          time.Time
 	// waiting is set while a board is unreachable: no silence then.
 	waiting         bool
 	lastProgressLog time.Time
@@ -315,6 +326,7 @@ func (m *run) handle(e target.Event) (out Outcome, end bool) {
 // consoleLine records a kernel log line and what the detector makes of it.
 func (m *run) consoleLine(line string) {
 	_ = m.con.Line(line)
+	m.conLines++
 	m.addConsole(m.det.Line(line))
 	if m.tail != nil && m.dead != nil {
 		return
@@ -344,6 +356,7 @@ func (m *run) agentLine(line string) (Outcome, bool) {
 	switch ev.Kind {
 	case event.KindHello:
 		m.hello = true
+		m.kernel = ev.Hello.KernelRelease
 		boot := time.Since(m.start)
 		m.log.Info("agent ready", "after", boot.Round(time.Millisecond), "kernel", ev.Hello.KernelRelease, "preempt", ev.Hello.PreemptModel)
 		m.update(func(r *results.Result) {
@@ -369,7 +382,7 @@ func (m *run) agentLine(line string) (Outcome, bool) {
 				m.recentOps = m.recentOps[1:]
 			}
 		}
-		m.inFlight = ev.Op
+		m.inFlight, m.opLine = ev.Op, m.conLines
 	case event.KindLog:
 		m.log.Info("agent: " + ev.Log)
 	default:
@@ -543,6 +556,19 @@ func (m *run) finish(out Outcome) error {
 	elapsed := time.Since(m.start)
 	return m.w.Update(func(r *results.Result) {
 		r.Timings.GuestSeconds = elapsed.Seconds()
+		// The operation in flight when the guest failed names a known
+		// finding's trigger: the reports are that finding.
+		if m.inFlight != nil && !m.done {
+			if k, ok := known.Triggered(m.inFlight.Phase, m.inFlight.Function, m.kernel); ok {
+				for i, f := range r.Findings {
+					// A report that began before the trigger did is not
+					// its doing; the harness's own findings have no line.
+					if f.Source == "" && (f.StartLine == 0 || f.StartLine > m.opLine) {
+						r.Findings[i].Known = k.ID
+					}
+				}
+			}
+		}
 		var why []string
 		if m.exitErr != nil {
 			why = append(why, m.exitErr.Error())
@@ -556,6 +582,18 @@ func (m *run) finish(out Outcome) error {
 			r.Reason += fmt.Sprintf(" (during %s #%d: %s)", m.inFlight.Phase, m.inFlight.Index, m.inFlight.Function)
 		}
 	})
+}
+
+// countable counts the findings that fail a cell: all of them with
+// includeKnown, else those no known finding explains.
+func countable(fs []results.Finding, includeKnown bool) int {
+	n := 0
+	for _, f := range fs {
+		if f.Known == "" || includeKnown {
+			n++
+		}
+	}
+	return n
 }
 
 // silentResetTitle names a reset that left no report on the console. On
@@ -575,8 +613,15 @@ func silentResetTitle(tripleFault bool) string {
 // why is the target's own account of how the guest ended, if any.
 func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (results.Verdict, string) {
 	switch {
+	case countable(r.Findings, spec.IncludeKnown) > 0:
+		for _, f := range r.Findings {
+			if f.Known == "" || spec.IncludeKnown {
+				return results.Fail, f.Title
+			}
+		}
 	case len(r.Findings) > 0:
-		return results.Fail, r.Findings[0].Title
+		f := r.Findings[0]
+		return results.Pass, fmt.Sprintf("known finding %s ended the run (%s), not counted: --include-known counts it", f.Known, f.Title)
 	case out == Silence:
 		return results.Fail, fmt.Sprintf("hang: no output for %s", spec.Silence)
 	case out == Interrupted:

@@ -147,6 +147,7 @@ func TestMonitorCases(t *testing.T) {
 	done := step{ev: agent(t, event.Event{Kind: event.KindDone, Done: &event.Done{OK: true}})}
 	exited := step{after: 10 * time.Millisecond, ev: target.Event{Kind: target.Exited}}
 	op := step{ev: agent(t, event.Event{Kind: event.KindOp, Op: &event.Op{Phase: "attach", Index: 1474, Function: "some_func"}})}
+	knownOp := step{ev: agent(t, event.Event{Kind: event.KindOp, Op: &event.Op{Phase: "attach", Index: 1, Function: "rcu_read_unlock_special"}})}
 	hung := fixture(t, "x86_64/hung-task-dsleep-fth-7.3.4")
 	panicLog := fixture(t, "x86_64/kernel-bug-invalid-opcode-panic")
 	pstore := results.Finding{Source: "pstore", Kind: "panic", Title: "kernel panic: sysrq triggered crash"}
@@ -182,6 +183,8 @@ func TestMonitorCases(t *testing.T) {
 		{"interrupted after an oops is a fail", cat([]step{hello}, cons(panicLog[:10]), []step{{after: 50 * time.Millisecond, cancel: true}}, liveness(t, time.Second)), false, 0, results.Fail, "interrupted", "kernel BUG in __reiserfs_panic", false},
 		{"deadline", cat([]step{hello}, liveness(t, 3*time.Second)), false, 0, results.Error, "deadline", "cell deadline of 1.5s passed", true},
 		{"in flight when the guest died", []step{hello, op, exited}, false, 0, results.Error, "exited", "(during attach #1474: some_func)", false},
+		{"a known finding's trigger in flight", []step{hello, knownOp, {ev: target.Event{Kind: target.Reset}}}, false, 0, results.Pass, "reset", "known finding rcu-read-unlock-special-fentry ended the run", true},
+		{"a report from before the known trigger is not put down to it", cat([]step{hello}, cons(panicLog[:10]), []step{knownOp, {ev: target.Event{Kind: target.Reset}}}), false, 0, results.Fail, "reset", "kernel BUG in __reiserfs_panic", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -77,3 +77,29 @@ func TestOutcomeNames(t *testing.T) {
 		seen[name] = true
 	}
 }
+
+// A known finding passes, as known, unless the run asked to include known
+// findings; a new finding next to it always fails the cell.
+func TestVerdictKnownFindings(t *testing.T) {
+	knownOnly := []results.Finding{{Kind: console.KindReset, Title: "reset: the guest reset with no console report", Known: "rcu-read-unlock-special-fentry"}}
+	mixed := append([]results.Finding{{Kind: console.KindOops, Title: "Oops: general protection fault in vfs_read"}}, knownOnly...)
+	for _, tt := range []struct {
+		name     string
+		findings []results.Finding
+		include  bool
+		want     results.Verdict
+		reason   string
+	}{
+		{"known only", knownOnly, false, results.Pass, "known finding rcu-read-unlock-special-fentry ended the run"},
+		{"known, included", knownOnly, true, results.Fail, "reset: the guest reset"},
+		{"a new one beside it", mixed, false, results.Fail, "Oops: general protection fault in vfs_read"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := results.Result{Findings: tt.findings}
+			v, reason := Verdict(&r, Reset, false, Spec{IncludeKnown: tt.include}, "")
+			if v != tt.want || !strings.Contains(reason, tt.reason) {
+				t.Errorf("verdict %s %q, want %s containing %q", v, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}

@@ -116,9 +116,10 @@ func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
 	b := newBoard(ctx, s)
 	defer b.Close()
 	err = monitor.Run(ctx, log, w, b, monitor.Spec{
-		Deadline: cfg.Duration + deadlineSlack,
-		Silence:  cfg.Silence,
-		HangTail: hangTail,
+		Deadline:     cfg.Duration + deadlineSlack,
+		Silence:      cfg.Silence,
+		HangTail:     hangTail,
+		IncludeKnown: cfg.AgentArgs["includeknown"] == "true",
 		// A board reboots after a panic, and the board target reports
 		// the new boot with what pstore kept: the soak goes on.
 		SurvivesPanic: true,

@@ -196,7 +196,11 @@ func (a *agent) execute(ctx context.Context) error {
 	report.Logf(a.w, "vmlinux BTF parsed in %v", a.sys.now().Sub(t0).Round(time.Millisecond))
 
 	t0 = a.sys.now()
-	inv, err := inventory.Take(ctx, spec, inventory.Filter{MaxArgs: a.opts.MaxArgs, Deny: inventory.DefaultDeny}, inventory.DefaultPaths)
+	deny := inventory.DefaultDeny
+	if !a.opts.IncludeKnown {
+		deny = inventory.KnownDeny(deny)
+	}
+	inv, err := inventory.Take(ctx, spec, inventory.Filter{MaxArgs: a.opts.MaxArgs, Deny: deny}, inventory.DefaultPaths)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
 	}

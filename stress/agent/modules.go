@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
@@ -82,9 +85,14 @@ func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.L
 	for _, n := range a.opts.ModList {
 		only[n] = true
 	}
+	var avoided []string
 	for _, p := range paths {
 		n := kmods.Name(p)
 		if len(only) > 0 && !only[n] {
+			continue
+		}
+		if !a.opts.IncludeKnown && slices.Contains(known.Modules(), n) {
+			avoided = append(avoided, n)
 			continue
 		}
 		switch {
@@ -94,7 +102,11 @@ func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.L
 			samples = append(samples, p)
 		}
 	}
-	a.feature(event.Feature{Name: "modules", Supported: true, Msg: fmt.Sprintf("%d samples cycled, fth_target %v", len(samples), target != "")})
+	msg := fmt.Sprintf("%d samples cycled, fth_target %v", len(samples), target != "")
+	if len(avoided) > 0 {
+		msg += fmt.Sprintf("; not cycled, known findings (includeknown=true cycles them): %s", strings.Join(avoided, ", "))
+	}
+	a.feature(event.Feature{Name: "modules", Supported: true, Msg: msg})
 	var wg sync.WaitGroup
 	if len(samples) > 0 {
 		wg.Add(1)

@@ -1,6 +1,10 @@
 package inventory
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ftrace-harness/fth/results/known"
+)
 
 // DenyEntry names functions that must never get a trampoline.
 type DenyEntry struct {
@@ -49,12 +53,21 @@ var DefaultDeny = []DenyEntry{
 	{Name: "__bpf_tramp_", Prefix: true, Why: whyTramp},
 	{Name: "bpf_prog_inc_misses_counter", Why: whyTramp + " (runs when recursion is detected)"},
 	{Name: "bpf_prog_start_time", Why: whyTramp},
+}
 
-	// Known findings: functions the kernel lets us trace that crash it. They
-	// stay out of random storms, or every storm that happens to pick one dies
-	// of a bug already found; tests/e2e reproduces each one by name (agent
-	// option funcs=), so a kernel that fixes it shows up as a changed result.
-	{Name: "rcu_read_unlock_special", Why: whyKnownFinding + ": Linux 7.3.4 x86_64 and riscv64, PREEMPT_RCU, one fentry crashes the guest within 0.1 s (README, Findings); the verifier denies its caller __rcu_read_unlock but not it"},
+// KnownDeny is list plus the trigger functions of the known findings
+// (results/known): functions the kernel lets us trace that crash it. They
+// stay out of random storms and churns, or every run that happens to pick
+// one dies of a bug already found; tests/e2e reproduces each one by name,
+// so a kernel that fixes it shows up as a changed result.
+func KnownDeny(list []DenyEntry) []DenyEntry {
+	out := append([]DenyEntry(nil), list...)
+	for _, f := range known.All() {
+		for _, fn := range f.Funcs {
+			out = append(out, DenyEntry{Name: fn, Why: whyKnownFinding + " " + f.ID + ": " + f.Title})
+		}
+	}
+	return out
 }
 
 // Denied reports whether fn matches an entry of list.

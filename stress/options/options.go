@@ -65,6 +65,9 @@ type Options struct {
 	// Poweroff reboots the guest after the last event: the harness's QEMU
 	// turns a reboot into a stop, so this ends the VM.
 	Poweroff bool
+	// IncludeKnown attaches to and cycles the triggers of the known
+	// findings (results/known), which are avoided otherwise.
+	IncludeKnown bool
 	// MaxArgs is the largest parameter count of a function to trace. The
 	// kernel's limit depends on the architecture and version; 6 is safe
 	// everywhere trampolines exist.

@@ -252,6 +252,16 @@ var fields = []field{
 		get:   func(o *Options) string { return o.TimerPeriod.String() },
 	},
 	{
+		name:   "includeknown",
+		usage:  "attach to and cycle what triggers the known findings (results/known) instead of avoiding it: for reproducing them",
+		isBool: true,
+		set: func(o *Options, v string) (err error) {
+			o.IncludeKnown, err = parseBool(v)
+			return err
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.IncludeKnown) },
+	},
+	{
 		name:   "modules",
 		usage:  "churn: load and unload the modules under /lib/modules/fth (ftrace-direct samples, fth_target) in a loop",
 		isBool: true,

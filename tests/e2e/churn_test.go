@@ -140,9 +140,7 @@ func TestKnownFindingDirectModifyUnload(t *testing.T) {
 	// fires. The first hung-task report's 60 s tail then ends the cell, and
 	// the report makes it a fail; the deadline stays inside the test's own
 	// timeout in case no report comes at all.
-	r := runFth(t, 15*time.Minute, "--n", "0", "--seed", "42", "--silence", "45s", "--deadline", "9m",
-		"--agent-arg", "scenario=churn", "--agent-arg", "churn=180s", "--agent-arg", "hot=8",
-		"--agent-arg", "modhold=3s", "--agent-arg", "modlist=ftrace_direct_modify,ftrace_direct_multi_modify")
+	r := runFth(t, 15*time.Minute, knownRepro(t, t.Name())...)
 	r.mustCell(t)
 	if r.result.Verdict != results.Fail {
 		t.Fatalf("verdict %s (%s): the ftrace-direct-modify hang did not reproduce", r.result.Verdict, r.result.Reason)

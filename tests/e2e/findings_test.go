@@ -1,23 +1,54 @@
 package e2e
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/known"
 )
 
+// knownRepro returns the reproduction of the known finding (results/known)
+// that names test as its test, with --include-known: the list drives the
+// tests that keep each one reproduced.
+func knownRepro(t *testing.T, test string) []string {
+	t.Helper()
+	for _, f := range known.All() {
+		if f.Test == test {
+			return append([]string{"--include-known"}, f.Repro...)
+		}
+	}
+	t.Fatalf("no known finding names %s as its test", test)
+	return nil
+}
+
+// Every known finding has its reproducing test here.
+func TestEveryKnownFindingIsReproduced(t *testing.T) {
+	src, err := os.ReadFile("findings_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	churn, _ := os.ReadFile("churn_test.go")
+	for _, f := range known.All() {
+		if !strings.Contains(string(src)+string(churn), "func "+f.Test+"(") {
+			t.Errorf("known finding %s names %s, which tests/e2e does not define", f.ID, f.Test)
+		}
+	}
+}
+
 // Known findings: kernel bugs this harness found, reproduced by name. Random
-// storms skip these functions (stress/inventory's deny list), so each one is
+// storms and churns avoid their triggers (results/known), so each one is
 // kept honest here: when a kernel fixes it, this test fails and says so, and
-// the entry can leave the deny list.
+// the entry can leave the list.
 func TestKnownFindingRCUReadUnlockSpecial(t *testing.T) {
 	// One fentry on rcu_read_unlock_special: traceable, has BTF, not in the
 	// verifier's btf_id_deny (its caller __rcu_read_unlock is). On Linux 7.3.4
 	// with PREEMPT_RCU the guest dies within a fraction of a second: mostly
 	// with an oops, but about one run in three as an x86 triple fault that
 	// prints nothing, which the harness reports as a reset finding.
-	r := runFth(t, 15*time.Minute, "--agent-arg", "funcs=rcu_read_unlock_special", "--hold", "30s")
+	r := runFth(t, 15*time.Minute, knownRepro(t, t.Name())...)
 	r.mustCell(t)
 	res := r.result
 	// The trampoline is live as soon as the call site is patched, which is
@@ -30,7 +61,7 @@ func TestKnownFindingRCUReadUnlockSpecial(t *testing.T) {
 		t.Fatalf("attach phase = %+v, in flight = %+v: want the one trampoline attached, or the crash during its attach", res.Phases["attach"], res.InFlight)
 	}
 	if res.Verdict == results.Pass {
-		t.Fatalf("the kernel survived a trampoline on rcu_read_unlock_special: the known finding no longer reproduces on %s; if the kernel fixed it, drop it from stress/inventory's deny list and README's Findings", res.Kernel.Release)
+		t.Fatalf("the kernel survived a trampoline on rcu_read_unlock_special: the known finding no longer reproduces on %s; if the kernel fixed it, drop it from results/known and README's Findings", res.Kernel.Release)
 	}
 	if r.exit != 1 || res.Verdict != results.Fail || len(res.Findings) == 0 {
 		t.Fatalf("exit %d, verdict %s (%s), findings %d: want a fail with a kernel report", r.exit, res.Verdict, res.Reason, len(res.Findings))

@@ -41,6 +41,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		silence    = fs.Duration("silence", 90*time.Second, "no-output watchdog (scaled per arch)")
 		singlestep = fs.Bool("singlestep", false, "race widening: one guest instruction per TCG block (QEMU -singlestep / one-insn-per-tb)")
 		icount     = fs.String("icount", "", "race widening: QEMU -icount value, e.g. shift=auto (needs tcg-single)")
+		inclKnown  = fs.Bool("include-known", false, "attach to and cycle the known findings' triggers (results/known) and count them as failures: for reproducing them")
 		dryRun     = fs.Bool("dry-run", false, "check every input and print the cell that would run, then stop: nothing is built or booted")
 		agentArgs  multiFlag
 	)
@@ -71,6 +72,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *crash != "" {
 		agent["crash"] = *crash
+	}
+	if *inclKnown {
+		agent["includeknown"] = "true"
 	}
 	if err := agentArgs.into(agent); err != nil {
 		return err

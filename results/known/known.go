@@ -1,0 +1,109 @@
+// Package known is the list of kernel bugs this harness has already found,
+// as data: what triggers each one, on which kernels it was seen, and how it
+// is reproduced. The agent avoids the triggers by default, so that every
+// random storm or churn does not die of a bug already reported; the host
+// reports a failure the known trigger was running into as known rather
+// than as a new finding; `--include-known` brings both back, for
+// reproduction. Host and guest import this package, so it has no
+// dependencies. Each entry is reproduced by an e2e test (Repro), so a
+// kernel that fixes one shows up as a failing test.
+package known
+
+import "strings"
+
+// Finding is one known kernel bug.
+type Finding struct {
+	// ID names the finding in result.json and in logs.
+	ID string
+	// Title is how README's Findings section names it.
+	Title string
+	// Kernels are the kernel versions (prefixes of VERSION.PATCHLEVEL.
+	// SUBLEVEL) it was seen on.
+	Kernels []string
+	// Funcs are kernel functions whose fentry trampoline triggers it.
+	Funcs []string
+	// Modules are modules (kernel spelling, ftrace_direct_modify) whose
+	// load and unload cycling triggers it.
+	Modules []string
+	// Repro are the `fth run` arguments that reproduce it (with
+	// --include-known), and Test the e2e test that runs them.
+	Repro []string
+	Test  string
+}
+
+// All returns the known findings, in a new slice.
+func All() []Finding {
+	return []Finding{
+		{
+			ID:      "rcu-read-unlock-special-fentry",
+			Title:   "An fentry trampoline on rcu_read_unlock_special crashes PREEMPT_RCU kernels (recursion through the trampoline's exit path)",
+			Kernels: []string{"7.3"},
+			Funcs:   []string{"rcu_read_unlock_special"},
+			Repro:   []string{"--agent-arg", "funcs=rcu_read_unlock_special", "--hold", "30s"},
+			Test:    "TestKnownFindingRCUReadUnlockSpecial",
+		},
+		{
+			ID:      "ftrace-direct-modify-unload-hang",
+			Title:   "Cycling samples/ftrace/ftrace-direct-modify.ko or ftrace-direct-multi-modify.ko under the churn hangs the kernel",
+			Kernels: []string{"7.3"},
+			Modules: []string{"ftrace_direct_modify", "ftrace_direct_multi_modify"},
+			Repro: []string{"--n", "0", "--seed", "42", "--silence", "45s", "--deadline", "9m",
+				"--agent-arg", "scenario=churn", "--agent-arg", "churn=180s", "--agent-arg", "hot=8",
+				"--agent-arg", "modhold=3s", "--agent-arg", "modlist=ftrace_direct_modify,ftrace_direct_multi_modify"},
+			Test: "TestKnownFindingDirectModifyUnload",
+		},
+	}
+}
+
+// seenOn reports whether f was seen on kernel version v ("" matches).
+func (f Finding) seenOn(v string) bool {
+	if v == "" {
+		return true
+	}
+	for _, k := range f.Kernels {
+		if v == k || strings.HasPrefix(v, k+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// Funcs returns every known trigger function, for the agent's deny list.
+func Funcs() []string {
+	var out []string
+	for _, f := range All() {
+		out = append(out, f.Funcs...)
+	}
+	return out
+}
+
+// Modules returns every known trigger module.
+func Modules() []string {
+	var out []string
+	for _, f := range All() {
+		out = append(out, f.Modules...)
+	}
+	return out
+}
+
+// Triggered returns the known finding whose trigger an operation of the
+// agent was: phase and target as the agent's op events name them (an
+// attach of function name, a module_load of module name), on kernel
+// version v.
+func Triggered(phase, target, v string) (Finding, bool) {
+	for _, f := range All() {
+		if !f.seenOn(v) {
+			continue
+		}
+		names := f.Funcs
+		if strings.HasPrefix(phase, "module_") {
+			names = f.Modules
+		}
+		for _, n := range names {
+			if n == target {
+				return f, true
+			}
+		}
+	}
+	return Finding{}, false
+}
