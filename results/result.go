@@ -55,6 +55,9 @@ type Kernel struct {
 	// compiler symbol, requested or not.
 	Observed map[string]string `json:"observed,omitempty"`
 	Cached   bool              `json:"cached"`
+	// Patches names the source patches (mutants, see fth mutate) the kernel
+	// was built with; empty for the tree as it is.
+	Patches []string `json:"patches,omitempty"`
 }
 
 // Request is what a cell was asked to run: everything `fth repro` needs to

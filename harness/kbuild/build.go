@@ -44,6 +44,9 @@ type Request struct {
 	Jobs int
 	// Progress, if set, is called from time to time during make.
 	Progress func(Progress)
+	// Patches change the source for this build only (see Patch): the
+	// kernel is built from the unpatched one's build directory.
+	Patches []Patch
 }
 
 // Progress is a snapshot of a running build.
@@ -76,6 +79,9 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // Build returns the kernel req describes, from the cache when an intact entry
 // exists, building it otherwise.
 func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
+	if len(req.Patches) > 0 {
+		return buildPatched(ctx, log, req)
+	}
 	frags, err := LoadFragments(req.KconfigDir, req.Fragments)
 	if err != nil {
 		return Kernel{}, err
@@ -232,6 +238,9 @@ type builder struct {
 	tc  Toolchain
 	out string
 	log *slog.Logger
+	// ov, when it has files, is bound over the source tree for every
+	// command (a patched build).
+	ov overlay
 	// prevSteps are the step counts of this arch's previous build, by make
 	// target, for a percentage; steps records this build's.
 	prevSteps, steps map[string]int
@@ -302,6 +311,7 @@ const tailLines = 40
 // run runs one build command and returns how many kbuild step lines it
 // printed.
 func (b *builder) run(ctx context.Context, step, name string, args []string, progress func(Progress)) (int, error) {
+	name, args = b.ov.wrap(b.req.Source.Dir, name, args)
 	cmd := proc.Command(ctx, 10*time.Second, name, args...)
 	cmd.Dir = b.req.Source.Dir
 	cmd.Env = b.env()

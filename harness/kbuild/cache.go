@@ -24,7 +24,8 @@ var ErrCorruptCache = errors.New("corrupt kernel cache entry")
 
 // Key identifies a kernel build by content: the source tree, the merged
 // fragments (text, in order), the arch and the toolchain.
-func Key(src Source, a arch.Name, frags []Fragment, tc Toolchain) string {
+// Patches, if any, are part of the key in order.
+func Key(src Source, a arch.Name, frags []Fragment, tc Toolchain, patches ...Patch) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\nsrc %s\narch %s\ntoolchain %s\ncross %s\n", keyVersion, src.Identity, a, tc.Version, tc.CrossCompile)
 	if tc.LLVM != "" {
@@ -33,6 +34,10 @@ func Key(src Source, a arch.Name, frags []Fragment, tc Toolchain) string {
 	for _, f := range frags {
 		fmt.Fprintf(h, "fragment %s %d\n", f.Name, len(f.Text))
 		h.Write(f.Text)
+	}
+	for _, p := range patches {
+		fmt.Fprintf(h, "patch %s %d\n", p.Name, len(p.Text))
+		h.Write(p.Text)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -69,6 +74,13 @@ type Kernel struct {
 	// BuildSteps counts the kbuild lines (CC, LD ...) each make target
 	// printed, so that the next build of the arch can show a percentage.
 	BuildSteps map[string]int `json:"build_steps,omitempty"`
+	// Patches names the patches a patched build applied, in order; BaseKey
+	// is the unpatched kernel it was built from, PatchDir holds the patched
+	// copies of PatchedFiles (relative to the tree).
+	Patches      []string `json:"patches,omitempty"`
+	BaseKey      string   `json:"base_key,omitempty"`
+	PatchDir     string   `json:"patch_dir,omitempty"`
+	PatchedFiles []string `json:"patched_files,omitempty"`
 
 	// Cached is true when this build was found in the cache.
 	Cached bool `json:"-"`

@@ -74,7 +74,8 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 	if err != nil {
 		return "", err
 	}
-	b := &builder{req: req, tc: tc, out: k.BuildDir, log: log}
+	// A patched kernel's modules see its patched files too.
+	b := &builder{req: req, tc: tc, out: k.BuildDir, log: log, ov: overlay{dir: k.PatchDir, files: k.PatchedFiles}}
 	start := time.Now()
 	args := []string{"-C", req.Source.Dir, "O=" + k.BuildDir, "CC=" + tc.CC, "M=" + dir, "modules"}
 	log.Info("building module", "module", name, "arch", req.Arch.Name, "dir", dir)

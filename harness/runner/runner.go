@@ -63,6 +63,8 @@ type Cell struct {
 	SkipUnconfigurable bool
 	// Widen holds the race-widening emulator settings.
 	Widen qemu.Widening
+	// Patches change the kernel source for this cell only (fth mutate).
+	Patches []kbuild.Patch
 }
 
 // ErrInfra marks errors that are the harness's or the machine's, not the
@@ -71,13 +73,14 @@ var ErrInfra = errors.New("infrastructure error")
 
 // BuildKernel builds (or fetches) the kernel for arch and fragments, and
 // the modules its guest gets (see modules), from one opened source tree.
-func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string) (kbuild.Kernel, map[string]string, error) {
+func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
 	req, err := e.request(ctx, a, frags)
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
 	}
+	req.Patches = patches
 	k, err := kbuild.Build(ctx, e.Log, req)
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
@@ -170,7 +173,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		return w.Result(), fmt.Errorf("%s: %s: %w", c.Name, step, err)
 	}
 
-	k, mods, err := e.BuildKernel(ctx, c.Arch, c.Fragments)
+	k, mods, err := e.BuildKernel(ctx, c.Arch, c.Fragments, c.Patches...)
 	if err != nil && c.SkipUnconfigurable && errors.Is(err, kbuild.ErrConfigMismatch) {
 		log.Warn("cell skipped: the kernel cannot be configured as asked", "err", err)
 		_ = w.Update(func(r *results.Result) {
@@ -198,6 +201,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		r.Kernel = results.Kernel{
 			Release: k.Release, SourceVersion: k.SourceVersion, SourceDir: k.SourceDir, ConfigSHA256: k.ConfigSHA256,
 			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Fragments: k.Fragments, Verified: k.Verified, Observed: k.Observed, Cached: k.Cached,
+			Patches: k.Patches,
 		}
 		r.Timings.KernelSeconds = kernelDone.Sub(start).Seconds()
 		r.Timings.ImageSeconds = time.Since(kernelDone).Seconds()
