@@ -46,6 +46,10 @@ const (
 	KindLockdep Kind = "lockdep"
 	// KindWorkqueueStall is "BUG: workqueue lockup - pool ...".
 	KindWorkqueueStall Kind = "wq-stall"
+	// KindLeak is a leak the kernel found: a kmemleak "unreferenced
+	// object", a network device whose references never drop
+	// ("unregister_netdevice: waiting for lo to become free").
+	KindLeak Kind = "leak"
 )
 
 // Finding is one kernel report found in a log.
@@ -68,14 +72,55 @@ type Finding struct {
 	// because the report is a slice of the log, not a reconstruction.
 	Report string
 	// Stack holds the function names of the report's first call trace, in
-	// order, without offsets and without unreliable ("? ") frames.
+	// order, without offsets and without unreliable ("? ") frames; a frame
+	// printed twice in a row (riscv's epc and ra) is kept once.
 	Stack []string
+	// Trampoline is the first BPF or ftrace trampoline frame of the report
+	// ("__bpf_prog_exit_recur", "ftrace_regs_caller", "bpf_trampoline_6442491234"):
+	// the report came through the code this harness patches. Such frames
+	// never name the culprit (Function skips them), so they are kept here.
+	Trampoline string
+	// CPU and PID are what the report says ran into it, -1 when it does not
+	// say; Comm is that task's name.
+	CPU, PID int
+	Comm     string
+	// Taint is the kernel's taint flags when the report was printed, as
+	// letters ("GW", "GL"); "not tainted" when it said so, "" when the
+	// report does not say.
+	Taint string
+	// Count is how many reports of the log this finding stands for. A
+	// Detector emits every report (Count 1); Parse groups the reports of a
+	// log: the same title again, and faults that happened while the kernel
+	// was still printing an earlier fault (Recursive of them), count in the
+	// first one.
+	Count int
+	// Recursive is how many of the Count reports were recursive faults.
+	Recursive int
+
+	// What grouping needs: the title's template and groups, to rename a
+	// finding once a recursive fault names its function; the printk
+	// context; whether a new header in that context cut the report short;
+	// whether it got as far as an instruction pointer or call trace.
+	tmpl     string
+	groups   map[string]string
+	ctx      string
+	cut      bool
+	complete bool
 }
 
-// Parse finds every report in a complete log, in log order.
+// ResetTitle is the title of a kernel that restarted with nothing on the
+// console to say why: a second boot in one log, after neither a report nor
+// an orderly restart. The harness titles a guest reset that QEMU saw the
+// same way.
+const ResetTitle = "reset: the guest reset with no console report"
+
+// Parse finds every report in a complete log, in log order, one finding
+// per report: the same title again, or a fault while an earlier fault was
+// still being printed, counts in the first finding (Count, Recursive)
+// instead of making another.
 //
 // It feeds the log to a Detector line by line, so live detection and offline
-// parsing cannot disagree.
+// parsing cannot disagree; only the grouping is Parse's own.
 func Parse(log []byte) []Finding {
 	text := string(log)
 	text = strings.TrimSuffix(text, "\n")
@@ -90,5 +135,5 @@ func Parse(log []byte) []Finding {
 	found = append(found, d.Flush()...)
 	// Reports of different CPUs can be open at once and end in any order.
 	sort.SliceStable(found, func(i, j int) bool { return found[i].StartLine < found[j].StartLine })
-	return found
+	return group(found, strings.Split(text, "\n"))
 }

@@ -8,14 +8,17 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the TITLE/KIND headers of testdata files from the parser's output")
+var update = flag.Bool("update", false, "rewrite the TITLE/KIND/COUNT/VIA headers of testdata files from the parser's output")
 
 // corpusCase is one testdata/<arch>/<case> file: a header of TITLE/KIND
-// pairs, one per expected finding, a blank line, then a raw console log.
+// pairs, one per expected finding, each optionally followed by COUNT (how
+// many reports the finding groups, when more than one) and VIA (its
+// trampoline frame), a blank line, then a raw console log.
 type corpusCase struct {
 	path string
 	want []expectation
@@ -25,6 +28,12 @@ type corpusCase struct {
 type expectation struct {
 	Title string
 	Kind  Kind
+	Count int
+	Via   string
+}
+
+func expect(f Finding) expectation {
+	return expectation{Title: f.Title, Kind: f.Kind, Count: f.Count, Via: f.Trampoline}
 }
 
 func corpusFiles(t *testing.T) []string {
@@ -67,7 +76,21 @@ func readCase(path string) (corpusCase, error) {
 		case !ok:
 			return c, fmt.Errorf("%s: malformed header line %q", path, line)
 		case key == "TITLE":
-			c.want = append(c.want, expectation{Title: value})
+			c.want = append(c.want, expectation{Title: value, Count: 1})
+		case key == "COUNT" || key == "VIA":
+			if len(c.want) == 0 {
+				return c, fmt.Errorf("%s: %s without its TITLE", path, key)
+			}
+			w := &c.want[len(c.want)-1]
+			if key == "VIA" {
+				w.Via = value
+				break
+			}
+			n, err := strconv.Atoi(value)
+			if err != nil || n < 2 {
+				return c, fmt.Errorf("%s: COUNT %q: want a number above 1", path, value)
+			}
+			w.Count = n
 		case key == "KIND":
 			if len(c.want) == 0 || c.want[len(c.want)-1].Kind != "" {
 				return c, fmt.Errorf("%s: KIND without its TITLE", path)
@@ -90,6 +113,12 @@ func writeCase(path string, got []Finding, log []byte) error {
 	var b bytes.Buffer
 	for _, f := range got {
 		fmt.Fprintf(&b, "TITLE: %s\nKIND: %s\n", f.Title, f.Kind)
+		if f.Count > 1 {
+			fmt.Fprintf(&b, "COUNT: %d\n", f.Count)
+		}
+		if f.Trampoline != "" {
+			fmt.Fprintf(&b, "VIA: %s\n", f.Trampoline)
+		}
 	}
 	b.WriteString("\n")
 	b.Write(log)
@@ -113,7 +142,7 @@ func TestCorpus(t *testing.T) {
 			}
 			var gotExp []expectation
 			for _, f := range got {
-				gotExp = append(gotExp, expectation{Title: f.Title, Kind: f.Kind})
+				gotExp = append(gotExp, expect(f))
 			}
 			if !reflect.DeepEqual(gotExp, c.want) {
 				t.Errorf("findings differ\ngot:\n%s\nwant:\n%s", formatExp(gotExp), formatExp(c.want))
@@ -128,7 +157,7 @@ func TestCorpus(t *testing.T) {
 func formatExp(es []expectation) string {
 	var b strings.Builder
 	for _, e := range es {
-		fmt.Fprintf(&b, "  %s [%s]\n", e.Title, e.Kind)
+		fmt.Fprintf(&b, "  %s [%s] count=%d via=%q\n", e.Title, e.Kind, e.Count, e.Via)
 	}
 	return b.String()
 }
@@ -194,6 +223,7 @@ func TestDetectorMatchesParse(t *testing.T) {
 		}
 		got = append(got, d.Flush()...)
 		sortFindings(got)
+		got = group(got, lines)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: Detector found %d reports, Parse %d, or they differ", path, len(got), len(want))
 		}

@@ -1,6 +1,10 @@
 package console
 
-import "strings"
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
 
 // Detector finds reports in a live stream, fed a line at a time, for live
 // detection during a run. A finding is emitted once its report has ended
@@ -20,6 +24,10 @@ type Detector struct {
 	bufFrom int
 	// banners are recent "cut here" lines not yet claimed by a report.
 	banners []consoleLine
+	// booted is set once a kernel's first line went by; quiet says nothing
+	// has explained a restart since (no report, no orderly restart), so
+	// another boot would be an unexpected one.
+	booted, quiet bool
 }
 
 // report is one report being read.
@@ -36,6 +44,11 @@ type report struct {
 	ips          []string
 	workqueue    string
 	stack        stackTracker
+	// who the report is about, -1 / "" until a line says.
+	cpu, pid    int
+	comm, taint string
+	// cut is set when a new header in the same context ended the report.
+	cut bool
 }
 
 // NewDetector returns a Detector at the start of a log.
@@ -54,6 +67,9 @@ func (d *Detector) Line(line string) []Finding {
 	}
 
 	var done []Finding
+	if f, ok := d.bootLine(l); ok {
+		done = append(done, f)
+	}
 	// Reports that used up their line budget end before this line.
 	for _, r := range append([]*report(nil), d.open...) {
 		if l.num-r.start >= r.pat.maxLines {
@@ -135,8 +151,10 @@ func (d *Detector) startReport(l consoleLine, p *pattern, groups map[string]stri
 	if prev := d.owner(l.ctx); prev != nil {
 		// A banner the previous report skipped belongs to this one.
 		end := min(prev.lastAccepted, start-1)
+		prev.cut = true
 		done = append(done, d.finish(prev, end))
 	}
+	d.quiet = false
 	r := &report{
 		pat:         p,
 		ctx:         l.ctx,
@@ -145,6 +163,8 @@ func (d *Detector) startReport(l consoleLine, p *pattern, groups map[string]stri
 		groups:      groups,
 		detailsDone: make([]bool, len(p.details)),
 		stack:       newStackTracker(),
+		cpu:         -1,
+		pid:         -1,
 	}
 	d.open = append(d.open, r)
 	r.feed(l, true)
@@ -184,14 +204,57 @@ func (d *Detector) finish(r *report, end int) Finding {
 
 	fn := r.function()
 	return Finding{
-		Kind:      r.pat.kind,
-		Title:     renderTitle(r.pat.title, r.groups, fn),
-		Function:  fn,
-		StartLine: r.start,
-		EndLine:   end,
-		Report:    strings.Join(d.buf[r.start-d.bufFrom:end-d.bufFrom+1], "\n"),
-		Stack:     r.stack.stack(),
+		Kind:       r.pat.kind,
+		Title:      renderTitle(r.pat.title, r.groups, fn),
+		Function:   fn,
+		StartLine:  r.start,
+		EndLine:    end,
+		Report:     strings.Join(d.buf[r.start-d.bufFrom:end-d.bufFrom+1], "\n"),
+		Stack:      r.stack.stack(),
+		Trampoline: r.trampoline(),
+		CPU:        r.cpu,
+		PID:        r.pid,
+		Comm:       r.comm,
+		Taint:      r.taint,
+		Count:      1,
+		tmpl:       r.pat.title,
+		groups:     r.groups,
+		ctx:        r.ctx,
+		cut:        r.cut,
+		complete:   len(r.ips) > 0 || len(r.stack.stack()) > 0,
 	}
+}
+
+// bootLine watches for a kernel's first line. A second boot with neither
+// a report nor an orderly restart since the first is a reset the kernel
+// did not explain: a finding titled like the harness's own silent reset,
+// quoting the lines before the new boot.
+func (d *Detector) bootLine(l consoleLine) (Finding, bool) {
+	if rules.orderly.MatchString(l.text) {
+		d.quiet = false
+		return Finding{}, false
+	}
+	if !rules.boot.MatchString(l.text) {
+		return Finding{}, false
+	}
+	unexpected := d.booted && d.quiet && len(d.open) == 0
+	d.booted, d.quiet = true, true
+	if !unexpected {
+		return Finding{}, false
+	}
+	start := max(l.num-bannerWindow, d.bufFrom)
+	return Finding{
+		Kind:      KindReset,
+		Title:     ResetTitle,
+		StartLine: start,
+		EndLine:   l.num,
+		Report:    strings.Join(d.buf[start-d.bufFrom:], "\n"),
+		CPU:       -1,
+		PID:       -1,
+		Count:     1,
+		tmpl:      ResetTitle,
+		complete:  true,
+	}, true
 }
 
 // trim drops buffered lines no open report or banner lookback needs.
@@ -293,6 +356,11 @@ func (r *report) collect(l consoleLine, cls lineClass, f frame) {
 	if m := rules.ip.FindStringSubmatch(l.text); m != nil {
 		r.ips = append(r.ips, cleanFunc(m[1]))
 	}
+	for _, re := range rules.who {
+		if m := re.FindStringSubmatch(l.text); m != nil {
+			r.setWho(re, m)
+		}
+	}
 	if r.workqueue == "" {
 		if m := rules.workqueue.FindStringSubmatch(l.text); m != nil {
 			r.workqueue = cleanFunc(m[1])
@@ -301,21 +369,74 @@ func (r *report) collect(l consoleLine, cls lineClass, f frame) {
 	r.stack.add(cls, f, l.text)
 }
 
-// function chooses the function the title names.
+// setWho fills the CPU, PID, comm and taint a who-line names, keeping
+// what an earlier line said.
+func (r *report) setWho(re *regexp.Regexp, m []string) {
+	for i, name := range re.SubexpNames() {
+		v := m[i]
+		switch {
+		case name == "cpu" && r.cpu < 0 && v != "":
+			r.cpu, _ = strconv.Atoi(v)
+		case name == "pid" && r.pid < 0 && v != "":
+			r.pid, _ = strconv.Atoi(v)
+		case name == "comm" && r.comm == "" && v != "":
+			r.comm = strings.TrimSpace(v)
+		}
+	}
+	if r.taint == "" && (strings.Contains(m[0], "Tainted: ") || strings.Contains(m[0], "Not tainted")) {
+		r.taint = "not tainted"
+		if i := re.SubexpIndex("taint"); i >= 0 && m[i] != "" {
+			r.taint = strings.ReplaceAll(m[i], " ", "")
+		}
+	}
+}
+
+// trampoline returns the first trampoline frame of the report: its
+// instruction pointers, then its call trace.
+func (r *report) trampoline() string {
+	for _, fn := range append(append([]string(nil), r.ips...), r.stack.stack()...) {
+		if rules.trampoline.MatchString(fn) {
+			return fn
+		}
+	}
+	return ""
+}
+
+// orIP returns fn, or when the stack had nothing better the instruction
+// pointer itself, unless it is reporting machinery: a BUG in __slab_free
+// with no call trace is still better titled by __slab_free than by nothing.
+func (r *report) orIP(fn string) string {
+	if fn == "" && len(r.ips) > 0 && !rules.skipReport.MatchString(r.ips[0]) {
+		return r.ips[0]
+	}
+	return fn
+}
+
+// function chooses the function the title names: the guilty frame.
 func (r *report) function() string {
 	switch r.pat.fn {
 	case funcGroup:
-		return cleanFunc(r.groups["func"])
+		// The kernel names a function in the header; when that is a helper
+		// or reporting machinery (a WARN in refcount_warn_saturate, a KASAN
+		// report in memcpy), the stack says who called it.
+		fn := cleanFunc(r.groups["func"])
+		if fn == "" || !rules.skipFault.MatchString(fn) {
+			return fn
+		}
+		if caller := r.stack.useful(false); caller != "" {
+			return caller
+		}
+		return fn
 	case funcIP:
 		if len(r.ips) > 0 && !skippedFrame(r.ips[0]) {
 			return r.ips[0]
 		}
-		return r.stack.useful(true)
+		return r.orIP(r.stack.useful(true))
 	case funcFault:
 		if len(r.ips) > 0 && !rules.skipFault.MatchString(r.ips[0]) {
 			return r.ips[0]
 		}
-		return r.stack.useful(true)
+		return r.orIP(r.stack.useful(true))
 	case funcStack:
 		return r.stack.useful(false)
 	case funcWorkqueue:

@@ -47,7 +47,11 @@ const (
 
 // frame is one parsed call-trace frame.
 type frame struct {
-	fn         string
+	fn string
+	// key is the function with its offset ("rb_erase+0x16e/0x248"): the
+	// same key twice in a row is one frame printed twice (riscv's epc and
+	// ra frames), not recursion.
+	key        string
 	unreliable bool
 	// irqExit marks the first frame after an interrupt section ("<EOI>"
 	// prefix on old kernels).
@@ -102,6 +106,7 @@ func parseFrame(text string) (frame, bool) {
 	}
 	return frame{
 		fn:         cleanFunc(m[2]),
+		key:        m[2] + m[3],
 		unreliable: m[1] != "" || strings.HasSuffix(text, "(unreliable)"),
 		irqExit:    strings.HasPrefix(strings.TrimLeft(text, " \t"), "<EOI>"),
 	}, true

@@ -164,59 +164,34 @@ func headerPatterns() []patternSpec {
 	}
 }
 
-// skipFrames are frames (regexps matched against the whole symbol, compiler
-// suffixes removed) that never name the culprit: they show how a report was
-// printed, how a lock or wait was done, or how an interrupt got in.
-func skipFrames() []string {
-	return append(reportingFrames(), contextFrames()...)
-}
-
-// reportingFrames print reports or check memory: never the culprit, not even
-// as the faulting instruction pointer.
-func reportingFrames() []string {
+// whoLines say which CPU, task and taint a report is about. Each is matched
+// against every line of the report's own context; the first line that
+// names a field sets it. The named groups are cpu, pid, comm and taint.
+func whoLines() []string {
 	return []string{
-		// Reporting machinery.
-		`dump_stack\w*`, `__dump_stack`, `show_stack`, `show_regs\w*`, `dump_backtrace\w*`, `show_trace_log_lvl`,
-		`panic`, `__warn\w*`, `warn_slowpath\w*`, `report_bug`, `handle_bug`, `fixup_bug`,
-		`do_error_trap`, `do_trap`, `do_invalid_op`, `invalid_op`, `exc_\w+`, `asm_exc_\w+`,
-		`die`, `__die\w*`, `oops_\w+`, `do_int3\w*`, `__schedule_bug`,
-		`print_address_description\w*`, `print_report`, `kasan_\w+`, `__kasan_\w+`, `____kasan_\w+`,
-		`check_memory_region\w*`, `__asan_\w+`, `kmsan_\w+`, `__msan_\w+`, `kcsan_\w+`, `__tsan_\w+`,
-		`ubsan_\w+`, `__ubsan_\w+`, `__sanitizer_cov_\w+`, `fortify_panic`, `__fortify_panic`, `__fortify_report`,
-		`lockdep_rcu_suspicious`,
-	}
-}
-
-// contextFrames show how a lock or wait was done or how an interrupt got in:
-// skipped when looking for who is stuck, kept when they are where a fault hit.
-func contextFrames() []string {
-	return []string{
-		// Lockdep and lock primitives: a deadlock report is about who locks.
-		`lock_acquire\w*`, `__lock_acquire\w*`, `lock_release`, `lock_acquired`, `lock_contended`,
-		`mark_lock\w*`, `mark_usage`, `valid_state`, `print_usage_bug`, `print_circular_bug\w*`, `print_deadlock_bug`,
-		`check_noncircular`, `check_prev_add`, `check_prevs_add`, `validate_chain`, `check_deadlock`, `check_usage\w*`,
-		`check_irq_usage`, `lockdep_\w+`, `debug_check_no_locks_freed`, `print_unlock_imbalance_bug`,
-		`_raw_\w+`, `__raw_\w+`, `do_raw_\w+`, `queued_\w+`, `native_queued_\w+`, `__pv_queued_\w+`,
-		`rt_spin_\w+`, `rt_mutex_\w+`, `__rt_mutex_\w+`, `mutex_lock\w*`, `__mutex_lock\w*`, `mutex_trylock`,
-		`down`, `down_\w+`, `__down\w*`, `up_\w+`, `rwsem_\w+`, `__rwsem_\w+`, `percpu_down_\w+`,
-		`lock_sock`, `lock_sock_nested`,
-		// Scheduling and waiting: a hung task is about what it waits for.
-		`__switch_to\w*`, `__schedule`, `schedule`, `schedule_timeout\w*`, `schedule_preempt_disabled`,
-		`io_schedule\w*`, `preempt_schedule\w*`, `__cond_resched`, `_cond_resched`,
-		`__might_sleep`, `___might_sleep`, `__might_resched`, `might_sleep`, `__might_fault`,
-		`__wait_for_common`, `wait_for_common\w*`, `wait_for_completion\w*`, `do_wait_for_common`,
-		`__flush_work`, `flush_work`, `__wait_on_bit\w*`, `out_of_line_wait_on_bit\w*`, `bit_wait\w*`,
-		`folio_wait\w*`, `__folio_lock\w*`, `wait_on_page\w*`, `__lock_page\w*`,
-		// Interrupt, timer and NMI entry: lockups and stalls interrupt whatever runs.
-		`__sysvec_\w+`, `sysvec_\w+`, `asm_sysvec_\w+`, `asm_common_interrupt`, `common_interrupt\w*`,
-		`irq_exit\w*`, `__irq_exit_rcu`, `handle_softirqs`, `__do_softirq`, `do_softirq\w*`, `__local_bh_enable_ip`,
-		`hrtimer_\w+`, `__hrtimer_\w+`, `tick_\w+`, `update_process_times`, `rcu_sched_clock_irq`,
-		`rcu_check_callbacks`, `rcu_pending`, `print_cpu_stall\w*`, `print_other_cpu_stall\w*`, `rcu_dump_cpu_stacks`,
-		`sched_show_task\w*`, `_sched_show_task`, `watchdog_timer_fn\w*`, `watchdog_overflow_callback\w*`,
-		`smp_apic_timer_interrupt\w*`, `apic_timer_interrupt\w*`, `local_apic_timer_interrupt`,
-		`nmi_cpu_backtrace\w*`, `nmi_trigger_cpumask_backtrace`, `arch_trigger_cpumask_backtrace`,
-		`el1_interrupt`, `el1h_64_irq\w*`, `gic_handle_irq`, `el1_abort`, `el1_sync\w*`, `el1h_64_sync\w*`,
-		`do_mem_abort`, `__do_kernel_fault`, `do_tag_check_fault`,
+		// dump_stack_print_info(): "CPU: 1 UID: 0 PID: 49 Comm: uinit Not tainted 7.3.4 #1 PREEMPT(full)";
+		// older kernels have no UID; comm is %.20s and may hold spaces.
+		`^CPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<comm>.*?) (?:Kdump: loaded )?(?:Not tainted|Tainted: (?P<taint>[A-Z ]*[A-Z]))`,
+		// __warn() since v6.15: "WARNING: file:line at func+0x1/0x2, CPU#0: kworker/u8:0/10040".
+		`^WARNING: .* at \S+, CPU#(?P<cpu>\d+): (?P<comm>.+)/(?P<pid>\d+)$`,
+		// Soft lockups: "BUG: soft lockup - CPU#2 stuck for 136s! [syz-executor4:4888]".
+		`soft lockup - CPU#(?P<cpu>\d+) stuck for \d+s! \[(?P<comm>.+):(?P<pid>\d+)\]`,
+		// Hung tasks: "INFO: task udevd:5612 blocked for more than 143 seconds.".
+		`^INFO: task (?P<comm>.+):(?P<pid>\d+) blocked`,
+		// check_preemption_disabled(): "BUG: using smp_processor_id() in preemptible [00000000] code: sh/123".
+		`^BUG: using .* in preemptible \[[0-9a-f]+\] code: (?P<comm>.+)/(?P<pid>\d+)$`,
+		// Lockdep names the task before its lock: "kworker/0:1/12 is trying to acquire lock:".
+		`^(?P<comm>\S+)/(?P<pid>\d+) (?:is trying to|is freeing memory|\[HC)`,
+		// Lockdep's "WARNING: sh/123 still has locks held!".
+		`^WARNING: (?P<comm>\S+)/(?P<pid>\d+) still has locks held`,
+		// KCSAN: "write to 0xffff... of 8 bytes by task 1234 on cpu 0:".
+		`bytes by task (?P<pid>\d+) on cpu (?P<cpu>\d+):$`,
+		`bytes by interrupt on cpu (?P<cpu>\d+):$`,
+		// kmemleak: `  comm "swapper/0", pid 1, jiffies 4294893533`.
+		`^(?:kmemleak:)?\s+comm "(?P<comm>[^"]*)", pid (?P<pid>\d+), jiffies`,
+		// Taint on a line of its own: hung tasks ("      Tainted: G   L   6.1 #1"),
+		// lockdep's print_kernel_ident() ("7.3.4 #1 Not tainted").
+		`^\s*(?:\S+ #\d+ )?(?:Not tainted|Tainted: (?P<taint>[A-Z ]*[A-Z]))(?:\s|$)`,
 	}
 }
 
@@ -238,6 +213,7 @@ func bodyPrefixes() []string {
 		"other info that might help us debug this", "Possible unsafe locking scenario",
 		"Initializing ftrace call sites", "Setting ftrace call site", "Updating ftrace call site",
 		"Changing ftrace call site", "Unknown ftrace call site", "ftrace record flags:", "expected tramp:",
-		"---[ ",
+		"---[ ", "kmemleak: ", "caller is ", "ODEBUG: ", "refcount_t: ", "usercopy: ", "DEBUG_LOCKS_WARN_ON",
+		"Faulting instruction address:", "Fixing recursive fault", "PANIC: double fault",
 	}
 }

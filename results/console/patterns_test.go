@@ -164,7 +164,7 @@ func TestPatternTable(t *testing.T) {
 }
 
 func TestCompileRulesError(t *testing.T) {
-	_, err := compileRules([]patternSpec{{Kind: KindBug, Header: `^BUG: (`}}, skipFrames(), reportingFrames(), bodyPrefixes())
+	_, err := compileRules([]patternSpec{{Kind: KindBug, Header: `^BUG: (`}}, skipFramesData, bodyPrefixes())
 	var se *syntax.Error
 	if !errors.As(err, &se) {
 		t.Fatalf("compileRules with a bad header: error %v, want a wrapped *syntax.Error", err)

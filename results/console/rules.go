@@ -3,7 +3,6 @@ package console
 import (
 	"fmt"
 	"regexp"
-	"strings"
 )
 
 // Limits that are properties of console output rather than of one pattern.
@@ -65,12 +64,25 @@ type ruleSet struct {
 	ip *regexp.Regexp
 	// workqueue is "Workqueue: events func".
 	workqueue *regexp.Regexp
-	// skip matches frames that never name the culprit.
+	// skip matches frames that never name the culprit (every class of the
+	// skip list).
 	skip *regexp.Regexp
-	// skipFault matches the reporting frames alone, for a faulting IP.
+	// skipFault matches the frames skipped even as a faulting IP: the skip
+	// list without its context class.
 	skipFault *regexp.Regexp
+	// skipReport matches the report class alone: reporting machinery,
+	// never named even when nothing else is left.
+	skipReport *regexp.Regexp
+	// trampoline matches BPF and ftrace trampoline glue.
+	trampoline *regexp.Regexp
 	// funcSuffix is a compiler clone suffix: ".cold", ".isra.0", ".part.3".
 	funcSuffix *regexp.Regexp
+	// who are the lines that name a report's CPU, task and taint.
+	who []*regexp.Regexp
+	// boot is a kernel's first line, and orderly what a kernel prints when
+	// it was asked to restart: a boot after neither a report nor an
+	// orderly restart is an unexpected reboot.
+	boot, orderly *regexp.Regexp
 	// Title normalisation.
 	placeholder, offsets, hexAddr, longHex, number *regexp.Regexp
 	bodyPrefixes                                   []string
@@ -80,7 +92,7 @@ type ruleSet struct {
 var rules = mustCompileRules()
 
 func mustCompileRules() *ruleSet {
-	rs, err := compileRules(headerPatterns(), skipFrames(), reportingFrames(), bodyPrefixes())
+	rs, err := compileRules(headerPatterns(), skipFramesData, bodyPrefixes())
 	if err != nil {
 		panic(err)
 	}
@@ -89,7 +101,7 @@ func mustCompileRules() *ruleSet {
 
 // compileRules compiles the data tables; it is separate from
 // mustCompileRules so tests can check errors are reported.
-func compileRules(specs []patternSpec, skip, skipFault, body []string) (*ruleSet, error) {
+func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet, error) {
 	rs := &ruleSet{bodyPrefixes: body}
 	var err error
 	c := func(expr string) *regexp.Regexp {
@@ -126,16 +138,38 @@ func compileRules(specs []patternSpec, skip, skipFault, body []string) (*ruleSet
 	}
 	rs.prefix = c(`^[^"{}]*?\[\s*\d+\.\d+\](?:\[\s*([TC]\d+)\])? ?`)
 	rs.banner = c(`^-+\[ cut here \]-+$|^={10,}$`)
-	rs.frame = c(`^\s*(?:<(?:IRQ|EOI|NMI|TASK)>\s+)?(?:\[<?[0-9a-f]{8,}>?\]\s+){0,2}(\?\s+)?([A-Za-z_][\w.]*)(?:` + offset + `|\s+[\w./-]+\.[chS]:\d+|\s+\[inline\])`)
+	rs.frame = c(`^(?:kmemleak:)?\s*(?:<(?:IRQ|EOI|NMI|TASK)>\s+)?(?:\[<?[0-9a-f]{8,}>?\]\s+){0,2}(\?\s+)?([A-Za-z_][\w.]*)(` + offset + `|\s+[\w./-]+\.[chS]:\d+|\s+\[inline\])`)
 	rs.armFrame = c(`^\s*\[<[0-9a-f]+>\] \(([A-Za-z_][\w.]*)(?:` + offset + `)?\) from `)
-	rs.traceHeader = c(`^\s*(?:Call [Tt]race|Backtrace):?\s*$`)
+	rs.traceHeader = c(`^(?:kmemleak:)?\s*(?:Call [Tt]race|Backtrace|backtrace(?: \(crc [0-9a-f]+\))?):?\s*$`)
 	rs.register = c(`^(?:[A-Za-z][A-Za-z0-9_]{0,7}\s{0,2}:\s*(?:[0-9a-fA-F]{4,}\b|\[<)|Code: |(?:NIP|LR) \[|(?:PC|LR) is at |</?(?:IRQ|TASK|NMI|EOI|SOFTIRQ)>|[0-9a-f]{4}:\s)`)
 	rs.symbolOffset = c(`\b[A-Za-z_][\w.]*` + offset)
 	rs.structural = c(`^[-=*]{5,}|^\[<?[0-9a-f]{8,}>?\]`)
 	rs.ip = c(`^(?:RIP: (?:[0-9a-f]{4}:)?(?:\[<[0-9a-f]+>\]\s+\[<[0-9a-f]+>\]\s+)?|IP: \[<[0-9a-f]+>\]\s+|e?pc\s*: (?:\[<[0-9a-f]+>\]\s+)?|NIP \[[0-9a-f]+\]\s+|PC is at )([A-Za-z_][\w.]*)\+0x`)
+	for _, w := range whoLines() {
+		rs.who = append(rs.who, c(w))
+	}
+	rs.boot = c(`^Linux version \d+\.\d+\S* \(`)
+	rs.orderly = c(`^(?:reboot: (?:Restarting system|Power down|System halted)|Restarting system\.?$|kexec_core: Starting new kernel|Starting new kernel|Rebooting in \d+ seconds)`)
 	rs.workqueue = c(`^Workqueue: \S+ ([A-Za-z_][\w.]*)`)
-	rs.skip = c(`^(?:` + strings.Join(skip, "|") + `)$`)
-	rs.skipFault = c(`^(?:` + strings.Join(skipFault, "|") + `)$`)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := parseSkipList(skipList)
+	if err != nil {
+		return nil, err
+	}
+	if rs.skip, err = skipRegexp(entries, skipReport, skipHelper, skipTrampoline, skipContext); err != nil {
+		return nil, fmt.Errorf("skip list: %w", err)
+	}
+	if rs.skipFault, err = skipRegexp(entries, skipReport, skipHelper, skipTrampoline); err != nil {
+		return nil, fmt.Errorf("skip list: %w", err)
+	}
+	if rs.skipReport, err = skipRegexp(entries, skipReport); err != nil {
+		return nil, fmt.Errorf("skip list: %w", err)
+	}
+	if rs.trampoline, err = skipRegexp(entries, skipTrampoline); err != nil {
+		return nil, fmt.Errorf("skip list: %w", err)
+	}
 	rs.funcSuffix = c(`(?:\.(?:cold|isra|constprop|part|llvm|lto_priv|\d+))+$`)
 	rs.placeholder = c(`\{[a-z]+\}`)
 	rs.offsets = c(offset)

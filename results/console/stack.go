@@ -27,6 +27,9 @@ const (
 type stackTracker struct {
 	state  traceState
 	frames []string
+	// lastKey is the last reliable frame's function and offset, to drop
+	// the same frame printed twice in a row.
+	lastKey string
 	// irqEnd is the index of the first frame after an interrupt section
 	// ("</IRQ>", "<EOI>"), -1 if there was none: the interrupted code, which
 	// is what a lockup or stall is about.
@@ -44,6 +47,12 @@ func newStackTracker() stackTracker {
 
 // add feeds one line of the report's own context.
 func (t *stackTracker) add(cls lineClass, f frame, text string) {
+	if cls == classFrame && !f.unreliable {
+		if f.key != "" && f.key == t.lastKey {
+			return
+		}
+		t.lastKey = f.key
+	}
 	switch cls {
 	case classTraceHeader:
 		switch t.state {
