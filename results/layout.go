@@ -14,9 +14,11 @@ package results
 // Writers and readers (the monitor, report, compare, repro) use these names
 // and LoadRun; none spells a file name of its own.
 const (
-	SummaryFile   = "summary.json"
-	ReportFile    = "report.html"
-	JUnitFile     = "junit.xml"
+	SummaryFile = "summary.json"
+	ReportFile  = "report.html"
+	JUnitFile   = "junit.xml"
+	// MutationFile is a mutation run's table (fth mutate).
+	MutationFile  = "mutation.json"
 	ConsoleLog    = "console.log"
 	EventsFile    = "events.jsonl"
 	ResultFile    = "result.json"

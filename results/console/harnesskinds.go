@@ -14,4 +14,8 @@ const (
 	KindReboot Kind = "reboot"
 	// KindBoardLost is a board that did not come back.
 	KindBoardLost Kind = "board-lost"
+	// KindHarnessInduced is a stall the harness caused itself (its own
+	// load starved the tasks the kernel waited for), with the evidence:
+	// reported, never counted as a kernel finding.
+	KindHarnessInduced Kind = "harness-induced"
 )

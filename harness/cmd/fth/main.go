@@ -87,7 +87,7 @@ func commands() map[string]cmdFunc {
 	return map[string]cmdFunc{
 		"build": cmdBuild, "image": cmdImage, "run": cmdRun, "matrix": cmdMatrix,
 		"repro": cmdRepro, "soak": cmdSoak, "bench": cmdBench, "boardvm": cmdBoardVM,
-		"triage": cmdTriage, "report": cmdReport, "compare": cmdCompare,
+		"triage": cmdTriage, "mutate": cmdMutate, "report": cmdReport, "compare": cmdCompare,
 	}
 }
 

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/matrix"
+	"github.com/ftrace-harness/fth/harness/mutate"
+	"github.com/ftrace-harness/fth/harness/runner"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/internal/atomicfile"
+	"github.com/ftrace-harness/fth/results"
+)
+
+func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("mutate")
+	var b buildFlags
+	b.register(fs, withKernel)
+	var (
+		arches   = fs.String("arches", "x86_64", "comma-separated arches to run the mutants of (or 'all')")
+		names    = fs.String("mutants", "", "comma-separated mutant names, or 'all' (default: every mutant marked Default)")
+		budget   = fs.Duration("budget", 2*time.Minute, "how long each kernel runs the scenario before a mutant counts as not detected")
+		seed     = fs.Int64("seed", 0, "seed shared by every cell of the run (0: one drawn now and recorded)")
+		out      = fs.String("out", "out/runs", "directory for run results")
+		runID    = fs.String("run-id", "", "run id (default: mutate- plus a time stamp)")
+		list     = fs.Bool("list", false, "list the mutants and stop")
+		require  = fs.Bool("require-detected", false, "exit non-zero when a mutant is not detected (the unmutated kernel failing always does)")
+		accel    = fs.String("accel", string(matrix.DefaultParams().Accel), "QEMU accelerator (see fth run)")
+		mutDir   = fs.String("mutants-dir", "", "directory of *.patch mutants (default: <repo>/mutants)")
+		dryRun   = fs.Bool("dry-run", false, "check every input and print the cells, then stop")
+		agentArg multiFlag
+	)
+	fs.Var(&agentArg, "agent-arg", "agent option key=value added to every cell's scenario (repeatable)")
+	if err := parseFlags(fs, args, stdout, help{
+		Usage: "fth mutate [flags]",
+		About: "Measures the harness's bug-finding power. For each arch, runs the mutation\nscenario (the churn for --budget) on the unmutated kernel, which must pass, and\non each mutant: the same kernel with one patching bug put in on purpose\n(mutants/*.patch), built from the unmutated build directory so that only the\npatched files recompile. Prints and writes (mutation.json, report.html) a table:\nmutant, arch, detected, time to detect, title.",
+	}); err != nil {
+		return err
+	}
+	if err := checkPositive("budget", *budget, false); err != nil {
+		return err
+	}
+	archRows, err := matrix.ParseArches(splitList(*arches))
+	if err != nil {
+		return fmt.Errorf("%w: --arches: %v", errUsage, err)
+	}
+	_, repo, _, err := b.resolve()
+	if err != nil {
+		return err
+	}
+	if *mutDir == "" {
+		*mutDir = filepath.Join(repo, "mutants")
+	}
+	all, err := mutate.Load(*mutDir)
+	if err != nil {
+		return err
+	}
+	if *list {
+		printMutants(stdout, all)
+		return nil
+	}
+	if *seed == 0 {
+		*seed = time.Now().UnixNano()&0x7fffffff | 1
+	}
+	extra := map[string]string{}
+	if err := agentArg.into(extra); err != nil {
+		return err
+	}
+	accelV, err := qemu.ParseAccel(*accel)
+	if err != nil {
+		return fmt.Errorf("%w: --accel: %v", errUsage, err)
+	}
+	def := matrix.DefaultParams()
+	type job struct {
+		mutant *mutate.Mutant
+		cell   runner.Cell
+	}
+	var jobs []job
+	for _, a := range archRows {
+		ms, err := mutate.Select(all, splitList(*names), a.Name)
+		if err != nil {
+			return fmt.Errorf("%w: --mutants: %v", errUsage, err)
+		}
+		if len(ms) == 0 {
+			fmt.Fprintf(stdout, "%s: no mutant applies; skipped\n", a.Name)
+			continue
+		}
+		b.arch = string(a.Name)
+		_, _, frags, err := b.resolve()
+		if err != nil {
+			return err
+		}
+		mk := func(name string, m *mutate.Mutant) (runner.Cell, error) {
+			agent := mutate.DefaultAgent(*budget)
+			agent["seed"] = fmt.Sprint(*seed)
+			cfrags := frags
+			var patches []kbuild.Patch
+			if m != nil {
+				maps.Copy(agent, m.Agent)
+				cfrags = append(append([]string(nil), frags...), m.Fragments...)
+				patches = []kbuild.Patch{m.KernelPatch()}
+			}
+			maps.Copy(agent, extra)
+			if err := checkAgentArgs(agent, nil); err != nil {
+				return runner.Cell{}, fmt.Errorf("%s: %w", name, err)
+			}
+			return runner.Cell{
+				Name: name, Arch: a, Fragments: cfrags, Preempt: "full", Scenario: scenarioName(agent), AgentArgs: agent,
+				Accel: accelV, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Silence: def.Silence,
+				// The scenario's budget, plus boot, module loading and the
+				// agent's own teardown, scaled per arch by the target.
+				Deadline: *budget + 10*time.Minute,
+				Patches:  patches,
+			}, nil
+		}
+		c, err := mk(fmt.Sprintf("%s-unmutated", a.Name), nil)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, job{nil, c})
+		for i := range ms {
+			c, err := mk(fmt.Sprintf("%s-%s", a.Name, ms[i].Name), &ms[i])
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, job{&ms[i], c})
+		}
+	}
+	if *dryRun {
+		for _, j := range jobs {
+			printDryRun(stdout, j.cell, b.kernelSrc)
+		}
+		return nil
+	}
+	if len(jobs) == 0 {
+		return fmt.Errorf("%w: no mutant applies to --arches %s", errUsage, *arches)
+	}
+	log := newLogger(stderr, b.verbose)
+	env := b.env(log, repo)
+	if *runID == "" {
+		*runID = "mutate-" + newRunID()
+	}
+	runDir := filepath.Join(*out, *runID)
+	table := mutate.Table{RunID: *runID, Seed: *seed, Budget: budget.Seconds()}
+	var sums []results.CellSummary
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		log.Info("mutation cell", "cell", j.cell.Name)
+		r, err := env.Run(ctx, *runID, runDir, j.cell)
+		if err != nil && r.Cell == "" {
+			return err
+		}
+		row := mutate.Judge(r)
+		row.Budget = budget.Seconds()
+		row.BuildSeconds = r.Timings.KernelSeconds
+		if r.Kernel.Cached {
+			row.BuildSeconds = 0
+		}
+		if j.mutant != nil {
+			row.Mutant, row.Class = j.mutant.Name, j.mutant.Class
+		}
+		table.Rows = append(table.Rows, row)
+		sums = append(sums, results.Summarize(r, filepath.Join(runDir, j.cell.Name)))
+		// Written after every cell: an interrupted run keeps what it measured.
+		if err := writeMutationTable(runDir, table); err != nil {
+			return err
+		}
+	}
+	if err := results.WriteSummary(runDir, results.Summary{RunID: *runID, At: time.Now().UTC(), Cells: sums}); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	table.Print(stdout)
+	fmt.Fprintf(stdout, "\nresults: %s\n", runDir)
+	writeRunReport(ctx, log, runDir, stdout)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return table.Err(*require)
+}
+
+// writeMutationTable writes mutation.json atomically.
+func writeMutationTable(runDir string, t mutate.Table) error {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(runDir, results.MutationFile), append(b, '\n'))
+}
+
+func printMutants(w io.Writer, ms []mutate.Mutant) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MUTANT\tCLASS\tARCHES\tDEFAULT\tSCENARIO")
+	for _, m := range ms {
+		var arches []string
+		for _, a := range m.Arches {
+			arches = append(arches, string(a))
+		}
+		agent := "churn"
+		if len(m.Agent) > 0 {
+			agent += " " + formatAgent(m.Agent)
+		}
+		if len(m.Fragments) > 0 {
+			agent += " +" + strings.Join(m.Fragments, "+")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", m.Name, m.Class, strings.Join(arches, ","), m.Default, agent)
+	}
+	tw.Flush()
+}
+
+var _ = arch.X86_64

@@ -1,0 +1,360 @@
+// Package mutate measures the harness's own bug-finding power: it builds
+// kernels with a known patching bug put in on purpose (a mutant, one patch
+// under mutants/), runs the scenario that should catch it, and says whether
+// it did, how soon and with what title. The unmutated kernel runs the same
+// scenario in the same run and must pass, or a detection means nothing.
+package mutate
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/console"
+)
+
+// Class is the kind of patching bug a mutant puts in: the classes the
+// harness exists to find.
+type Class string
+
+// The classes. Each names what a correct kernel does that the mutant does
+// not.
+const (
+	// TrampolineFreedEarly: a BPF trampoline image or an ftrace ops
+	// trampoline freed before RCU-tasks says no task can still be in it.
+	TrampolineFreedEarly Class = "trampoline-freed-early"
+	// PatchUnsynchronised: the steps of a live text patch (x86 INT3,
+	// arm64 BL, riscv AUIPC+JALR) reordered or not synchronised.
+	PatchUnsynchronised Class = "patch-unsynchronised"
+	// CallOpsLiteralLate: a CALL_OPS callsite's ops literal written after
+	// its branch goes live.
+	CallOpsLiteralLate Class = "callops-literal-late"
+	// TextMutexDropped: callsites patched without text_mutex.
+	TextMutexDropped Class = "text-mutex-dropped"
+	// DirectModifyUnsafe: a direct call's target changed without routing
+	// the callsites through the temporary ops first.
+	DirectModifyUnsafe Class = "direct-modify-unsafe"
+)
+
+// Classes lists every class, in the order reports show them.
+var Classes = []Class{TrampolineFreedEarly, PatchUnsynchronised, CallOpsLiteralLate, TextMutexDropped, DirectModifyUnsafe}
+
+// Mutant is one mutants/<name>.patch file.
+type Mutant struct {
+	Name  string
+	Class Class
+	// Arches it applies to (the patch touches generic code, or one arch's).
+	Arches []arch.Name
+	// Agent holds the agent options of the scenario that should catch it,
+	// on top of DefaultAgent.
+	Agent map[string]string
+	// Fragments are kconfig fragments added to the arch's defaults (a
+	// detection aid such as debug/lockdep).
+	Fragments []string
+	// Why explains the bug and how the scenario should expose it.
+	Why string
+	// Patch is the diff (with the header above it, which patch ignores).
+	Patch []byte
+	// Default says the mutant is part of `make mutation`.
+	Default bool
+}
+
+// DefaultAgent is the scenario every mutant runs unless its header says
+// otherwise: the churn with every tracer, modules and preemption-model
+// switches, for Budget.
+func DefaultAgent(budget time.Duration) map[string]string {
+	return map[string]string{
+		"scenario": "churn", "churn": budget.String(), "n": "0", "mixed": "true", "modules": "true",
+	}
+}
+
+// KernelPatch is the patch kbuild applies.
+func (m Mutant) KernelPatch() kbuild.Patch {
+	return kbuild.Patch{Name: "mutant-" + m.Name, Text: m.Patch}
+}
+
+// ErrBadMutant is wrapped for a mutant file that cannot be used.
+var ErrBadMutant = errors.New("bad mutant")
+
+var nameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// Load reads every *.patch under dir, sorted by name.
+func Load(dir string) ([]Mutant, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.patch"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: no *.patch under %s", ErrBadMutant, dir)
+	}
+	slices.Sort(files)
+	var out []Mutant
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		m, err := Parse(strings.TrimSuffix(filepath.Base(f), ".patch"), b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Parse reads a mutant: "Key: value" header lines (Mutant, Class, Arches,
+// Agent, Fragments, Default, Why; a line starting with white space continues
+// the previous value), then the diff.
+func Parse(name string, text []byte) (Mutant, error) {
+	m := Mutant{Name: name, Patch: text, Agent: map[string]string{}}
+	if !nameRe.MatchString(name) {
+		return m, fmt.Errorf("%w: name %q: want lower-case words joined by -", ErrBadMutant, name)
+	}
+	head := map[string]string{}
+	var last string
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "--- ") || strings.HasPrefix(line, "diff ") {
+			break
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if (line[0] == ' ' || line[0] == '\t') && last != "" {
+			head[last] += " " + strings.TrimSpace(line)
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			return m, fmt.Errorf("%w: header line %q: want Key: value", ErrBadMutant, line)
+		}
+		last = strings.TrimSpace(k)
+		head[last] = strings.TrimSpace(v)
+	}
+	for k := range head {
+		if !slices.Contains([]string{"Mutant", "Class", "Arches", "Agent", "Fragments", "Default", "Why"}, k) {
+			return m, fmt.Errorf("%w: unknown header %q", ErrBadMutant, k)
+		}
+	}
+	if head["Mutant"] != name {
+		return m, fmt.Errorf("%w: header Mutant: %q, file name %q: they must agree", ErrBadMutant, head["Mutant"], name)
+	}
+	m.Class = Class(head["Class"])
+	if !slices.Contains(Classes, m.Class) {
+		return m, fmt.Errorf("%w: Class %q: want one of %v", ErrBadMutant, head["Class"], Classes)
+	}
+	for _, a := range strings.Fields(head["Arches"]) {
+		if _, err := arch.Lookup(a); err != nil {
+			return m, fmt.Errorf("%w: Arches: %v", ErrBadMutant, err)
+		}
+		m.Arches = append(m.Arches, arch.Name(a))
+	}
+	if len(m.Arches) == 0 {
+		return m, fmt.Errorf("%w: no Arches", ErrBadMutant)
+	}
+	for _, kv := range strings.Fields(head["Agent"]) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return m, fmt.Errorf("%w: Agent %q: want key=value ...", ErrBadMutant, kv)
+		}
+		m.Agent[k] = v
+	}
+	m.Fragments = strings.Fields(head["Fragments"])
+	if d := head["Default"]; d != "" {
+		var err error
+		if m.Default, err = strconv.ParseBool(d); err != nil {
+			return m, fmt.Errorf("%w: Default %q: want true or false", ErrBadMutant, d)
+		}
+	}
+	m.Why = head["Why"]
+	if m.Why == "" {
+		return m, fmt.Errorf("%w: no Why: say what the bug is and how the scenario should catch it", ErrBadMutant)
+	}
+	if _, err := kbuild.PatchedFiles(text); err != nil {
+		return m, fmt.Errorf("%w: %w", ErrBadMutant, err)
+	}
+	return m, nil
+}
+
+// Select returns the mutants named (all defaults when names is empty, every
+// mutant for "all") that apply to a.
+func Select(ms []Mutant, names []string, a arch.Name) ([]Mutant, error) {
+	var out []Mutant
+	for _, n := range names {
+		if n != "all" && !slices.ContainsFunc(ms, func(m Mutant) bool { return m.Name == n }) {
+			var known []string
+			for _, m := range ms {
+				known = append(known, m.Name)
+			}
+			return nil, fmt.Errorf("%w: no mutant %q (there are: %s)", ErrBadMutant, n, strings.Join(known, ", "))
+		}
+	}
+	for _, m := range ms {
+		if !slices.Contains(m.Arches, a) {
+			continue
+		}
+		switch {
+		case len(names) == 0 && m.Default, slices.Contains(names, "all"), slices.Contains(names, m.Name):
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Row is one line of a mutation table: a mutant (or the unmutated kernel,
+// Mutant "") on one arch.
+type Row struct {
+	Mutant string    `json:"mutant"`
+	Class  Class     `json:"class,omitempty"`
+	Arch   arch.Name `json:"arch"`
+	// Detected: the cell failed on a kernel finding. For the unmutated
+	// kernel it must be false.
+	Detected bool `json:"detected"`
+	// Seconds is the time to detection: the kernel's own time stamp of the
+	// first report (seconds since boot), or the guest's run time for a
+	// finding without one (a hang); 0 when nothing was detected.
+	Seconds float64         `json:"seconds,omitempty"`
+	Title   string          `json:"title,omitempty"`
+	Verdict results.Verdict `json:"verdict"`
+	Reason  string          `json:"reason,omitempty"`
+	// Budget is how long the scenario ran (or would have) without a
+	// detection.
+	Budget float64 `json:"budget_seconds"`
+	// BuildSeconds is the patched kernel's build time (0 from the cache).
+	BuildSeconds float64 `json:"build_seconds"`
+	Cell         string  `json:"cell"`
+	Seed         string  `json:"seed,omitempty"`
+}
+
+// stampRe is printk's time stamp.
+var stampRe = regexp.MustCompile(`^\[\s*(\d+\.\d+)\]`)
+
+// Judge turns a cell's result into a row. A failure counts as a detection
+// only when a finding is the kernel's: not known, and not one the harness
+// caused itself (console.KindHarnessInduced).
+func Judge(r results.Result) Row {
+	row := Row{Arch: arch.Name(r.Arch), Verdict: r.Verdict, Reason: r.Reason, Cell: r.Cell, Seed: r.Seed}
+	if r.Verdict != results.Fail {
+		return row
+	}
+	for _, f := range r.Findings {
+		if f.Known != "" || f.Kind == console.KindHarnessInduced {
+			continue
+		}
+		row.Detected, row.Title = true, f.Title
+		row.Seconds = r.Timings.GuestSeconds
+		for _, line := range strings.Split(f.Report, "\n") {
+			if m := stampRe.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+				row.Seconds, _ = strconv.ParseFloat(m[1], 64)
+				break
+			}
+		}
+		break
+	}
+	return row
+}
+
+// Table is a mutation run: mutation.json in the run directory.
+type Table struct {
+	RunID string `json:"run_id"`
+	// Seed is shared by every cell, so each kernel ran the same plan.
+	Seed   int64   `json:"seed"`
+	Budget float64 `json:"budget_seconds"`
+	Rows   []Row   `json:"rows"`
+}
+
+// Summary counts the mutant rows (not the unmutated kernels).
+func (t Table) Summary() (mutants, detected int, median float64) {
+	var secs []float64
+	for _, r := range t.Rows {
+		if r.Mutant == "" {
+			continue
+		}
+		mutants++
+		if r.Detected {
+			detected++
+			secs = append(secs, r.Seconds)
+		}
+	}
+	if len(secs) > 0 {
+		slices.Sort(secs)
+		median = secs[len(secs)/2]
+		if len(secs)%2 == 0 {
+			median = (secs[len(secs)/2-1] + secs[len(secs)/2]) / 2
+		}
+	}
+	return mutants, detected, median
+}
+
+// Print writes the table for a terminal.
+func (t Table) Print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MUTANT\tARCH\tDETECTED\tSECONDS\tTITLE")
+	for _, r := range t.Rows {
+		name, det := r.Mutant, "no"
+		if name == "" {
+			name = "(unmutated)"
+		}
+		if r.Detected {
+			det = "yes"
+		}
+		secs, title := "-", r.Title
+		if r.Detected {
+			secs = fmt.Sprintf("%.1f", r.Seconds)
+		}
+		if title == "" {
+			title = string(r.Verdict)
+			if r.Reason != "" && r.Verdict != results.Pass {
+				title += ": " + r.Reason
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, r.Arch, det, secs, title)
+	}
+	tw.Flush()
+	n, d, med := t.Summary()
+	if n > 0 {
+		fmt.Fprintf(w, "\n%d of %d mutants detected (%.0f%%), median time to detect %.1f s, budget %.0f s each, seed %d\n", d, n, 100*float64(d)/float64(n), med, t.Budget, t.Seed)
+	}
+}
+
+// Err says why the run does not stand: an unmutated kernel that did not
+// pass, or (with requireAll) a mutant that was not detected.
+func (t Table) Err(requireAll bool) error {
+	var bad, missed []string
+	for _, r := range t.Rows {
+		switch {
+		case r.Mutant == "" && (r.Detected || r.Verdict != results.Pass):
+			bad = append(bad, fmt.Sprintf("%s: %s %s", r.Arch, r.Verdict, r.Reason))
+		case r.Mutant != "" && !r.Detected:
+			missed = append(missed, r.Mutant+" on "+string(r.Arch))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w (%s): no detection in this run can be told from noise", ErrControlFailed, strings.Join(bad, "; "))
+	}
+	if requireAll && len(missed) > 0 {
+		return fmt.Errorf("%w: %s", ErrUndetected, strings.Join(missed, ", "))
+	}
+	return nil
+}
+
+// ErrControlFailed: the unmutated kernel failed the mutation scenario.
+var ErrControlFailed = errors.New("the unmutated kernel failed the mutation scenario")
+
+// ErrUndetected: a mutant got through and the run required every one caught.
+var ErrUndetected = errors.New("mutants not detected")
