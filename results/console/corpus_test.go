@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -267,4 +268,91 @@ func sortFindings(fs []Finding) {
 			fs[j], fs[j-1] = fs[j-1], fs[j]
 		}
 	}
+}
+
+// requiredReports are the report kinds the corpus must hold a fixture of
+// (issue 15's list): each is a title prefix that some fixture's expected
+// findings must start with.
+var requiredReports = []string{
+	"Internal error: ", "Unhandled fault: ", "Unable to handle kernel ", "Oops: illegal instruction", "BUG: Kernel NULL pointer dereference",
+	"kernel BUG in ", "general protection fault", "PANIC: double fault", "Oops: divide error",
+	ResetTitle, "bad unlock balance", "held lock freed", "still has locks held", "locking bug", "possible deadlock",
+	"inconsistent lock state", "suspicious RCU usage", "trying to register non-static key",
+	"BUG: using smp_processor_id() in preemptible code", "BUG: using __this_cpu_read() in preemptible code",
+	"KCSAN: data-race", "KASAN: ", "memory leak", "ODEBUG: ", "refcount_t: ", "BUG: bad usercopy",
+	"WARNING: kernel stack frame pointer has bad value", "INFO: rcu_tasks grace period stall", "INFO: rcu detected stall",
+	"unregister_netdevice: waiting for", "WARNING in ", "kernel panic: ", "INFO: task hung", "BUG: soft lockup",
+	"BUG: hard lockup", "BUG: workqueue lockup", "ftrace bug: ",
+}
+
+// cleanArches are the arches the harness runs; each needs report-free
+// logs in the corpus, which must yield no finding. noCleanLog lists those
+// that have none yet, and why; an arch leaves it once it has one.
+var (
+	cleanArches = []string{"x86_64", "arm64", "riscv64", "powerpc"}
+	noCleanLog  = map[string]string{
+		"arm64":   "no boot log of an arm64 kernel is kept anywhere in the project; it needs a boot (make test-all)",
+		"powerpc": "no ppc64le boot log is kept; it needs a boot (make test-all, TestPPC64LEBootsAndHammers)",
+	}
+)
+
+// TestCorpusCoverage checks that every required report kind has a
+// fixture, and every arch its clean logs, and logs the fixture counts per
+// kind and arch (go test -v -run TestCorpusCoverage) that README quotes.
+func TestCorpusCoverage(t *testing.T) {
+	counts := map[string]map[string]int{}
+	clean := map[string]int{}
+	var titles []string
+	for _, path := range corpusFiles(t) {
+		c, err := readCase(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arch := filepath.Base(filepath.Dir(path))
+		if len(c.want) == 0 {
+			clean[arch]++
+			continue
+		}
+		seen := map[Kind]bool{}
+		for _, w := range c.want {
+			titles = append(titles, w.Title)
+			if !seen[w.Kind] {
+				seen[w.Kind] = true
+				if counts[string(w.Kind)] == nil {
+					counts[string(w.Kind)] = map[string]int{}
+				}
+				counts[string(w.Kind)][arch]++
+			}
+		}
+	}
+	for _, prefix := range requiredReports {
+		found := false
+		for _, title := range titles {
+			if strings.HasPrefix(title, prefix) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no fixture is titled %q...: add a real log of it under testdata/<arch>/", prefix)
+		}
+	}
+	for _, arch := range cleanArches {
+		_, excused := noCleanLog[arch]
+		switch {
+		case clean[arch] == 0 && !excused:
+			t.Errorf("%s: no report-free log in testdata/%s", arch, arch)
+		case clean[arch] > 0 && excused:
+			t.Errorf("%s has clean logs now: drop it from noCleanLog", arch)
+		}
+	}
+	kinds := make([]string, 0, len(counts))
+	for k := range counts {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		t.Logf("%-12s x86_64=%d arm64=%d riscv64=%d powerpc=%d arm=%d", k, counts[k]["x86_64"], counts[k]["arm64"], counts[k]["riscv64"], counts[k]["powerpc"], counts[k]["arm"])
+	}
+	t.Logf("%-12s x86_64=%d arm64=%d riscv64=%d powerpc=%d arm=%d", "clean", clean["x86_64"], clean["arm64"], clean["riscv64"], clean["powerpc"], clean["arm"])
 }

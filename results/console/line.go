@@ -102,6 +102,10 @@ func parseFrame(text string) (frame, bool) {
 	}
 	m := rules.frame.FindStringSubmatch(text)
 	if m == nil {
+		if rules.bareFrame.MatchString(text) {
+			// No name to title by: kept in the trace, like a "? " frame.
+			return frame{unreliable: true}, true
+		}
 		return frame{}, false
 	}
 	return frame{

@@ -126,12 +126,29 @@ func headerPatterns() []patternSpec {
 		{Kind: KindLockdep, Header: `^WARNING: held lock freed!`, Title: "held lock freed in {func}", Func: funcStack},
 		{Kind: KindLockdep, Header: `^WARNING: lock held when returning to user space!`, Title: "lock held when returning to user space in {func}", Func: funcStack},
 		{Kind: KindLockdep, Header: `^BUG: (?P<what>MAX_LOCKDEP_\w+ too low!)`, Title: "BUG: {what}"},
+		{Kind: KindLockdep, Header: `^WARNING: \S+/\d+ still has locks held!`, Title: "still has locks held in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^INFO: trying to register non-static key`, Title: "trying to register non-static key in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^\[ BUG: Invalid wait context \]`, Title: "BUG: Invalid wait context in {func}", Func: funcStack},
+		// DEBUG_LOCKS_WARN_ON() is a WARN whose message comes first; any
+		// WARN in the locking code is lockdep finding the locking broken.
+		{Kind: KindLockdep, Header: `^DEBUG_LOCKS_WARN_ON\(`, Title: "locking bug in {func}", Func: funcStack, Absorb: []string{`^WARNING: `}},
+		{Kind: KindLockdep, Header: `^WARNING: (?:CPU: \d+ PID: \d+ at )?kernel/locking/[\w./-]+:\d+ `, Title: "locking bug in {func}", Func: funcStack},
+
+		// WARNs whose message says what broke. The message comes before the
+		// WARNING line, which joins the report; the warning function is a
+		// helper, so the title names its caller.
+		{Kind: KindWarning, Header: `^refcount_t: (?P<what>[^.]+)\.?$`, Title: "refcount_t: {what} in {func}", Func: funcStack, Absorb: []string{`^WARNING: `}},
+		{Kind: KindWarning, Header: `^ODEBUG: (?P<what>[\w ]+?) \(active state \d+\) object: `, Title: "ODEBUG: {what} in {func}", Func: funcStack, Absorb: []string{`^WARNING: `}},
+		// The frame-pointer unwinder's complaint has no call trace of its
+		// own, only a raw stack dump; "in comm:pid" is the task.
+		{Kind: KindWarning, Header: `^WARNING: kernel stack (?P<what>frame pointer|regs) at \S+ in .+:\d+ has bad (?:'bp' )?value`, Title: "WARNING: kernel stack {what} has bad value"},
 
 		// WARN(): classic, new (v6.15+, optionally with the condition) and
 		// ancient forms. The header names the function that warned.
 		{Kind: KindWarning, Header: `^WARNING: CPU: \d+ PID: \d+ at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup},
 		{Kind: KindWarning, Header: `^WARNING: (?:\[.*\] )?\S+:\d+ at ` + funcName + offset + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup},
 		{Kind: KindWarning, Header: `^WARNING: at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup},
+		{Kind: KindWarning, Header: `^WARNING: at ` + funcName + offset + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup},
 
 		{Kind: KindPanic, Header: `^Kernel panic - not syncing: stack-protector: Kernel stack is corrupted in: ` + funcName, Title: "kernel panic: stack is corrupted in {func}", Func: funcGroup},
 		{Kind: KindPanic, Header: `^Kernel panic - not syncing: (?P<msg>.*\S)`, Title: "kernel panic: {msg}"},
@@ -141,11 +158,22 @@ func headerPatterns() []patternSpec {
 		// The stalled CPU's backtrace comes after the stall summary, often
 		// from another CPU's context.
 		{Kind: KindRCUStall, Header: `^(?:rcu: )?(?:INFO: )?(?P<flavor>rcu_\w+) (?:self-)?detected (?:expedited )?stalls? on`, Title: "INFO: rcu detected stall in {func}", Func: funcIP, MaxLines: 150},
+		// RCU Tasks says a grace period is taking long (rcu_task_stall_info,
+		// 10 s by default) well before its stall warning: a task kept in
+		// a trampoline, or never scheduled, holds up every detach.
+		{Kind: KindRCUStall, Header: `^\w+: (?P<flavor>rcu_tasks\w*) grace period number \d+ \(since boot\)(?: gp_state: \S+)? is \d+ jiffies old`, Title: "INFO: {flavor} grace period stall", MaxLines: 20},
 		{Kind: KindHungTask, Header: `^INFO: task (?P<task>.+):\d+ blocked (?:in I/O wait )?for more than \d+ seconds`, Title: "INFO: task hung in {func}", Func: funcStack},
 		// The busy workers' backtraces come after a long pool dump.
 		{Kind: KindWorkqueueStall, Header: `^BUG: workqueue lockup - pool`, Title: "BUG: workqueue lockup in {func}", Func: funcWorkqueue, MaxLines: 250},
 
-		{Kind: KindOops, Header: `^(?:Oops: )?general protection fault\b`, Title: "general protection fault in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^(?:Oops: )?(?:segment-related )?general protection fault\b`, Title: "general protection fault in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^PANIC: double fault, error_code: 0x[0-9a-f]+`, Title: "PANIC: double fault in {func}", Func: funcFault, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^BUG: \w+ stack guard page was hit at`, Title: "BUG: stack guard page was hit in {func}", Func: funcFault, Absorb: oopsDie},
+		// powerpc's bad_page_fault(): "BUG: Kernel NULL pointer dereference on read at 0x00000000",
+		// then "Faulting instruction address:" and die()'s "Oops: Kernel access of bad area, sig: 11 [#1]".
+		{Kind: KindOops, Header: `^BUG: (?P<what>Kernel NULL pointer dereference|Unable to handle kernel (?:data access|instruction fetch|unaligned access)|Unable to handle unknown paging fault)`, Title: "BUG: {what} in {func}", Func: funcFault, Absorb: oopsDie},
+		// arm (and arm64 before v5.8) do_mem_abort(): "Unhandled fault: synchronous external abort (0x96000010) at 0x...".
+		{Kind: KindOops, Header: `^Unhandled fault: (?P<what>.+?) \(0x[0-9a-f]+\) at 0x[0-9a-f]+`, Title: "Unhandled fault: {what} in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^BUG: unable to handle (?P<what>page fault|kernel paging request|kernel NULL pointer dereference)`, Title: "BUG: unable to handle {what} in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^BUG: kernel NULL pointer dereference, address`, Title: "BUG: kernel NULL pointer dereference in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^Unable to handle kernel (?P<what>paging request|NULL pointer dereference|access to user memory|execute from non-executable memory|read from unreadable memory|write to read-only memory)`, Title: "Unable to handle kernel {what} in {func}", Func: funcFault, Absorb: oopsDie},
@@ -154,12 +182,26 @@ func headerPatterns() []patternSpec {
 		{Kind: KindOops, Header: `^Internal error: Oops - (?P<what>[^:\[]*[^:\[ ]): [0-9a-fx]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^Oops: (?P<what>[^,\[]*[^,\[ ]), sig: \d+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^(?:Internal error: )?Oops(?:: [0-9a-fx]+)? \[#\d+\]`, Title: "Oops in {func}", Func: funcFault},
+		// riscv die(): "Oops - illegal instruction [#1]", "Kernel BUG [#1]".
+		{Kind: KindOops, Header: `^Oops - (?P<what>[^\[]*[^\[ ]) \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
+		{Kind: KindBug, Header: `^Kernel BUG \[#\d+\]`, Title: "kernel BUG in {func}", Func: funcIP},
+		// arm64 die() for what is not an "Oops": "Internal error: synchronous external abort: 0000000096000010 [#1]  SMP".
+		{Kind: KindOops, Header: `^Internal error: (?P<what>[^:\[]*[^:\[ ]): [0-9a-fx]+ \[#\d+\]`, Title: "Internal error: {what} in {func}", Func: funcFault},
 
 		{Kind: KindBug, Header: `^kernel BUG at (?P<file>[^\s:]+):\d+`, Title: "kernel BUG in {func}", Func: funcIP, Absorb: oopsDie},
+		// KCSAN names both racing functions, ordered so the title is stable.
+		{Kind: KindBug, Header: `^BUG: KCSAN: (?P<what>[\w :-]+?) in ` + funcName + ` / (?P<other>[A-Za-z_][\w.]*)`, Title: "KCSAN: {what} in {func} / {other}", Func: funcGroup, End: sanitizerEnd, UntilEnd: true, MaxLines: 200},
 		{Kind: KindBug, Header: `^BUG: (?P<tool>KASAN|KMSAN|KCSAN|KFENCE): (?P<what>.+?) in ` + funcName, Title: "{tool}: {what} in {func}", Func: funcGroup, End: sanitizerEnd, UntilEnd: true, MaxLines: 300},
+		{Kind: KindBug, Header: `^BUG: using (?P<what>smp_processor_id|__this_cpu_\w+)\(\) in preemptible \[[0-9a-f]+\] code`, Details: []string{`^caller is ` + funcName + `\+0x`}, Title: "BUG: using {what}() in preemptible code in {func}", Func: funcGroup},
+		// mm/usercopy.c prints what it caught, then BUG()s.
+		{Kind: KindBug, Header: `^usercopy: Kernel memory (?:exposure|overwrite) attempt detected`, Title: "BUG: bad usercopy in {func}", Func: funcStack, Absorb: []string{`^kernel BUG at `, dieLine}},
 		{Kind: KindBug, Header: `^UBSAN: (?P<what>.+?) in \S+`, Title: "UBSAN: {what} in {func}", Func: funcStack, End: sanitizerEnd, UntilEnd: true, MaxLines: 150},
 		{Kind: KindBug, Header: `^BUG: scheduling while atomic`, Title: "BUG: scheduling while atomic in {func}", Func: funcStack},
 		{Kind: KindBug, Header: `^BUG: sleeping function called from invalid context`, Title: "BUG: sleeping function called from invalid context in {func}", Func: funcStack},
+		// kmemleak names the leaked object's allocation stack; the first
+		// frame past the allocator allocated it.
+		{Kind: KindLeak, Header: `^(?:kmemleak: )?unreferenced object(?: \(percpu\))? 0x[0-9a-f]+ \(size \d+\):`, Title: "memory leak in {func}", Func: funcStack, MaxLines: 60},
+		{Kind: KindLeak, Header: `^unregister_netdevice: waiting for \S+ to become free`, Title: "unregister_netdevice: waiting for DEV to become free", MaxLines: 20},
 		{Kind: KindBug, Header: `^BUG: (?P<what>.*\S)`, Title: "BUG: {what}", Absorb: oopsDie},
 	}
 }

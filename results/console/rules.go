@@ -49,6 +49,10 @@ type ruleSet struct {
 	banner *regexp.Regexp
 	// frame and armFrame recognise one call-trace frame.
 	frame, armFrame *regexp.Regexp
+	// bareFrame is a call-trace frame with an address and no symbol
+	// ("[<00000000e0a73ec7>] 0xffffffffc01d2036"): module or BPF code
+	// kallsyms could not name, still inside the trace.
+	bareFrame *regexp.Regexp
 	// traceHeader starts a call trace section.
 	traceHeader *regexp.Regexp
 	// register matches register dumps, Code: lines and <IRQ>/<TASK>
@@ -140,6 +144,7 @@ func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet
 	rs.banner = c(`^-+\[ cut here \]-+$|^={10,}$`)
 	rs.frame = c(`^(?:kmemleak:)?\s*(?:<(?:IRQ|EOI|NMI|TASK)>\s+)?(?:\[<?[0-9a-f]{8,}>?\]\s+){0,2}(\?\s+)?([A-Za-z_][\w.]*)(` + offset + `|\s+[\w./-]+\.[chS]:\d+|\s+\[inline\])`)
 	rs.armFrame = c(`^\s*\[<[0-9a-f]+>\] \(([A-Za-z_][\w.]*)(?:` + offset + `)?\) from `)
+	rs.bareFrame = c(`^\s*(?:\[<?[0-9a-f]{8,}>?\]\s+){1,2}0x[0-9a-f]+\s*$`)
 	rs.traceHeader = c(`^(?:kmemleak:)?\s*(?:Call [Tt]race|Backtrace|backtrace(?: \(crc [0-9a-f]+\))?):?\s*$`)
 	rs.register = c(`^(?:[A-Za-z][A-Za-z0-9_]{0,7}\s{0,2}:\s*(?:[0-9a-fA-F]{4,}\b|\[<)|Code: |(?:NIP|LR) \[|(?:PC|LR) is at |</?(?:IRQ|TASK|NMI|EOI|SOFTIRQ)>|[0-9a-f]{4}:\s)`)
 	rs.symbolOffset = c(`\b[A-Za-z_][\w.]*` + offset)
