@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ftrace-harness/fth/results/symbolize"
 )
 
 // corpusLog writes the console log of a results/console corpus file (without
@@ -41,14 +46,15 @@ func TestTriageJSONContract(t *testing.T) {
 		wantLog   bool
 	}{
 		{name: "clean log is an empty array", logs: []string{clean}},
-		{name: "one log has no log field", logs: []string{oops}, wantCount: 3},
-		{name: "several logs name theirs", logs: []string{oops, clean, oops}, wantCount: 6, wantLog: true},
+		{name: "one log has no log field", logs: []string{oops}, wantCount: 2},
+		{name: "several logs name theirs", logs: []string{oops, clean, oops}, wantCount: 4, wantLog: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			if err := run(context.Background(), append([]string{"triage", "--json"}, tt.logs...), &out, &errOut); err != nil {
-				t.Fatalf("triage: %v\n%s", err, errOut.String())
+			err := run(context.Background(), append([]string{"triage", "--json"}, tt.logs...), &out, &errOut)
+			if want := tt.wantCount > 0; errors.Is(err, errCellsFailed) != want || (err != nil && !want) {
+				t.Fatalf("triage: %v, want a kernel-failure error (exit 1) = %v\n%s", err, want, errOut.String())
 			}
 			if tt.wantCount == 0 && strings.TrimSpace(out.String()) != "[]" {
 				t.Fatalf("clean output = %q, want []", out.String())
@@ -61,7 +67,7 @@ func TestTriageJSONContract(t *testing.T) {
 				t.Fatalf("%d findings, want %d", len(got), tt.wantCount)
 			}
 			for i, f := range got {
-				for _, k := range []string{"title", "kind", "first_line", "last_line"} {
+				for _, k := range []string{"title", "kind", "count", "first_line", "last_line", "report"} {
 					if _, ok := f[k]; !ok {
 						t.Errorf("finding %d has no %q: %v", i, k, f)
 					}
@@ -73,8 +79,15 @@ func TestTriageJSONContract(t *testing.T) {
 					t.Errorf("finding %d has frames without --vmlinux", i)
 				}
 			}
-			if tt.wantLog && (got[0]["log"] != oops || got[3]["log"] != oops) {
-				t.Errorf("log fields = %v, %v; want %s", got[0]["log"], got[3]["log"], oops)
+			if tt.wantLog && (got[0]["log"] != oops || got[2]["log"] != oops) {
+				t.Errorf("log fields = %v, %v; want %s", got[0]["log"], got[2]["log"], oops)
+			}
+			if tt.wantCount > 0 {
+				// Both vCPUs hit the int3: one finding, two reports.
+				f := got[0]
+				if f["title"] != "Oops: int3 in up_read" || f["count"] != 2.0 || f["guilty_frame"] != "up_read" || f["cpu"] != 1.0 || f["pid"] != 54.0 || f["comm"] != "uinit" || f["taint"] != "not tainted" {
+					t.Errorf("first finding = %v", f)
+				}
 			}
 		})
 	}
@@ -85,11 +98,11 @@ func TestTriageGroupsAcrossLogs(t *testing.T) {
 	again := corpusLog(t, t.TempDir(), "int3-oops-mttcg-attach-storm-7.3.4")
 	clean := corpusLog(t, t.TempDir(), "clean-boot-fth-7.3.4-attach-200")
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"triage", oops, clean, again}, &out, &out); err != nil {
-		t.Fatal(err)
+	if err := run(context.Background(), []string{"triage", oops, clean, again}, &out, &out); !errors.Is(err, errCellsFailed) {
+		t.Fatalf("triage found reports, err = %v, want exit 1 (errCellsFailed)", err)
 	}
 	for _, want := range []string{
-		"Oops: int3 in up_read (oops): 4 times in 2 of 3 logs\n  " + oops + ": lines 248-277, 278-292\n  " + again + ": lines 248-277, 278-292\n    __do_sys_newuname\n    do_syscall_64\n",
+		"Oops: int3 in up_read (oops): 4 times in 2 of 3 logs\n  first: CPU 1, task uinit[54], taint not tainted\n  " + oops + ": lines 248-277\n  " + again + ": lines 248-277\n    __do_sys_newuname\n    do_syscall_64\n",
 		"kernel panic: Fatal exception in interrupt (panic): 2 times in 2 of 3 logs\n",
 		"no kernel reports in: " + clean + "\n",
 	} {
@@ -127,7 +140,7 @@ func TestTriageVmlinux_SkipsUntilKernelBuilt(t *testing.T) {
 	vmlinux := fixtureVmlinuxPath(t)
 	oops := corpusLog(t, t.TempDir(), "int3-oops-mttcg-attach-storm-7.3.4")
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"triage", "--vmlinux", vmlinux, oops}, &out, &out); err != nil {
+	if err := run(context.Background(), []string{"triage", "--vmlinux", vmlinux, oops}, &out, &out); !errors.Is(err, errCellsFailed) {
 		t.Fatal(err)
 	}
 	want := "    do_syscall_x64 arch/x86/entry/syscall_64.c:64 [inline]\n    do_syscall_64+0x68/0x320 arch/x86/entry/syscall_64.c:87\n"
@@ -135,7 +148,7 @@ func TestTriageVmlinux_SkipsUntilKernelBuilt(t *testing.T) {
 		t.Errorf("output lacks %q:\n%s", want, out.String())
 	}
 	out.Reset()
-	if err := run(context.Background(), []string{"triage", "--json", "--vmlinux", vmlinux, oops}, &out, &out); err != nil {
+	if err := run(context.Background(), []string{"triage", "--json", "--vmlinux", vmlinux, oops}, &out, &out); !errors.Is(err, errCellsFailed) {
 		t.Fatal(err)
 	}
 	var got []triageFinding
@@ -158,7 +171,8 @@ func fixtureVmlinuxPath(t *testing.T) string {
 	paths, _ := filepath.Glob(filepath.Join(cache, "kernels", "x86_64-*", "build", "vmlinux"))
 	for _, p := range paths {
 		var out bytes.Buffer
-		if err := run(context.Background(), []string{"triage", "--json", "--vmlinux", p, corpusLog(t, t.TempDir(), "int3-oops-mttcg-attach-storm-7.3.4")}, &out, &out); err != nil {
+		// Reports found is exit 1; anything else (another build's vmlinux) is no match.
+		if err := run(context.Background(), []string{"triage", "--json", "--vmlinux", p, corpusLog(t, t.TempDir(), "int3-oops-mttcg-attach-storm-7.3.4")}, &out, &out); !errors.Is(err, errCellsFailed) {
 			continue
 		}
 		if strings.Contains(out.String(), `"file": "kernel/locking/rwsem.c"`) {
@@ -167,4 +181,34 @@ func fixtureVmlinuxPath(t *testing.T) string {
 	}
 	t.Skipf("no x86_64 vmlinux of the int3 fixture's build under %s/kernels: make test (e2e) or bin/fth build --arch x86_64 builds it", cache)
 	return ""
+}
+
+// A vmlinux of another build would give plausible, wrong file:line: triage
+// refuses it with an error naming both kernels (exit 2), before printing.
+func TestTriageRefusesAnotherKernelsVmlinux(t *testing.T) {
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc to link a stand-in vmlinux")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "v.c")
+	banner := "Linux version 7.3.4 (someone@else) (gcc 13) #7 SMP PREEMPT_DYNAMIC 2026-01-01"
+	if err := os.WriteFile(src, []byte("const char linux_banner[] = \""+banner+"\\n\";\nint main(void) { return linux_banner[0]; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vmlinux := filepath.Join(dir, "vmlinux")
+	if b, err := exec.Command(cc, "-o", vmlinux, src).CombinedOutput(); err != nil {
+		t.Skipf("gcc: %v\n%s", err, b)
+	}
+	oops := corpusLog(t, dir, "int3-oops-mttcg-attach-storm-7.3.4")
+	var out bytes.Buffer
+	err = run(context.Background(), []string{"triage", oops, "--vmlinux", vmlinux}, &out, &out)
+	if !errors.Is(err, symbolize.ErrMismatch) || exitCode(err, io.Discard) != exitError {
+		t.Fatalf("err = %v, want a symbolize.ErrMismatch (exit 2)", err)
+	}
+	for _, want := range []string{vmlinux, banner, "Linux version 7.3.4 (fth@fth)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
 }
