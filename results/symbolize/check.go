@@ -178,4 +178,3 @@ func (s *Symbolizer) Check(log string) (string, error) {
 	}
 	return "", nil
 }
-
