@@ -16,6 +16,7 @@ import (
 
 	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/console"
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/junit"
 	"github.com/ftrace-harness/fth/results/symbolize"
@@ -216,9 +217,55 @@ type findingView struct {
 	// observation).
 	Source             string
 	Title, Kind, Lines string
+	// Count is how many reports of the cell have this title (repeats and
+	// recursive faults, which the console records one by one).
+	Count int
+	// Guilty is the function the title names; Via the trampoline frame the
+	// report came through; Where the CPU, task and taint it names.
+	Guilty, Via, Where string
 	Stack              []string
 	Symbolized         bool
 	Excerpt            *excerptView
+}
+
+// reportDetails reads what a recorded report says about itself (guilty
+// frame, trampoline, CPU, task, taint) by parsing its excerpt again:
+// result.json keeps the report's lines, and the parser is the one place
+// that knows how to read them.
+func reportDetails(f results.Finding) (guilty, via, where string) {
+	if f.Report == "" {
+		return f.Function, "", ""
+	}
+	found := console.Parse([]byte(f.Report))
+	if len(found) == 0 {
+		return f.Function, "", ""
+	}
+	c := found[0]
+	for _, g := range found {
+		if g.Title == f.Title {
+			c = g
+			break
+		}
+	}
+	var parts []string
+	if c.CPU >= 0 {
+		parts = append(parts, fmt.Sprintf("CPU %d", c.CPU))
+	}
+	if c.Comm != "" || c.PID >= 0 {
+		task := c.Comm
+		if c.PID >= 0 {
+			task += fmt.Sprintf("[%d]", c.PID)
+		}
+		parts = append(parts, "task "+task)
+	}
+	if c.Taint != "" {
+		parts = append(parts, "taint "+c.Taint)
+	}
+	guilty = f.Function
+	if guilty == "" {
+		guilty = c.Function
+	}
+	return guilty, c.Trampoline, strings.Join(parts, ", ")
 }
 
 type excerptView struct {
@@ -401,11 +448,30 @@ func buildCell(ctx context.Context, run *results.Run, c results.Cell, opts Optio
 		limit = 40
 	}
 	sym, note := syms.forCell(r)
+	if sym != nil && len(r.Findings) > 0 && hasFile(c, results.ConsoleLog) {
+		// Another build's vmlinux would give wrong file:line: say so
+		// instead of symbolizing.
+		if log, err := os.ReadFile(filepath.Join(run.Dir, c.Dir, results.ConsoleLog)); err == nil {
+			if _, err := sym.Check(string(log)); errors.Is(err, symbolize.ErrMismatch) {
+				sym, note = nil, "stacks not symbolized: "+err.Error()
+			}
+		}
+	}
 	if note != "" && (len(r.Findings) > 0 || hasFile(c, results.RegistersFile)) {
 		cv.Notes = append(cv.Notes, note)
 	}
+	seen := map[string]int{}
 	for _, f := range r.Findings {
-		fv := findingView{Source: f.Source, Title: f.Title, Kind: string(f.Kind), Stack: f.Stack}
+		// The console records every report as it comes; the page shows one
+		// entry per title, with how many there were.
+		key := f.Source + "\x00" + f.Title
+		if i, ok := seen[key]; ok {
+			cv.Findings[i].Count++
+			continue
+		}
+		seen[key] = len(cv.Findings)
+		fv := findingView{Source: f.Source, Title: f.Title, Kind: string(f.Kind), Stack: f.Stack, Count: 1}
+		fv.Guilty, fv.Via, fv.Where = reportDetails(f)
 		in := findingFile(f, r.Board)
 		if f.StartLine > 0 {
 			fv.Lines = fmt.Sprintf("%s lines %d–%d", in, f.StartLine, f.EndLine)
