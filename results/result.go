@@ -16,6 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/results/console"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/hang"
 )
 
 // MaxOracleFailures bounds the failed checks kept in Result.Oracles; the
@@ -216,6 +217,10 @@ type Result struct {
 	// Shutdown is the reason of QEMU's last SHUTDOWN event ("guest-reset",
 	// "guest-shutdown", ...), when there was one.
 	Shutdown string `json:"shutdown,omitempty"`
+	// Hang is what the kernel said about a guest that stopped making
+	// progress (RCU-tasks stall warnings, sysrq w and t), read before the
+	// guest was killed.
+	Hang *hang.Explanation `json:"hang,omitempty"`
 
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason,omitempty"`

@@ -14,6 +14,8 @@ import (
 	"github.com/ftrace-harness/fth/harness/progress"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/hang"
+	"github.com/ftrace-harness/fth/stress/hammer"
 )
 
 // Spec is everything a cell needs beyond the built artifacts.
@@ -57,8 +59,9 @@ const hangTail = 60 * time.Second
 // in w. The returned error is an infrastructure error (QEMU would not
 // start); kernel misbehaviour is a verdict, not an error.
 func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec) error {
-	spec.VM.Cmdline = append(spec.VM.Cmdline, agentCmdline(spec.AgentArgs)...)
 	scale := spec.VM.Arch.TimeoutScale
+	spec.VM.Cmdline = append(spec.VM.Cmdline, rcuTasksStallArg(scaled(spec.Silence, scale)))
+	spec.VM.Cmdline = append(spec.VM.Cmdline, agentCmdline(spec.AgentArgs)...)
 	_ = w.Update(func(r *results.Result) {
 		r.Accel = string(spec.VM.Accel)
 		r.CPUs = spec.VM.CPUs
@@ -80,8 +83,27 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		// The agent option that stops avoiding the known findings' triggers
 		// also makes them count.
 		IncludeKnown: spec.AgentArgs["includeknown"] == "true",
+		Harness:      GuestHarness,
 	})
 }
+
+// GuestHarness is how the harness's threads look in the guest: the agent
+// runs as u-root's "agent" command, and its hammer's real-time threads
+// take RT priorities 1 to hammer.MaxRTPriority.
+var GuestHarness = hang.Harness{Comm: "agent", RTPrioLo: 99 - hammer.MaxRTPriority, RTPrioHi: 98}
+
+// rcuTasksStallArg makes the kernel name the tasks holding an RCU-tasks
+// grace period (with their stacks) after two thirds of the silence
+// watchdog, instead of its default ten minutes: every churn operation
+// waits for RCU-tasks, so a stuck grace period is the usual shape of a
+// silent agent, and its holders must be on the console before the VM is
+// killed. The value is in jiffies; the base fragment fixes HZ at 250.
+func rcuTasksStallArg(silence time.Duration) string {
+	return fmt.Sprintf("rcupdate.rcu_task_stall_timeout=%d", int(silence.Seconds()*2/3)*kernelHZ)
+}
+
+// kernelHZ is CONFIG_HZ of every kernel the harness builds (kconfigs/base).
+const kernelHZ = 250
 
 func scaled(d time.Duration, scale float64) time.Duration {
 	return time.Duration(float64(d) * scale)

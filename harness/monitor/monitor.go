@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/hang"
 	"github.com/ftrace-harness/fth/results/known"
 )
 
@@ -56,6 +58,9 @@ type Spec struct {
 	// Graces override the defaults below (zero keeps a default): tests
 	// shorten them.
 	Graces Graces
+	// Harness names the harness's own threads in the guest, so that a
+	// stall its real-time load caused is told from a kernel hang.
+	Harness hang.Harness
 }
 
 // Graces are the waits, not scaled, for the host side of a guest that has
@@ -76,16 +81,19 @@ type Graces struct {
 	// Drain ends the read of what is left after Close once nothing came
 	// for this long.
 	Drain time.Duration
+	// Sysrq bounds the wait for each sysrq's output (a target.Sysrqer):
+	// the read stops earlier once the console has been quiet for a second.
+	Sysrq time.Duration
 }
 
 // DefaultGraces are the graces of a real cell.
 func DefaultGraces() Graces {
-	return Graces{Reset: 2 * time.Second, Panic: 15 * time.Second, Done: 10 * time.Second, Drain: 500 * time.Millisecond}
+	return Graces{Reset: 2 * time.Second, Panic: 15 * time.Second, Done: 10 * time.Second, Drain: 500 * time.Millisecond, Sysrq: 20 * time.Second}
 }
 
 func (g Graces) orDefault() Graces {
 	d := DefaultGraces()
-	for _, p := range []struct{ v, def *time.Duration }{{&g.Reset, &d.Reset}, {&g.Panic, &d.Panic}, {&g.Done, &d.Done}, {&g.Drain, &d.Drain}} {
+	for _, p := range []struct{ v, def *time.Duration }{{&g.Reset, &d.Reset}, {&g.Panic, &d.Panic}, {&g.Done, &d.Done}, {&g.Drain, &d.Drain}, {&g.Sysrq, &d.Sysrq}} {
 		if *p.v <= 0 {
 			*p.v = *p.def
 		}
@@ -213,6 +221,10 @@ type run struct {
 	inFlight        *event.Op
 
 	tail, dead, resetSettled, pauseAt <-chan time.Time
+	// recent holds the last console lines, for explaining a hang.
+	recent []string
+	// explained is what the console said about a hang, once asked.
+	explained *hang.Explanation
 	// exitErr and stderr are the target's own account of an end (a failed
 	// deploy, QEMU's stderr), quoted when the guest vanished without a
 	// report.
@@ -238,6 +250,9 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, inst targ
 	m := &run{log: log, w: w, inst: inst, spec: spec, con: con, ev: ev, det: console.NewDetector(), start: time.Now()}
 	m.lastOut = m.start
 	out := m.loop(ctx)
+	if out == Silence || out == HangReport || out == Deadline {
+		m.askKernel(ctx)
+	}
 	m.teardown(ctx, out)
 	return m.finish(out)
 }
@@ -327,6 +342,10 @@ func (m *run) handle(e target.Event) (out Outcome, end bool) {
 func (m *run) consoleLine(line string) {
 	_ = m.con.Line(line)
 	m.conLines++
+	if len(m.recent) >= recentLines {
+		m.recent = append(m.recent[:0], m.recent[len(m.recent)-recentLines/2:]...)
+	}
+	m.recent = append(m.recent, line)
 	m.addConsole(m.det.Line(line))
 	if m.tail != nil && m.dead != nil {
 		return
@@ -506,7 +525,15 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 			r.Findings = append(r.Findings, results.Finding{Kind: console.KindReset, Title: silentResetTitle(tripleFault)})
 		}
 		if out == Silence {
-			r.Findings = append(r.Findings, results.Finding{Kind: console.KindHang, Title: fmt.Sprintf("hang: no output for %s", m.spec.Silence)})
+			f := results.Finding{Kind: console.KindHang, Title: fmt.Sprintf("hang: no output for %s", m.spec.Silence)}
+			if e := m.explained; e != nil && e.Title != "" {
+				f.Kind, f.Title = e.Kind, e.Title
+				f.Report = fmt.Sprintf("no output for %s; the kernel, asked with sysrq, shows:\n%s", m.spec.Silence, strings.Join(e.Evidence, "\n"))
+			}
+			r.Findings = append(r.Findings, f)
+		}
+		if m.explained != nil {
+			r.Hang = m.explained
 		}
 	})
 }
@@ -589,6 +616,9 @@ func (m *run) finish(out Outcome) error {
 func countable(fs []results.Finding, includeKnown bool) int {
 	n := 0
 	for _, f := range fs {
+		if f.Kind == console.KindHarnessInduced {
+			continue
+		}
 		if f.Known == "" || includeKnown {
 			n++
 		}
@@ -615,10 +645,15 @@ func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (
 	switch {
 	case countable(r.Findings, spec.IncludeKnown) > 0:
 		for _, f := range r.Findings {
-			if f.Known == "" || spec.IncludeKnown {
+			if f.Kind != console.KindHarnessInduced && (f.Known == "" || spec.IncludeKnown) {
 				return results.Fail, f.Title
 			}
 		}
+	case slices.ContainsFunc(r.Findings, func(f results.Finding) bool { return f.Kind == console.KindHarnessInduced }):
+		// The harness starved the guest itself: the kernel was not tested
+		// to the end, and did nothing wrong that the console shows.
+		i := slices.IndexFunc(r.Findings, func(f results.Finding) bool { return f.Kind == console.KindHarnessInduced })
+		return results.Error, r.Findings[i].Title
 	case len(r.Findings) > 0:
 		f := r.Findings[0]
 		return results.Pass, fmt.Sprintf("known finding %s ended the run (%s), not counted: --include-known counts it", f.Known, f.Title)

@@ -116,6 +116,14 @@ type Pauser interface {
 	Pause(ctx context.Context) error
 }
 
+// Sysrqer is a target that can send the guest kernel a magic sysrq key
+// from outside, so that a guest whose agent went silent still tells what
+// it is doing (blocked tasks, runqueues) on its console before it is
+// killed. The output comes as Console events.
+type Sysrqer interface {
+	Sysrq(ctx context.Context, key byte) error
+}
+
 // ResetExplainer is a target that can say more about a reset it reported:
 // QEMU's SHUTDOWN reason and whether its reset log shows a triple fault.
 // Both are valid until Close.

@@ -220,7 +220,7 @@ func (a *agent) execute(ctx context.Context) error {
 	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(len(funcs))})
 	report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
 
-	a.ham, err = hammer.Start(ctx, hammer.Config{Threads: a.opts.Threads, Stall: a.opts.Stall, Seed: a.opts.Seed, Emit: a.w, RT: a.opts.RT, TimerPeriod: a.opts.TimerPeriod})
+	a.ham, err = hammer.Start(ctx, hammer.Config{Threads: a.opts.Threads, Stall: a.opts.Stall, Seed: a.opts.Seed, Emit: a.w, RT: a.opts.RT, TimerPeriod: a.opts.TimerPeriod, FairShare: fairShare(a.opts.RTReserve)})
 	if err != nil {
 		return fmt.Errorf("hammer: %w", err)
 	}
@@ -392,3 +392,12 @@ func formatReasons(m map[inventory.Reason]int) string {
 // on a board the agent's stdin is a pipe the harness holds open and never
 // writes, so EOF means the SSH session that started the agent is gone, and
 // the stress must stop (and release its links) rather than outlive it.
+
+// fairShare turns the rtreserve option into the hammer's FairShare: 0
+// leaves the kernel's setting (negative there).
+func fairShare(percent int) float64 {
+	if percent == 0 {
+		return -1
+	}
+	return float64(percent) / 100
+}

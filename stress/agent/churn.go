@@ -137,7 +137,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	report.Logf(a.w, "churn: %d hot functions (%d on hammer syscall paths), exact-count on %q, %d background trampolines",
 		len(hot.Funcs), len(hot.SyscallPath), exactFn, len(bg))
 
-	hcfg := hammer.Config{Threads: o.Threads, Stall: o.Stall, Seed: o.Seed, Emit: a.w, RT: o.RT, TimerPeriod: o.TimerPeriod}
+	hcfg := hammer.Config{Threads: o.Threads, Stall: o.Stall, Seed: o.Seed, Emit: a.w, RT: o.RT, TimerPeriod: o.TimerPeriod, FairShare: fairShare(o.RTReserve)}
 	if exactFn != "" {
 		hcfg.Exclude = []hammer.Syscall{exactSyscall}
 	}

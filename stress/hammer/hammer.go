@@ -65,6 +65,12 @@ type Config struct {
 	// with this period and read it when it fires: an hrtimer interrupt
 	// stream independent of the thread's own sleeps.
 	TimerPeriod time.Duration
+	// FairShare is the share of every CPU reserved for SCHED_OTHER tasks
+	// while RT threads run (see DefaultFairShare, used when zero; negative
+	// leaves the kernel's setting). FairServerDir overrides FairServerDir
+	// for tests.
+	FairShare     float64
+	FairServerDir string
 }
 
 // Bounds of an RT hammer thread's sleep after each iteration.
@@ -73,9 +79,11 @@ const (
 	rtMaxSleep = 5 * time.Millisecond
 )
 
-// rtPriorities bounds the priorities RT threads draw from: low enough that
-// kernel threads (watchdogs, RCU) at higher RT priorities still run.
-const rtPriorities = 10
+// MaxRTPriority bounds the priorities RT threads draw from (1 to it): low
+// enough that kernel threads (watchdogs, RCU) at higher RT priorities
+// still run. The host reads it to recognise these threads in the guest's
+// runqueue dump (kernel prio = 99 - priority).
+const MaxRTPriority = 10
 
 // Syscall names a syscall the hammer makes, as the kernel's SYSCALL_DEFINE
 // does (without the architecture's wrapper prefix).
@@ -126,6 +134,8 @@ type Hammer struct {
 
 	rtRunning atomic.Int64
 	rtRefused atomic.Int64
+	// restoreFair puts the fair servers back as they were.
+	restoreFair func()
 
 	mu        sync.Mutex
 	reported  uint64 // total iterations at the last report
@@ -153,6 +163,23 @@ func Start(ctx context.Context, cfg Config) (*Hammer, error) {
 		}
 	}
 	h := newHammer(cfg, time.Now)
+	h.restoreFair = func() {}
+	if share := cfg.FairShare; cfg.RT > 0 && share >= 0 {
+		if share == 0 {
+			share = DefaultFairShare
+		}
+		dir := cfg.FairServerDir
+		if dir == "" {
+			dir = FairServerDir
+		}
+		restore, err := fairReserve(dir, share)
+		f := event.Feature{Name: "rt_fair_reserve", Supported: err == nil, Msg: fmt.Sprintf("%.0f%% of every CPU reserved for SCHED_OTHER tasks while %d RT threads run", share*100, cfg.RT)}
+		if err != nil {
+			f.Msg = err.Error()
+		}
+		_ = cfg.Emit.Emit(event.Event{Kind: event.KindFeature, Feature: &f})
+		h.restoreFair = restore
+	}
 	ctx, h.cancel = context.WithCancel(ctx)
 	for i, th := range h.threads {
 		h.wg.Add(1)
@@ -276,6 +303,9 @@ func (h *Hammer) Stop() event.Liveness {
 		// here; it is reported and left behind.
 	}
 	l := h.check(h.now(), true)
+	if h.restoreFair != nil {
+		h.restoreFair()
+	}
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -313,7 +343,7 @@ func (h *Hammer) loop(i int, th *thread) {
 		if i%2 == 1 {
 			policy = unix.SCHED_RR
 		}
-		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(policy), Priority: uint32(1 + rng.IntN(rtPriorities))}
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(policy), Priority: uint32(1 + rng.IntN(MaxRTPriority))}
 		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
 			h.rtRefused.Add(1)
 		} else {

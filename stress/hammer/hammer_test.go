@@ -191,3 +191,32 @@ func TestStartExclude(t *testing.T) {
 		}
 	}
 }
+
+func TestFairReserveSetsAndRestores(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []string{"cpu0", "cpu1"} {
+		if err := os.MkdirAll(filepath.Join(dir, c), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, c, "period"), []byte("1000000000\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, c, "runtime"), []byte("50000000\n"), 0o644)
+	}
+	restore, err := fairReserve(dir, 0.4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"cpu0", "cpu1"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, c, "runtime")); string(b) != "400000000" {
+			t.Errorf("%s runtime = %q, want 400000000", c, b)
+		}
+	}
+	restore()
+	for _, c := range []string{"cpu0", "cpu1"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, c, "runtime")); string(b) != "50000000" {
+			t.Errorf("%s runtime after restore = %q, want the old 50000000", c, b)
+		}
+	}
+	if _, err := fairReserve(filepath.Join(dir, "none"), 0.4); err == nil || !strings.Contains(err.Error(), "before 6.12") {
+		t.Errorf("no fair servers: err = %v", err)
+	}
+}

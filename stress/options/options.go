@@ -12,6 +12,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/bench/benchopts"
+	"github.com/ftrace-harness/fth/stress/hammer"
 )
 
 // All is the value of Options.N and Options.Detach meaning "every one".
@@ -108,6 +109,10 @@ type Options struct {
 	// TimerPeriod arms a timerfd of this period in every hammer thread; 0
 	// disables it.
 	TimerPeriod time.Duration
+	// RTReserve is the percentage of every CPU kept for SCHED_OTHER tasks
+	// (the kernel's fair server) while RT hammer threads run; 0 leaves the
+	// kernel's own 5%.
+	RTReserve int
 	// Modules cycles the modules under /lib/modules/fth during the churn:
 	// the kernel's ftrace-direct samples one at a time, and fth_target with
 	// tracers already filtering its functions.
@@ -189,6 +194,7 @@ func Defaults(env Env) Options {
 		// failure. The churn tests turn them on (rt=2, timerperiod=500µs).
 		RT:          0,
 		TimerPeriod: 0,
+		RTReserve:   int(hammer.DefaultFairShare * 100),
 		Modules:     true,
 		ModHold:     3 * time.Second,
 

@@ -246,6 +246,12 @@ var fields = []field{
 		get:   func(o *Options) string { return strconv.Itoa(o.RT) },
 	},
 	{
+		name:  "rtreserve",
+		usage: "`percent` of every CPU reserved for SCHED_OTHER tasks (the kernel's fair server) while rt threads run; 0 leaves the kernel's 5%",
+		set:   func(o *Options, v string) (err error) { o.RTReserve, err = intRange(v, 0, 90); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.RTReserve) },
+	},
+	{
 		name:  "timerperiod",
 		usage: "`period` of a timerfd each hammer thread arms and reads; 0 disables it",
 		set:   func(o *Options, v string) (err error) { o.TimerPeriod, err = duration(v, false); return err },

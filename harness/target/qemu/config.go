@@ -171,8 +171,8 @@ func (c Config) args(byHand bool) []string {
 		"-display", "none",
 		"-monitor", "none",
 		"-qmp", "unix:" + c.QMPSocket() + ",server=on,wait=off",
-		"-chardev", "stdio,id=con0,signal=off",
-		"-serial", "chardev:con0",
+		"-chardev", "stdio,id=" + ConsoleID + ",signal=off",
+		"-serial", "chardev:" + ConsoleID,
 		// The agent channel waits for the harness to connect, so no event the
 		// guest writes early is lost.
 		"-chardev", "socket,id=agent0,path=" + c.AgentSocket() + ",server=on,wait=on",

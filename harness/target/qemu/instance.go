@@ -30,10 +30,13 @@ type Instance struct {
 	cfg     Config
 	cmd     *exec.Cmd
 	console io.ReadCloser
-	agent   net.Conn
-	mon     *qmp.SocketMonitor
-	log     *slog.Logger
-	stderr  *tailBuffer
+	// keys is the serial console's input: a sysrq is a break (QMP) and then
+	// the key's byte, as on a real serial line.
+	keys   io.WriteCloser
+	agent  net.Conn
+	mon    *qmp.SocketMonitor
+	log    *slog.Logger
+	stderr *tailBuffer
 
 	exited  chan struct{}
 	exitErr error
@@ -61,12 +64,16 @@ func Start(ctx context.Context, log *slog.Logger, cfg Config) (*Instance, error)
 	if err != nil {
 		return nil, err
 	}
+	keys, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
 	stderr := &tailBuffer{max: 8 << 10}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: start %s: %v", ErrQEMU, bin, err)
 	}
-	inst := &Instance{cfg: cfg, cmd: cmd, console: console, log: log, stderr: stderr, exited: make(chan struct{}), reset: make(chan struct{})}
+	inst := &Instance{cfg: cfg, cmd: cmd, console: console, keys: keys, log: log, stderr: stderr, exited: make(chan struct{}), reset: make(chan struct{})}
 	go func() {
 		inst.exitErr = cmd.Wait()
 		close(inst.exited)
@@ -277,6 +284,32 @@ func (i *Instance) Diagnose(ctx context.Context) string {
 		b.WriteString(i.stacks(ctx, regs))
 	}
 	return b.String()
+}
+
+// ConsoleID is the QEMU chardev id of the serial console.
+const ConsoleID = "con0"
+
+// Sysrq sends a magic sysrq to the guest the way a serial line does: a
+// break (QMP chardev-send-break) followed by the key within the kernel's
+// five seconds. It needs a kernel with MAGIC_SYSRQ_SERIAL (the base
+// fragment) and a console UART that passes breaks on (8250, PL011); it
+// works while user space is starved, since the kernel handles it in the
+// UART's interrupt.
+func (i *Instance) Sysrq(ctx context.Context, key byte) error {
+	if _, err := i.run(ctx, qmp.Command{Execute: "chardev-send-break", Args: map[string]any{"id": ConsoleID}}); err != nil {
+		return fmt.Errorf("sysrq %c: %w", key, err)
+	}
+	// The UART raises the break and the byte as two receive events: a
+	// short gap keeps them apart in the kernel's eyes.
+	select {
+	case <-time.After(100 * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if _, err := i.keys.Write([]byte{key}); err != nil {
+		return fmt.Errorf("sysrq %c: write the key to the console: %w", key, err)
+	}
+	return nil
 }
 
 // Pause stops every vCPU (QMP stop), as a hang would.

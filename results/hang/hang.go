@@ -1,0 +1,260 @@
+// Package hang explains a guest that stopped making progress, from what its
+// kernel printed: the tasks an RCU-tasks stall warning names as holding the
+// grace period, the blocked tasks of sysrq w, and the runqueues of sysrq t.
+// It answers what a kernel developer asks first: which task, blocked where,
+// and whether the harness's own real-time load owned every CPU (a stall the
+// harness caused, not the kernel).
+package hang
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ftrace-harness/fth/results/console"
+)
+
+// Task is one task as sched_show_task prints it.
+type Task struct {
+	Comm  string `json:"comm"`
+	PID   int    `json:"pid"`
+	State string `json:"state"`
+	// Frames are the reliable stack frames, innermost first, without
+	// offsets.
+	Frames []string `json:"frames,omitempty"`
+	// Where is the first frame that is not a scheduler, sleep, lock or
+	// wait primitive: where the task is stuck, in its own terms.
+	Where string `json:"where,omitempty"`
+}
+
+// CPU is one CPU's runqueue as sysrq t prints it (sched debug).
+type CPU struct {
+	ID      int `json:"cpu"`
+	Running int `json:"nr_running"`
+	// Curr is the task on the CPU, from the runnable tasks table (">R").
+	Curr string `json:"curr,omitempty"`
+	// CurrPrio is its kernel priority: 0-98 real-time, 100-139 normal.
+	CurrPrio int `json:"curr_prio"`
+}
+
+// Explanation is what the console says about a hang.
+type Explanation struct {
+	// Title follows the console's "<kind> in <function>" form.
+	Title string       `json:"title"`
+	Kind  console.Kind `json:"kind"`
+	// Holders are the tasks an RCU-tasks stall warning named.
+	Holders []Task `json:"holders,omitempty"`
+	// Blocked are sysrq w's tasks.
+	Blocked []Task `json:"blocked,omitempty"`
+	CPUs    []CPU  `json:"cpus,omitempty"`
+	// Evidence says in a few lines what the title rests on.
+	Evidence []string `json:"evidence,omitempty"`
+}
+
+// Harness describes the harness's own load, to tell its stalls apart.
+type Harness struct {
+	// Comm is the task name of the harness's threads in the guest.
+	Comm string
+	// RTPrios bounds the kernel priorities of its real-time threads
+	// (kernel prio = 99 - rt_priority): [Lo, Hi].
+	RTPrioLo, RTPrioHi int
+}
+
+var (
+	stampRe = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?`)
+	taskRe  = regexp.MustCompile(`^task:(.+?)\s+state:(\S+)\s+stack:\s*\d+\s+pid:\s*(\d+)`)
+	frameRe = regexp.MustCompile(`^\s*(\?\s+)?([A-Za-z_.$][\w.$]*)\+0x[0-9a-f]+/0x[0-9a-f]+`)
+	cpuRe   = regexp.MustCompile(`^cpu#(\d+)`)
+	nrRunRe = regexp.MustCompile(`^\s*\.nr_running\s*:\s*(\d+)`)
+)
+
+// waitFrames are the frames a stuck task's stack passes through on its way
+// to sleep: never where it is stuck.
+var waitFrames = []*regexp.Regexp{
+	regexp.MustCompile(`^(__)?schedule`),
+	regexp.MustCompile(`^preempt_schedule`),
+	regexp.MustCompile(`^(io_)?schedule_(timeout|preempt|idle|hrtimeout)`),
+	regexp.MustCompile(`^(__)?wait_for_(common|completion)`),
+	regexp.MustCompile(`^wait_(for_completion|rcu_gp)`),
+	regexp.MustCompile(`^(__)?(mutex|rwsem|down|rt_mutex|percpu_down|percpu_rwsem)_`),
+	regexp.MustCompile(`^(mutex_lock|down_read|down_write|__mutex_lock)`),
+	regexp.MustCompile(`^(__)?synchronize_(rcu|srcu)`),
+	regexp.MustCompile(`^(__)?(msleep|usleep|ssleep|do_nanosleep|hrtimer_nanosleep|common_nsleep)`),
+	regexp.MustCompile(`^(futex_|__futex|do_futex|__x64_sys_futex|__arm64_sys_futex|__riscv_sys_futex)`),
+	regexp.MustCompile(`^(rcu_tasks_|rcu_gp_|rcu_sync|__wait_rcu_gp)`),
+	regexp.MustCompile(`^(kthread|ret_from_fork|worker_thread|smpboot_thread_fn|entry_SYSCALL|do_syscall_64|el0_|do_el0_|handle_exception|ret_from_exception)`),
+	regexp.MustCompile(`^(asm_|irqentry_|__irq_exit|sysvec_)`),
+}
+
+func isWait(fn string) bool {
+	for _, re := range waitFrames {
+		if re.MatchString(fn) {
+			return true
+		}
+	}
+	return false
+}
+
+// Explain reads the console lines of a hang (the stall warnings before it
+// and the sysrq output after it) and says what they show. h describes the
+// harness's own threads.
+func Explain(lines []string, h Harness) Explanation {
+	var e Explanation
+	var cur *Task
+	section := ""
+	cpu := -1
+	for _, raw := range lines {
+		line := stampRe.ReplaceAllString(strings.TrimRight(raw, "\r"), "")
+		switch {
+		case strings.Contains(line, "rcu_tasks detected stalls on tasks"):
+			section, cur = "holders", nil
+			continue
+		case strings.HasPrefix(line, "sysrq: Show Blocked State"):
+			section, cur = "blocked", nil
+			continue
+		case strings.HasPrefix(line, "sysrq: Show State"), strings.HasPrefix(line, "sysrq: "):
+			section, cur = "state", nil
+			continue
+		}
+		if m := taskRe.FindStringSubmatch(line); m != nil {
+			pid, _ := strconv.Atoi(m[3])
+			t := Task{Comm: m[1], State: m[2], PID: pid}
+			switch section {
+			case "holders":
+				e.Holders = append(e.Holders, t)
+				cur = &e.Holders[len(e.Holders)-1]
+			case "blocked":
+				e.Blocked = append(e.Blocked, t)
+				cur = &e.Blocked[len(e.Blocked)-1]
+			default:
+				cur = nil
+			}
+			continue
+		}
+		if cur != nil {
+			if m := frameRe.FindStringSubmatch(line); m != nil {
+				if m[1] == "" {
+					cur.Frames = append(cur.Frames, m[2])
+					if cur.Where == "" && !isWait(m[2]) {
+						cur.Where = m[2]
+					}
+				}
+				continue
+			}
+		}
+		if m := cpuRe.FindStringSubmatch(line); m != nil {
+			cpu, _ = strconv.Atoi(m[1])
+			e.CPUs = append(e.CPUs, CPU{ID: cpu, CurrPrio: -1})
+			continue
+		}
+		if cpu >= 0 && len(e.CPUs) > 0 {
+			c := &e.CPUs[len(e.CPUs)-1]
+			if m := nrRunRe.FindStringSubmatch(line); m != nil && c.Running == 0 {
+				c.Running, _ = strconv.Atoi(m[1])
+			}
+			if comm, prio, ok := currentRow(line); ok && c.Curr == "" {
+				c.Curr, c.CurrPrio = comm, prio
+			}
+		}
+	}
+	e.decide(h)
+	return e
+}
+
+// currentRow reads the running task's row of sched debug's runnable tasks
+// table (print_task: ">R comm pid weight vruntime E|N deadline [S] slice
+// sum-exec switches prio ...").
+func currentRow(line string) (comm string, prio int, ok bool) {
+	rest, found := strings.CutPrefix(line, ">R")
+	if !found {
+		return "", 0, false
+	}
+	f := strings.Fields(rest)
+	if len(f) < 10 {
+		return "", 0, false
+	}
+	i := 5 // comm pid weight vruntime E|N -> deadline
+	if f[4] != "E" && f[4] != "N" {
+		return "", 0, false
+	}
+	i++ // slice, or the custom-slice S
+	if f[i] == "S" {
+		i++
+	}
+	i += 3 // slice sum-exec switches -> prio
+	if i >= len(f) {
+		return "", 0, false
+	}
+	p, err := strconv.Atoi(f[i])
+	if err != nil {
+		return "", 0, false
+	}
+	return f[0], p, true
+}
+
+// decide picks the title, in order of what explains the most.
+func (e *Explanation) decide(h Harness) {
+	owned := len(e.CPUs) > 0
+	for _, c := range e.CPUs {
+		if c.Curr != h.Comm || c.CurrPrio < h.RTPrioLo || c.CurrPrio > h.RTPrioHi {
+			owned = false
+		}
+		e.Evidence = append(e.Evidence, fmt.Sprintf("cpu#%d: %d runnable, running %s (prio %d)", c.ID, c.Running, orNone(c.Curr), c.CurrPrio))
+	}
+	for _, t := range e.Holders {
+		e.Evidence = append(e.Evidence, fmt.Sprintf("rcu_tasks holder: %s pid %d state %s in %s", t.Comm, t.PID, t.State, orNone(t.Where)))
+	}
+	for _, t := range e.Blocked {
+		e.Evidence = append(e.Evidence, fmt.Sprintf("blocked: %s pid %d in %s", t.Comm, t.PID, orNone(t.Where)))
+	}
+	switch {
+	case owned:
+		// Every CPU runs one of the harness's own real-time threads: the
+		// tasks the kernel waits for cannot run, and that is the
+		// harness's doing whatever else the console shows.
+		e.Kind = console.KindHarnessInduced
+		e.Title = fmt.Sprintf("harness-induced stall: %s real-time threads own every CPU", h.Comm)
+	case len(e.Holders) > 0:
+		// A holder is the task the grace period waits for, the harness's
+		// own threads included (preempted inside a trampoline, say).
+		t := e.Holders[0]
+		if i := slices.IndexFunc(e.Holders, func(t Task) bool { return t.Where != "" }); i >= 0 {
+			t = e.Holders[i]
+		}
+		e.Kind = console.KindRCUStall
+		e.Title = fmt.Sprintf("INFO: rcu_tasks grace period stall: held by %s in %s", t.Comm, orUnknown(t.Where))
+	case len(e.Blocked) > 0:
+		t := pick(e.Blocked, h.Comm)
+		e.Kind = console.KindHang
+		e.Title = fmt.Sprintf("hang: %s blocked in %s", t.Comm, orUnknown(t.Where))
+	}
+}
+
+// pick prefers a task with a place over one without, and a kernel task or
+// another program over the harness's own (which waits on the others).
+func pick(ts []Task, harness string) Task {
+	best := slices.IndexFunc(ts, func(t Task) bool { return t.Where != "" && t.Comm != harness })
+	if best < 0 {
+		best = slices.IndexFunc(ts, func(t Task) bool { return t.Where != "" })
+	}
+	if best < 0 {
+		best = 0
+	}
+	return ts[best]
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown function"
+	}
+	return s
+}

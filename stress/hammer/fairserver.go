@@ -1,0 +1,81 @@
+package hammer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FairServerDir is where Linux (6.12 and later) exposes each CPU's fair
+// server: the deadline server that runs SCHED_OTHER tasks for runtime out
+// of every period while real-time tasks would otherwise keep the CPU.
+const FairServerDir = "/sys/kernel/debug/sched/fair_server"
+
+// DefaultFairShare is the share of each CPU the hammer reserves for
+// SCHED_OTHER tasks while its real-time threads run. The kernel's default
+// (50 ms of every second) is sized for real hardware. Under TCG a guest
+// CPU is tens of times slower and the agent itself is written in Go, whose
+// runtime makes a thread leaving a syscall spin (casgstatus) until a
+// stack scan by another, SCHED_OTHER thread ends: an RT hammer thread spun
+// that way on one CPU while the scanner waited behind it, the agent fell
+// silent and RCU-tasks could not finish a grace period for minutes (the
+// vCPU dump of the stall shows it). A larger reserve keeps the pressure
+// (RT wakeups still preempt anything at any instruction) without letting
+// the harness starve the tasks the kernel waits for.
+const DefaultFairShare = 0.4
+
+// fairReserve raises every CPU's fair server runtime to share of its
+// period and returns a function that puts the old values back. A kernel
+// without fair servers (before 6.12) has RT throttling instead, which the
+// hammer leaves alone: the error says so and the caller records it.
+func fairReserve(dir string, share float64) (restore func(), err error) {
+	cpus, err := filepath.Glob(filepath.Join(dir, "cpu*"))
+	if err != nil || len(cpus) == 0 {
+		return func() {}, fmt.Errorf("no fair servers under %s (a kernel before 6.12 throttles RT tasks instead)", dir)
+	}
+	type old struct {
+		path string
+		val  string
+	}
+	var saved []old
+	restore = func() {
+		for _, o := range saved {
+			_ = os.WriteFile(o.path, []byte(o.val), 0)
+		}
+	}
+	for _, c := range cpus {
+		period, err := readNs(filepath.Join(c, "period"))
+		if err != nil {
+			restore()
+			return func() {}, err
+		}
+		rt := filepath.Join(c, "runtime")
+		cur, err := os.ReadFile(rt)
+		if err != nil {
+			restore()
+			return func() {}, err
+		}
+		want := time.Duration(float64(period) * share)
+		if err := os.WriteFile(rt, []byte(strconv.FormatInt(int64(want), 10)), 0); err != nil {
+			restore()
+			return func() {}, fmt.Errorf("fair server %s: runtime %s: %w", filepath.Base(c), want, err)
+		}
+		saved = append(saved, old{rt, strings.TrimSpace(string(cur))})
+	}
+	return restore, nil
+}
+
+func readNs(path string) (time.Duration, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return time.Duration(n), nil
+}
