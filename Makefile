@@ -56,6 +56,15 @@ FTH_MATRIX_FLAGS ?=
 matrix: fth
 	$(FTH) matrix --arches all --variants all $(FTH_MATRIX_FLAGS)
 
+# The harness's own bug-finding power: every default mutant (mutants/*.patch)
+# on each arch, with the unmutated kernel in the same run, and a table of
+# mutant, arch, detected, time to detect and title (mutation.json, report.html).
+MUTATION_ARCHES ?= x86_64,arm64,riscv64
+FTH_MUTATE_FLAGS ?=
+.PHONY: mutation
+mutation: fth
+	$(FTH) mutate --arches $(MUTATION_ARCHES) $(FTH_MUTATE_FLAGS)
+
 # A soak on a real board over SSH: `make soak BOARD=user@host[:port]`. The
 # board's host key must be in ~/.ssh/known_hosts (ssh-keyscan), and a key in
 # ssh-agent or ~/.ssh/id_* must log in. FTH_SOAK_FLAGS adds e.g. --resume.

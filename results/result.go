@@ -137,6 +137,10 @@ type Finding struct {
 	// was running when this report came: reported, not counted as a
 	// failure unless the run asked to include known findings.
 	Known string `json:"known,omitempty"`
+	// Induced is set on a stall the harness caused itself (the title of
+	// the explanation in Result.Hang): reported, not counted as the
+	// kernel's.
+	Induced string `json:"induced,omitempty"`
 }
 
 // Timings are wall-clock seconds for each step of a cell.

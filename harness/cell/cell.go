@@ -60,7 +60,7 @@ const hangTail = 60 * time.Second
 // start); kernel misbehaviour is a verdict, not an error.
 func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec) error {
 	scale := spec.VM.Arch.TimeoutScale
-	spec.VM.Cmdline = append(spec.VM.Cmdline, rcuTasksStallArg(scaled(spec.Silence, scale)))
+	spec.VM.Cmdline = append(spec.VM.Cmdline, rcuTasksStallArgs(scaled(spec.Silence, scale))...)
 	spec.VM.Cmdline = append(spec.VM.Cmdline, agentCmdline(spec.AgentArgs)...)
 	_ = w.Update(func(r *results.Result) {
 		r.Accel = string(spec.VM.Accel)
@@ -87,19 +87,26 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	})
 }
 
-// GuestHarness is how the harness's threads look in the guest: the agent
-// runs as u-root's "agent" command, and its hammer's real-time threads
-// take RT priorities 1 to hammer.MaxRTPriority.
-var GuestHarness = hang.Harness{Comm: "agent", RTPrioLo: 99 - hammer.MaxRTPriority, RTPrioHi: 98}
+// GuestHarness is how the harness's threads look in the guest: u-root's
+// init starts the agent as "uinit" (the task name every agent thread
+// shows), and its hammer's real-time threads run at hammer.RTPriority.
+// Earlier agents drew priorities 1-10, which the range still covers.
+var GuestHarness = hang.Harness{Comm: "uinit", RTPrioLo: 89, RTPrioHi: 99 - hammer.RTPriority}
 
-// rcuTasksStallArg makes the kernel name the tasks holding an RCU-tasks
+// rcuTasksStallArgs make the kernel name the tasks holding an RCU-tasks
 // grace period (with their stacks) after two thirds of the silence
 // watchdog, instead of its default ten minutes: every churn operation
 // waits for RCU-tasks, so a stuck grace period is the usual shape of a
 // silent agent, and its holders must be on the console before the VM is
-// killed. The value is in jiffies; the base fragment fixes HZ at 250.
-func rcuTasksStallArg(silence time.Duration) string {
-	return fmt.Sprintf("rcupdate.rcu_task_stall_timeout=%d", int(silence.Seconds()*2/3)*kernelHZ)
+// killed. Its "grace period ... jiffies old" notes (a finding for the
+// console detector) start at half the watchdog instead of 10 s: under TCG
+// a grace period of ten seconds is slow, not stuck. The values are in
+// jiffies; the base fragment fixes HZ at 250.
+func rcuTasksStallArgs(silence time.Duration) []string {
+	return []string{
+		fmt.Sprintf("rcupdate.rcu_task_stall_info=%d", int(silence.Seconds()/2)*kernelHZ),
+		fmt.Sprintf("rcupdate.rcu_task_stall_timeout=%d", int(silence.Seconds()*2/3)*kernelHZ),
+	}
 }
 
 // kernelHZ is CONFIG_HZ of every kernel the harness builds (kconfigs/base).

@@ -596,6 +596,15 @@ func (m *run) finish(out Outcome) error {
 				}
 			}
 		}
+		// The kernel's stall reports of a stall the harness caused are
+		// reported with the explanation, not counted as the kernel's.
+		if e := m.explained; e != nil && e.Kind == console.KindHarnessInduced {
+			for i, f := range r.Findings {
+				if slices.Contains(stallKinds, f.Kind) {
+					r.Findings[i].Induced = e.Title
+				}
+			}
+		}
 		var why []string
 		if m.exitErr != nil {
 			why = append(why, m.exitErr.Error())
@@ -611,12 +620,21 @@ func (m *run) finish(out Outcome) error {
 	})
 }
 
+// induced is a finding the harness caused itself.
+func induced(f results.Finding) bool {
+	return f.Kind == console.KindHarnessInduced || f.Induced != ""
+}
+
+// stallKinds are the console reports a harness-induced stall explains; an
+// oops or a WARN is never the harness's doing.
+var stallKinds = []console.Kind{console.KindRCUStall, console.KindHungTask, console.KindWorkqueueStall, console.KindHang}
+
 // countable counts the findings that fail a cell: all of them with
 // includeKnown, else those no known finding explains.
 func countable(fs []results.Finding, includeKnown bool) int {
 	n := 0
 	for _, f := range fs {
-		if f.Kind == console.KindHarnessInduced {
+		if f.Kind == console.KindHarnessInduced || f.Induced != "" {
 			continue
 		}
 		if f.Known == "" || includeKnown {
@@ -645,15 +663,18 @@ func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (
 	switch {
 	case countable(r.Findings, spec.IncludeKnown) > 0:
 		for _, f := range r.Findings {
-			if f.Kind != console.KindHarnessInduced && (f.Known == "" || spec.IncludeKnown) {
+			if f.Kind != console.KindHarnessInduced && f.Induced == "" && (f.Known == "" || spec.IncludeKnown) {
 				return results.Fail, f.Title
 			}
 		}
-	case slices.ContainsFunc(r.Findings, func(f results.Finding) bool { return f.Kind == console.KindHarnessInduced }):
+	case slices.ContainsFunc(r.Findings, induced):
 		// The harness starved the guest itself: the kernel was not tested
 		// to the end, and did nothing wrong that the console shows.
-		i := slices.IndexFunc(r.Findings, func(f results.Finding) bool { return f.Kind == console.KindHarnessInduced })
-		return results.Error, r.Findings[i].Title
+		f := r.Findings[slices.IndexFunc(r.Findings, induced)]
+		if f.Induced != "" {
+			return results.Error, f.Induced
+		}
+		return results.Error, f.Title
 	case len(r.Findings) > 0:
 		f := r.Findings[0]
 		return results.Pass, fmt.Sprintf("known finding %s ended the run (%s), not counted: --include-known counts it", f.Known, f.Title)

@@ -25,18 +25,29 @@ type Task struct {
 	// offsets.
 	Frames []string `json:"frames,omitempty"`
 	// Where is the first frame that is not a scheduler, sleep, lock or
-	// wait primitive: where the task is stuck, in its own terms.
+	// wait primitive: where the task is stuck, in its own terms; "user
+	// space" for a task interrupted there with no such frame.
 	Where string `json:"where,omitempty"`
 }
 
 // CPU is one CPU's runqueue as sysrq t prints it (sched debug).
 type CPU struct {
-	ID      int `json:"cpu"`
-	Running int `json:"nr_running"`
-	// Curr is the task on the CPU, from the runnable tasks table (">R").
-	Curr string `json:"curr,omitempty"`
-	// CurrPrio is its kernel priority: 0-98 real-time, 100-139 normal.
-	CurrPrio int `json:"curr_prio"`
+	// Snapshot counts the sysrq t dumps this CPU's lines came from, from 1.
+	Snapshot int `json:"snapshot"`
+	ID       int `json:"cpu"`
+	Running  int `json:"nr_running"`
+	// Runnable are the tasks in state R on it, the one it runs first.
+	Runnable []Runnable `json:"runnable,omitempty"`
+}
+
+// Runnable is a row of sched debug's runnable tasks table in state R.
+type Runnable struct {
+	Comm    string `json:"comm"`
+	PID     int    `json:"pid"`
+	Current bool   `json:"current,omitempty"`
+	// Prio is the kernel priority: 0-98 real-time (lower is higher),
+	// 100-139 normal.
+	Prio int `json:"prio"`
 }
 
 // Explanation is what the console says about a hang.
@@ -63,11 +74,12 @@ type Harness struct {
 }
 
 var (
-	stampRe = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?`)
-	taskRe  = regexp.MustCompile(`^task:(.+?)\s+state:(\S+)\s+stack:\s*\d+\s+pid:\s*(\d+)`)
-	frameRe = regexp.MustCompile(`^\s*(\?\s+)?([A-Za-z_.$][\w.$]*)\+0x[0-9a-f]+/0x[0-9a-f]+`)
-	cpuRe   = regexp.MustCompile(`^cpu#(\d+)`)
-	nrRunRe = regexp.MustCompile(`^\s*\.nr_running\s*:\s*(\d+)`)
+	stampRe    = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?`)
+	taskRe     = regexp.MustCompile(`^task:(.+?)\s+state:(\S+)(?:\s+running task)?\s+stack:\s*\d+\s+pid:\s*(\d+)`)
+	frameRe    = regexp.MustCompile(`^\s*(\?\s+)?([A-Za-z_.$][\w.$]*)\+0x[0-9a-f]+/0x[0-9a-f]+`)
+	cpuRe      = regexp.MustCompile(`^cpu#(\d+)`)
+	userRegsRe = regexp.MustCompile(`^(RIP: 0033:|pc : 0000|epc : 0000)`)
+	nrRunRe    = regexp.MustCompile(`^\s*\.nr_running\s*:\s*(\d+)`)
 )
 
 // waitFrames are the frames a stuck task's stack passes through on its way
@@ -104,7 +116,7 @@ func Explain(lines []string, h Harness) Explanation {
 	var e Explanation
 	var cur *Task
 	section := ""
-	cpu := -1
+	cpu, snap := -1, 0
 	for _, raw := range lines {
 		line := stampRe.ReplaceAllString(strings.TrimRight(raw, "\r"), "")
 		switch {
@@ -114,8 +126,12 @@ func Explain(lines []string, h Harness) Explanation {
 		case strings.HasPrefix(line, "sysrq: Show Blocked State"):
 			section, cur = "blocked", nil
 			continue
-		case strings.HasPrefix(line, "sysrq: Show State"), strings.HasPrefix(line, "sysrq: "):
+		case strings.HasPrefix(line, "sysrq: Show State"):
 			section, cur = "state", nil
+			snap++
+			continue
+		case strings.HasPrefix(line, "sysrq: "):
+			section, cur = "other", nil
 			continue
 		}
 		if m := taskRe.FindStringSubmatch(line); m != nil {
@@ -134,6 +150,12 @@ func Explain(lines []string, h Harness) Explanation {
 			continue
 		}
 		if cur != nil {
+			// The registers of an interrupt taken in user mode: x86's
+			// user code segment, arm64's and riscv's user addresses.
+			if userRegsRe.MatchString(line) && cur.Where == "" {
+				cur.Where = "user space"
+				continue
+			}
 			if m := frameRe.FindStringSubmatch(line); m != nil {
 				if m[1] == "" {
 					cur.Frames = append(cur.Frames, m[2])
@@ -146,7 +168,7 @@ func Explain(lines []string, h Harness) Explanation {
 		}
 		if m := cpuRe.FindStringSubmatch(line); m != nil {
 			cpu, _ = strconv.Atoi(m[1])
-			e.CPUs = append(e.CPUs, CPU{ID: cpu, CurrPrio: -1})
+			e.CPUs = append(e.CPUs, CPU{Snapshot: snap, ID: cpu})
 			continue
 		}
 		if cpu >= 0 && len(e.CPUs) > 0 {
@@ -154,8 +176,12 @@ func Explain(lines []string, h Harness) Explanation {
 			if m := nrRunRe.FindStringSubmatch(line); m != nil && c.Running == 0 {
 				c.Running, _ = strconv.Atoi(m[1])
 			}
-			if comm, prio, ok := currentRow(line); ok && c.Curr == "" {
-				c.Curr, c.CurrPrio = comm, prio
+			if r, ok := runnableRow(line); ok {
+				if r.Current {
+					c.Runnable = append([]Runnable{r}, c.Runnable...)
+				} else {
+					c.Runnable = append(c.Runnable, r)
+				}
 			}
 		}
 	}
@@ -163,45 +189,50 @@ func Explain(lines []string, h Harness) Explanation {
 	return e
 }
 
-// currentRow reads the running task's row of sched debug's runnable tasks
-// table (print_task: ">R comm pid weight vruntime E|N deadline [S] slice
-// sum-exec switches prio ...").
-func currentRow(line string) (comm string, prio int, ok bool) {
-	rest, found := strings.CutPrefix(line, ">R")
-	if !found {
-		return "", 0, false
+// runnableRow reads a row in state R of sched debug's runnable tasks
+// table (print_task: ">R" for the current task or " R", then comm pid
+// weight vruntime E|N deadline [S] slice sum-exec switches prio ...).
+func runnableRow(line string) (Runnable, bool) {
+	var r Runnable
+	rest, cur := strings.CutPrefix(line, ">R")
+	if !cur {
+		var ok bool
+		if rest, ok = strings.CutPrefix(line, " R "); !ok {
+			return r, false
+		}
 	}
 	f := strings.Fields(rest)
-	if len(f) < 10 {
-		return "", 0, false
+	if len(f) < 10 || (f[4] != "E" && f[4] != "N") {
+		return r, false
 	}
-	i := 5 // comm pid weight vruntime E|N -> deadline
-	if f[4] != "E" && f[4] != "N" {
-		return "", 0, false
-	}
-	i++ // slice, or the custom-slice S
+	i := 6 // after comm pid weight vruntime E|N deadline: slice, or the custom-slice S
 	if f[i] == "S" {
 		i++
 	}
 	i += 3 // slice sum-exec switches -> prio
 	if i >= len(f) {
-		return "", 0, false
+		return r, false
 	}
-	p, err := strconv.Atoi(f[i])
-	if err != nil {
-		return "", 0, false
+	pid, err1 := strconv.Atoi(f[1])
+	prio, err2 := strconv.Atoi(f[i])
+	if err1 != nil || err2 != nil {
+		return r, false
 	}
-	return f[0], p, true
+	return Runnable{Comm: f[0], PID: pid, Current: cur, Prio: prio}, true
 }
 
 // decide picks the title, in order of what explains the most.
 func (e *Explanation) decide(h Harness) {
-	owned := len(e.CPUs) > 0
 	for _, c := range e.CPUs {
-		if c.Curr != h.Comm || c.CurrPrio < h.RTPrioLo || c.CurrPrio > h.RTPrioHi {
-			owned = false
+		var rows []string
+		for _, r := range c.Runnable {
+			mark := ""
+			if r.Current {
+				mark = "*"
+			}
+			rows = append(rows, fmt.Sprintf("%s%s/%d prio %d", mark, r.Comm, r.PID, r.Prio))
 		}
-		e.Evidence = append(e.Evidence, fmt.Sprintf("cpu#%d: %d runnable, running %s (prio %d)", c.ID, c.Running, orNone(c.Curr), c.CurrPrio))
+		e.Evidence = append(e.Evidence, fmt.Sprintf("dump %d cpu#%d: %d runnable: %s", c.Snapshot, c.ID, c.Running, strings.Join(rows, ", ")))
 	}
 	for _, t := range e.Holders {
 		e.Evidence = append(e.Evidence, fmt.Sprintf("rcu_tasks holder: %s pid %d state %s in %s", t.Comm, t.PID, t.State, orNone(t.Where)))
@@ -210,18 +241,18 @@ func (e *Explanation) decide(h Harness) {
 		e.Evidence = append(e.Evidence, fmt.Sprintf("blocked: %s pid %d in %s", t.Comm, t.PID, orNone(t.Where)))
 	}
 	switch {
-	case owned:
-		// Every CPU runs one of the harness's own real-time threads: the
-		// tasks the kernel waits for cannot run, and that is the
-		// harness's doing whatever else the console shows.
-		e.Kind = console.KindHarnessInduced
-		e.Title = fmt.Sprintf("harness-induced stall: %s real-time threads own every CPU", h.Comm)
 	case len(e.Holders) > 0:
 		// A holder is the task the grace period waits for, the harness's
 		// own threads included (preempted inside a trampoline, say).
 		t := e.Holders[0]
 		if i := slices.IndexFunc(e.Holders, func(t Task) bool { return t.Where != "" }); i >= 0 {
 			t = e.Holders[i]
+		}
+		if why, ok := e.starvedByHarness(t.PID, h); ok {
+			e.Kind = console.KindHarnessInduced
+			e.Title = fmt.Sprintf("harness-induced stall: rcu_tasks held by %s in %s, starved by the harness's own real-time threads", t.Comm, orUnknown(t.Where))
+			e.Evidence = append(e.Evidence, why)
+			return
 		}
 		e.Kind = console.KindRCUStall
 		e.Title = fmt.Sprintf("INFO: rcu_tasks grace period stall: held by %s in %s", t.Comm, orUnknown(t.Where))
@@ -230,6 +261,37 @@ func (e *Explanation) decide(h Harness) {
 		e.Kind = console.KindHang
 		e.Title = fmt.Sprintf("hang: %s blocked in %s", t.Comm, orUnknown(t.Where))
 	}
+}
+
+// starvedByHarness reports whether, in every runqueue dump, task pid waits
+// runnable on a CPU whose current task is one of the harness's real-time
+// threads or where one of them, of the task's priority or higher, waits
+// ahead of it: the kernel waits for a task that the harness's own load
+// keeps off the CPU. why quotes the dumps.
+func (e *Explanation) starvedByHarness(pid int, h Harness) (why string, ok bool) {
+	snaps := map[int]bool{}
+	starved := map[int]bool{}
+	var quote []string
+	for _, c := range e.CPUs {
+		snaps[c.Snapshot] = true
+		i := slices.IndexFunc(c.Runnable, func(r Runnable) bool { return r.PID == pid })
+		if i < 0 || c.Runnable[i].Current {
+			continue
+		}
+		held := c.Runnable[i]
+		for _, r := range c.Runnable {
+			rt := r.Comm == h.Comm && r.Prio >= h.RTPrioLo && r.Prio <= h.RTPrioHi
+			if r.PID != pid && rt && (r.Current || r.Prio <= held.Prio) {
+				starved[c.Snapshot] = true
+				quote = append(quote, fmt.Sprintf("dump %d cpu#%d: %s/%d (prio %d) waits behind the harness's real-time %s/%d (prio %d)", c.Snapshot, c.ID, held.Comm, held.PID, held.Prio, r.Comm, r.PID, r.Prio))
+				break
+			}
+		}
+	}
+	if len(snaps) == 0 || len(starved) != len(snaps) {
+		return "", false
+	}
+	return strings.Join(quote, "; "), true
 }
 
 // pick prefers a task with a place over one without, and a kernel task or

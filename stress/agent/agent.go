@@ -250,6 +250,12 @@ func (a *agent) execute(ctx context.Context) error {
 		}
 		return fmt.Errorf("crash=sysrq-c: the kernel survived writing 'c' to %s", sysrqPath)
 	}
+	if a.opts.Crash == options.CrashRTInversion {
+		if err := injectRTInversion(0); err != nil {
+			return fmt.Errorf("crash=rt-inversion: %w", err)
+		}
+		report.Logf(a.w, "crash=rt-inversion: %d trampolines attached; two agent threads now spin at SCHED_FIFO 1 and 2 on cpu 0", a.attached)
+	}
 	if a.opts.Crash == options.CrashHungTask {
 		if err := a.sys.hangTask(); err != nil {
 			return fmt.Errorf("crash=hung-task: %w", err)

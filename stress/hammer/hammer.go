@@ -55,9 +55,9 @@ type Config struct {
 	// be left out: the others are the loop's preemption and migration
 	// points. Empty keeps the full loop.
 	Exclude []Syscall
-	// RT is how many of the threads run real-time: they alternate
-	// SCHED_FIFO and SCHED_RR at priorities 1-10, so that wakeups preempt
-	// the SCHED_OTHER ones (and the patching CPU) at any instruction.
+	// RT is how many of the threads run real-time (SCHED_RR at
+	// RTPriority), so that their wakeups preempt the SCHED_OTHER ones (and
+	// the patching CPU) at any instruction.
 	// Threads the kernel refuses RT to stay SCHED_OTHER and are counted
 	// in RTRefused.
 	RT int
@@ -79,11 +79,11 @@ const (
 	rtMaxSleep = 5 * time.Millisecond
 )
 
-// MaxRTPriority bounds the priorities RT threads draw from (1 to it): low
-// enough that kernel threads (watchdogs, RCU) at higher RT priorities
-// still run. The host reads it to recognise these threads in the guest's
-// runqueue dump (kernel prio = 99 - priority).
-const MaxRTPriority = 10
+// RTPriority is the SCHED_RR priority of every RT thread: low enough that
+// kernel threads (watchdogs, RCU) at higher RT priorities still run. The
+// host reads it to recognise these threads in the guest's runqueue dump
+// (kernel prio = 99 - priority).
+const RTPriority = 5
 
 // Syscall names a syscall the hammer makes, as the kernel's SYSCALL_DEFINE
 // does (without the architecture's wrapper prefix).
@@ -339,11 +339,15 @@ func (h *Hammer) loop(i int, th *thread) {
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), uint64(i)+1))
 	cpus := allowedCPUs()
 	if i < h.cfg.RT {
-		policy := unix.SCHED_FIFO
-		if i%2 == 1 {
-			policy = unix.SCHED_RR
-		}
-		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(policy), Priority: uint32(1 + rng.IntN(MaxRTPriority))}
+		// Every RT thread is SCHED_RR at one priority. With FIFO and RR
+		// at priorities 1-10, a higher-priority thread spinning in the Go
+		// runtime (exitsyscall waiting out a stack scan) kept a
+		// lower-priority one off its CPU for minutes; that one had been
+		// preempted inside a trampoline, so it held an RCU-tasks grace
+		// period and every ftrace update behind it (the runqueue dumps of
+		// the stall show it). Equal priorities round-robin every time
+		// slice, and a wakeup still preempts every SCHED_OTHER task.
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_RR, Priority: RTPriority}
 		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
 			h.rtRefused.Add(1)
 		} else {

@@ -15,9 +15,14 @@ const (
 	// asleep in D state, then goes on as usual: a partial hang, which the
 	// host must report and end the cell on while the agent still talks.
 	CrashHungTask = "hung-task"
+	// CrashRTInversion starts two agent threads at SCHED_FIFO on CPU 0
+	// after the attach phase, the higher one spinning above the lower one
+	// for good: a stall the harness causes itself (RCU-tasks waits for the
+	// starved thread), which the host must classify as harness-induced.
+	CrashRTInversion = "rt-inversion"
 )
 
-const crashModes = `want "none", "sysrq-c" or "hung-task"`
+const crashModes = `want "none", "sysrq-c", "hung-task" or "rt-inversion"`
 
 // HungTaskTimeout is what crash=hung-task sets kernel.hung_task_timeout_secs
 // to, in seconds, so the report comes within seconds rather than minutes.

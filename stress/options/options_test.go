@@ -137,7 +137,7 @@ func TestParse(t *testing.T) {
 				}
 			},
 		},
-		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none", "sysrq-c" or "hung-task"`},
+		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none", "sysrq-c", "hung-task" or "rt-inversion"`},
 		{name: "loglevel too high", cmdline: "fth.loglevel=9", wantErr: `fth.loglevel="9": want an integer from 0 to 8`},
 		{
 			name:    "loglevel 0 keeps init's",

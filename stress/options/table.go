@@ -101,12 +101,12 @@ var fields = []field{
 	},
 	{
 		name:  "crash",
-		usage: "`mode`: \"none\"; \"sysrq-c\" to crash the kernel after attaching, or \"hung-task\" to leave one agent thread in D state then (tests crash and hang detection)",
+		usage: "`mode`: \"none\"; \"sysrq-c\" to crash the kernel after attaching, \"hung-task\" to leave one agent thread in D state then, or \"rt-inversion\" to starve one agent thread behind another at SCHED_FIFO (tests crash, hang and harness-induced stall detection)",
 		set: func(o *Options, v string) error {
 			switch v {
 			case "", "none":
 				o.Crash = CrashNone
-			case CrashSysrqC, CrashHungTask:
+			case CrashSysrqC, CrashHungTask, CrashRTInversion:
 				o.Crash = v
 			default:
 				return errors.New(crashModes)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/results/hang"
 )
 
 var fthBin string
@@ -258,6 +260,43 @@ func TestX86PartialHangEndsCell(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(r.cell, "registers.txt")); err != nil {
 		t.Errorf("no register dump after the hang report: %v", err)
 	}
+	// Before the kill the monitor asked the kernel (sysrq w over a serial
+	// break): the blocked tasks, the injected one among them, and the
+	// hang stays the kernel's.
+	h := res.Hang
+	if h == nil || !slices.ContainsFunc(h.Blocked, func(b hang.Task) bool { return slices.Contains(b.Frames, "dsleep_write") }) {
+		t.Errorf("hang explanation %+v: want sysrq w's blocked tasks, the injected one (through dsleep_write) among them", h)
+	} else if h.Kind == console.KindHarnessInduced {
+		t.Errorf("a real hang was explained as harness-induced: %q", h.Title)
+	}
+}
+
+// (c3) A stall the harness causes itself: two agent threads at SCHED_FIFO
+// on one CPU, the lower one starved for good while RCU-tasks waits for it
+// (crash=rt-inversion, the shape of what the churn's old preemption
+// pressure did by accident). The trampolines' detach blocks; the kernel's
+// stall reports come; the monitor asks for the runqueues and must call it
+// harness-induced, with the rows that show it, and never a kernel failure.
+func TestX86HarnessInducedStall(t *testing.T) {
+	r := runFth(t, 20*time.Minute, "--n", "20", "--crash", "rt-inversion", "--hold", "5s", "--deadline", "15m")
+	r.mustCell(t)
+	res := r.result
+	if res.Verdict != results.Error || !strings.HasPrefix(res.Reason, "harness-induced stall") {
+		t.Fatalf("verdict %s (%s), exit %d; want error: harness-induced stall", res.Verdict, res.Reason, r.exit)
+	}
+	h := res.Hang
+	if h == nil || h.Kind != console.KindHarnessInduced {
+		t.Fatalf("hang explanation %+v, want harness-induced", h)
+	}
+	if !strings.Contains(strings.Join(h.Evidence, "\n"), "waits behind the harness's real-time") {
+		t.Errorf("evidence does not show the starved thread behind the harness's RT thread:\n%s", strings.Join(h.Evidence, "\n"))
+	}
+	for _, f := range res.Findings {
+		if f.Kind != console.KindHarnessInduced && f.Induced == "" {
+			t.Errorf("finding %s %q counts as the kernel's", f.Kind, f.Title)
+		}
+	}
+	t.Logf("%s\n%s", h.Title, strings.Join(h.Evidence, "\n"))
 }
 
 // (d) A fragment asking for a symbol the kernel lacks fails before any build
