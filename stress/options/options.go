@@ -101,7 +101,7 @@ type Options struct {
 	// Mixed runs the mixed-tracers goroutine (function and function_graph
 	// tracers, kprobes and kretprobes toggling) during the churn.
 	Mixed bool
-	// Hotplug is the period of CPU hotplug: one CPU offline for half of
+	// Hotplug (Auto: ChurnHotplug) is the period of CPU hotplug: one CPU offline for half of
 	// it, back online for the other half; 0 (the default) disables it.
 	Hotplug time.Duration
 	// RT is how many hammer threads run SCHED_FIFO/SCHED_RR.
@@ -167,6 +167,16 @@ func vmLogLevel(env Env) int {
 	return 0
 }
 
+// Auto marks an option whose value depends on the scenario (see
+// ResolveAuto); the churn's preemption pressure is ChurnRT RT threads and
+// ChurnTimerPeriod timers.
+const (
+	Auto             = -1
+	ChurnRT          = 2
+	ChurnTimerPeriod = 500 * time.Microsecond
+	ChurnHotplug     = 20 * time.Second
+)
+
 // Defaults returns the options before any source is applied.
 func Defaults(env Env) Options {
 	cpus := max(env.NumCPU, 1)
@@ -189,11 +199,13 @@ func Defaults(env Env) Options {
 		ExactEvery:   5 * time.Second,
 		PreemptEvery: 3 * time.Second,
 		Mixed:        true,
-		// RT threads and timerfds are opt-in: on riscv64 under TCG they
-		// starved the storm's SCHED_OTHER threads into a false liveness
-		// failure. The churn tests turn them on (rt=2, timerperiod=500µs).
-		RT:          0,
-		TimerPeriod: 0,
+		Hotplug:      Auto,
+		// The preemption pressure is the churn's: on riscv64 under TCG
+		// the storm's SCHED_OTHER threads starved into a false liveness
+		// failure under it (before RT threads shared one priority and a
+		// fair-server reserve).
+		RT:          Auto,
+		TimerPeriod: Auto,
 		RTReserve:   int(hammer.DefaultFairShare * 100),
 		Modules:     true,
 		ModHold:     3 * time.Second,

@@ -47,6 +47,9 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := withChurnDefaults(Options{N: 2000, Hold: 5 * time.Second, Detach: All, Threads: 8, Stall: 20 * time.Second, LogLevel: 7, Poweroff: true, MaxArgs: 6})
+	if o.RT != 0 || o.TimerPeriod != 0 {
+		t.Errorf("the storm's defaults have RT %d and timers every %s, want no preemption pressure", o.RT, o.TimerPeriod)
+	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("defaults = %+v, want %+v", o, want)
 	}
@@ -205,7 +208,7 @@ func TestArgsRoundTrip(t *testing.T) {
 	def := Defaults(env4)
 	a := def.Args()
 	for k, want := range map[string]string{"n": "2000", "detach": "all", "crash": "none", "events": "auto", "hold": "5s", "stall": "20s", "threads": "8", "seed": "0", "poweroff": "true", "maxargs": "6",
-		"scenario": "storm", "hot": "16", "churn": "1m0s", "cycles": "0", "workers": "2", "exactcalls": "1000", "exactevery": "5s", "preemptevery": "3s", "mixed": "true", "hotplug": "0s"} {
+		"scenario": "storm", "hot": "16", "churn": "1m0s", "cycles": "0", "workers": "2", "exactcalls": "1000", "exactevery": "5s", "preemptevery": "3s", "mixed": "true", "hotplug": "auto", "rt": "auto", "timerperiod": "auto"} {
 		if a[k] != want {
 			t.Errorf("Args()[%s] = %q, want %q", k, a[k], want)
 		}
@@ -272,6 +275,7 @@ func withChurnDefaults(o Options) Options {
 	o.ModList = d.ModList
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
+	o.ResolveAuto()
 	return o
 }
 
@@ -419,5 +423,34 @@ func TestOpsSweep(t *testing.T) {
 	}
 	if got, _ := benchopts.ParseOpsSweep(" 2:3 , ,4:0:regs"); !reflect.DeepEqual(got, []benchopts.OpsPoint{{Relevant: 2, Irrelevant: 3, SaveRegs: false}, {Relevant: 4, Irrelevant: 0, SaveRegs: true}}) {
 		t.Errorf("spaces and empty items: %v", got)
+	}
+}
+
+// The churn runs with the preemption pressure by default; the storm and
+// the bench without; an explicit value wins in either.
+func TestPressureDefaultsPerScenario(t *testing.T) {
+	cases := []struct {
+		cmdline string
+		rt      int
+		timer   time.Duration
+	}{
+		{"fth.scenario=churn", ChurnRT, ChurnTimerPeriod},
+		{"fth.scenario=storm", 0, 0},
+		{"fth.scenario=bench", 0, 0},
+		{"fth.scenario=churn fth.rt=0 fth.timerperiod=0", 0, 0},
+		{"fth.scenario=storm fth.rt=3 fth.timerperiod=1ms", 3, time.Millisecond},
+		{"fth.scenario=storm fth.rt=auto", 0, 0},
+	}
+	if o, _ := Parse(nil, "fth.scenario=churn", env4, io.Discard); o.Hotplug != ChurnHotplug {
+		t.Errorf("churn hotplug %s, want %s", o.Hotplug, ChurnHotplug)
+	}
+	for _, c := range cases {
+		o, err := Parse(nil, c.cmdline, env4, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", c.cmdline, err)
+		}
+		if o.RT != c.rt || o.TimerPeriod != c.timer {
+			t.Errorf("%s: rt %d, timerperiod %s; want %d, %s", c.cmdline, o.RT, o.TimerPeriod, c.rt, c.timer)
+		}
 	}
 }

@@ -235,15 +235,39 @@ var fields = []field{
 	},
 	{
 		name:  "hotplug",
-		usage: "churn: `period` of CPU hotplug: a CPU goes offline for half of it, online for the other half; 0 disables it",
-		set:   func(o *Options, v string) (err error) { o.Hotplug, err = duration(v, false); return err },
-		get:   func(o *Options) string { return o.Hotplug.String() },
+		usage: "churn: `period` of CPU hotplug: a CPU goes offline for half of it, online for the other half; 0 disables it; \"auto\": 20s where the kernel lets a CPU go offline",
+		set: func(o *Options, v string) (err error) {
+			if v == "auto" {
+				o.Hotplug = Auto
+				return nil
+			}
+			o.Hotplug, err = duration(v, false)
+			return err
+		},
+		get: func(o *Options) string {
+			if o.Hotplug == Auto {
+				return "auto"
+			}
+			return o.Hotplug.String()
+		},
 	},
 	{
 		name:  "rt",
-		usage: "hammer threads running SCHED_FIFO/SCHED_RR at low RT priorities (`count`)",
-		set:   func(o *Options, v string) (err error) { o.RT, err = intRange(v, 0, 4096); return err },
-		get:   func(o *Options) string { return strconv.Itoa(o.RT) },
+		usage: "hammer threads running SCHED_RR at a low RT priority (`count`), or \"auto\": 2 in the churn, 0 in the storm and bench",
+		set: func(o *Options, v string) (err error) {
+			if v == "auto" {
+				o.RT = Auto
+				return nil
+			}
+			o.RT, err = intRange(v, 0, 4096)
+			return err
+		},
+		get: func(o *Options) string {
+			if o.RT == Auto {
+				return "auto"
+			}
+			return strconv.Itoa(o.RT)
+		},
 	},
 	{
 		name:  "rtreserve",
@@ -253,9 +277,21 @@ var fields = []field{
 	},
 	{
 		name:  "timerperiod",
-		usage: "`period` of a timerfd each hammer thread arms and reads; 0 disables it",
-		set:   func(o *Options, v string) (err error) { o.TimerPeriod, err = duration(v, false); return err },
-		get:   func(o *Options) string { return o.TimerPeriod.String() },
+		usage: "`period` of a timerfd each hammer thread arms and reads; 0 disables it; \"auto\": 500µs in the churn, 0 in the storm and bench",
+		set: func(o *Options, v string) (err error) {
+			if v == "auto" {
+				o.TimerPeriod = Auto
+				return nil
+			}
+			o.TimerPeriod, err = duration(v, false)
+			return err
+		},
+		get: func(o *Options) string {
+			if o.TimerPeriod == Auto {
+				return "auto"
+			}
+			return o.TimerPeriod.String()
+		},
 	},
 	{
 		name:   "includeknown",
@@ -501,7 +537,33 @@ func Parse(args []string, cmdline string, env Env, output io.Writer) (Options, e
 	if err := o.Validate(); err != nil {
 		return o, fmt.Errorf("options: %w", err)
 	}
+	o.ResolveAuto()
 	return o, nil
+}
+
+// ResolveAuto gives the options left at "auto" their scenario's value: the
+// churn runs with the preemption pressure on (ChurnRT threads at RT, and
+// ChurnTimerPeriod timers), the storm and the bench without, so that their
+// timings stay comparable with earlier runs.
+func (o *Options) ResolveAuto() {
+	churn := o.Scenario == ScenarioChurn
+	if o.RT == Auto {
+		o.RT = 0
+		if churn {
+			o.RT = ChurnRT
+		}
+	}
+	if o.TimerPeriod == Auto {
+		o.TimerPeriod = 0
+		if churn {
+			o.TimerPeriod = ChurnTimerPeriod
+		}
+	}
+	if o.Hotplug == Auto {
+		// Only the churn reads it; an arch or kernel without hotplug
+		// skips it there and records why.
+		o.Hotplug = ChurnHotplug
+	}
 }
 
 func (o *Options) applyCmdline(kv KV) error {
