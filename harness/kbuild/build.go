@@ -99,11 +99,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		return Kernel{}, err
 	}
 	key := Key(req.Source, req.Arch.Name, frags, tc)
-	entry := filepath.Join(req.CacheDir, "kernels", fmt.Sprintf("%s-%s", req.Arch.Name, key[:16]))
-	if err := os.MkdirAll(entry, 0o755); err != nil {
-		return Kernel{}, fmt.Errorf("kernel cache: %w", err)
-	}
-	unlock, err := lock(ctx, log, entry)
+	entry, unlock, err := openEntry(ctx, log, req, key)
 	if err != nil {
 		return Kernel{}, err
 	}
@@ -202,6 +198,20 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	}
 	log.Info("kernel built", "arch", req.Arch.Name, "release", k.Release, "seconds", int(k.BuildTime), "entry", entry)
 	return k, nil
+}
+
+// openEntry creates (if need be) and locks the cache entry of key; the
+// caller must unlock it.
+func openEntry(ctx context.Context, log *slog.Logger, req Request, key string) (string, func(), error) {
+	entry := filepath.Join(req.CacheDir, "kernels", fmt.Sprintf("%s-%s", req.Arch.Name, key[:16]))
+	if err := os.MkdirAll(entry, 0o755); err != nil {
+		return "", nil, fmt.Errorf("kernel cache: %w", err)
+	}
+	unlock, err := lock(ctx, log, entry)
+	if err != nil {
+		return "", nil, err
+	}
+	return entry, unlock, nil
 }
 
 // lock serialises builds of one entry across harness processes (two matrix

@@ -187,11 +187,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 		return Kernel{}, err
 	}
 	key := Key(req.Source, req.Arch.Name, frags, tc, req.Patches...)
-	entry := filepath.Join(req.CacheDir, "kernels", fmt.Sprintf("%s-%s", req.Arch.Name, key[:16]))
-	if err := os.MkdirAll(entry, 0o755); err != nil {
-		return Kernel{}, fmt.Errorf("kernel cache: %w", err)
-	}
-	unlock, err := lock(ctx, log, entry)
+	entry, unlock, err := openEntry(ctx, log, req, key)
 	if err != nil {
 		return Kernel{}, err
 	}

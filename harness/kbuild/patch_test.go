@@ -58,27 +58,13 @@ func TestPatchedFiles(t *testing.T) {
 	}
 }
 
-func writePatchTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, text := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 func TestOverlayPatchesACopyAndBindsIt(t *testing.T) {
 	if _, err := exec.LookPath("patch"); err != nil {
 		t.Skip("patch(1) is not installed")
 	}
 	orig := map[string]string{"kernel/a.c": "int a(void)\n{\n\treturn 1;\n}\n", "lib/b.c": "int b;\n", "lib/c.c": "int c;\n"}
-	src := writePatchTree(t, orig)
+	src := writeTree(t, orig)
 	ovDir := filepath.Join(t.TempDir(), "patched")
 	ov, err := prepareOverlay(context.Background(), src, []Patch{{Name: "example", Text: []byte(twoFilePatch)}}, ovDir)
 	if err != nil {
@@ -118,12 +104,12 @@ func TestOverlayRefusesAPatchThatDoesNotApply(t *testing.T) {
 	if _, err := exec.LookPath("patch"); err != nil {
 		t.Skip("patch(1) is not installed")
 	}
-	src := writePatchTree(t, map[string]string{"kernel/a.c": "something else\n", "lib/b.c": "int b;\n"})
+	src := writeTree(t, map[string]string{"kernel/a.c": "something else\n", "lib/b.c": "int b;\n"})
 	_, err := prepareOverlay(context.Background(), src, []Patch{{Name: "example", Text: []byte(twoFilePatch)}}, filepath.Join(t.TempDir(), "p"))
 	if err == nil || !errors.Is(err, ErrBadPatch) || !strings.Contains(err.Error(), "example does not apply") {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = prepareOverlay(context.Background(), writePatchTree(t, map[string]string{"lib/b.c": "int b;\n"}), []Patch{{Name: "example", Text: []byte(twoFilePatch)}}, filepath.Join(t.TempDir(), "p"))
+	_, err = prepareOverlay(context.Background(), writeTree(t, map[string]string{"lib/b.c": "int b;\n"}), []Patch{{Name: "example", Text: []byte(twoFilePatch)}}, filepath.Join(t.TempDir(), "p"))
 	if err == nil || !strings.Contains(err.Error(), "kernel/a.c is not in the tree") {
 		t.Fatalf("err = %v", err)
 	}

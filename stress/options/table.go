@@ -236,20 +236,8 @@ var fields = []field{
 	{
 		name:  "hotplug",
 		usage: "churn: `period` of CPU hotplug: a CPU goes offline for half of it, online for the other half; 0 disables it; \"auto\": 20s where the kernel lets a CPU go offline",
-		set: func(o *Options, v string) (err error) {
-			if v == "auto" {
-				o.Hotplug = Auto
-				return nil
-			}
-			o.Hotplug, err = duration(v, false)
-			return err
-		},
-		get: func(o *Options) string {
-			if o.Hotplug == Auto {
-				return "auto"
-			}
-			return o.Hotplug.String()
-		},
+		set:   func(o *Options, v string) (err error) { o.Hotplug, err = autoDuration(v); return err },
+		get:   func(o *Options) string { return autoString(o.Hotplug) },
 	},
 	{
 		name:  "rt",
@@ -278,20 +266,8 @@ var fields = []field{
 	{
 		name:  "timerperiod",
 		usage: "`period` of a timerfd each hammer thread arms and reads; 0 disables it; \"auto\": 500µs in the churn, 0 in the storm and bench",
-		set: func(o *Options, v string) (err error) {
-			if v == "auto" {
-				o.TimerPeriod = Auto
-				return nil
-			}
-			o.TimerPeriod, err = duration(v, false)
-			return err
-		},
-		get: func(o *Options) string {
-			if o.TimerPeriod == Auto {
-				return "auto"
-			}
-			return o.TimerPeriod.String()
-		},
+		set:   func(o *Options, v string) (err error) { o.TimerPeriod, err = autoDuration(v); return err },
+		get:   func(o *Options) string { return autoString(o.TimerPeriod) },
 	},
 	{
 		name:   "includeknown",

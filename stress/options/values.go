@@ -56,3 +56,20 @@ func duration(v string, positive bool) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// autoDuration is a duration >= 0, or "auto" (Auto: the scenario decides,
+// see ResolveAuto).
+func autoDuration(v string) (time.Duration, error) {
+	if v == "auto" {
+		return Auto, nil
+	}
+	return duration(v, false)
+}
+
+// autoString prints a duration that may be Auto.
+func autoString(d time.Duration) string {
+	if d == Auto {
+		return "auto"
+	}
+	return d.String()
+}
