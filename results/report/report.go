@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -158,6 +159,57 @@ type pageView struct {
 	AttachBars     template.HTML
 	DetachBars     template.HTML
 	Cells          []cellView
+	// Mutation is a mutation run's table (mutation.json), if there is one.
+	Mutation *mutationView
+}
+
+// mutationView is mutation.json as the page shows it. The file is the
+// harness's (harness/mutate.Table); the report reads only what it shows.
+type mutationView struct {
+	Seed    int64         `json:"seed"`
+	Budget  float64       `json:"budget_seconds"`
+	Rows    []mutationRow `json:"rows"`
+	Summary string        `json:"-"`
+}
+
+type mutationRow struct {
+	Mutant   string  `json:"mutant"`
+	Class    string  `json:"class"`
+	Arch     string  `json:"arch"`
+	Detected bool    `json:"detected"`
+	Seconds  float64 `json:"seconds"`
+	Title    string  `json:"title"`
+	Verdict  string  `json:"verdict"`
+	Reason   string  `json:"reason"`
+	Cell     string  `json:"cell"`
+	Anchor   string  `json:"-"`
+}
+
+// readMutation reads dir's mutation.json; none is no table.
+func readMutation(dir string) (*mutationView, error) {
+	b, err := os.ReadFile(filepath.Join(dir, results.MutationFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m mutationView
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", results.MutationFile, err)
+	}
+	n, d := 0, 0
+	for i := range m.Rows {
+		m.Rows[i].Anchor = anchor(m.Rows[i].Cell)
+		if m.Rows[i].Mutant != "" {
+			n++
+			if m.Rows[i].Detected {
+				d++
+			}
+		}
+	}
+	m.Summary = fmt.Sprintf("%d of %d mutants detected; each kernel ran the scenario for at most %.0f s with seed %d; the unmutated kernel ran it too and must pass", d, n, m.Budget, m.Seed)
+	return &m, nil
 }
 
 type countView struct {
@@ -285,6 +337,11 @@ var verdictOrder = [...]results.Verdict{results.Fail, results.Error, results.Run
 
 func buildPage(ctx context.Context, run *results.Run, opts Options, syms *symbolizers) (pageView, error) {
 	v := pageView{RunID: run.ID, Dir: run.Dir}
+	mut, err := readMutation(run.Dir)
+	if err != nil {
+		return v, err
+	}
+	v.Mutation = mut
 	if !run.At.IsZero() {
 		v.At = run.At.UTC().Format("2006-01-02 15:04:05 UTC")
 	}

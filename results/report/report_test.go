@@ -642,3 +642,33 @@ func TestBenchFromEvents(t *testing.T) {
 		}
 	}
 }
+
+// A mutation run's report shows its table: each mutant's row with detected,
+// seconds and title, and the unmutated kernel's verdict.
+func TestReportShowsMutationTable(t *testing.T) {
+	dir := t.TempDir()
+	table := `{"run_id":"m","seed":7,"budget_seconds":120,"rows":[
+ {"mutant":"","arch":"x86_64","detected":false,"verdict":"pass","cell":"x86_64-unmutated"},
+ {"mutant":"bpf-tramp-free-now","class":"trampoline-freed-early","arch":"x86_64","detected":true,"seconds":31.5,"title":"Oops: int3 in bpf_trampoline_6442","verdict":"fail","cell":"x86_64-bpf-tramp-free-now"},
+ {"mutant":"x86-int3-steps-reordered","class":"patch-unsynchronised","arch":"x86_64","detected":false,"verdict":"pass","cell":"x86_64-x86-int3-steps-reordered"}]}`
+	if err := os.WriteFile(filepath.Join(dir, results.MutationFile), []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := readMutation(dir)
+	if err != nil || m == nil {
+		t.Fatalf("readMutation = %v, %v", m, err)
+	}
+	var b bytes.Buffer
+	if err := page.Execute(&b, pageView{RunID: "m", Mutation: m}); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, want := range []string{"1 of 2 mutants detected", "(unmutated)", "bpf-tramp-free-now", "31.5", "Oops: int3 in bpf_trampoline_6442", "x86-int3-steps-reordered"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if m, err := readMutation(t.TempDir()); m != nil || err != nil {
+		t.Errorf("no mutation.json: %v, %v; want no table and no error", m, err)
+	}
+}
