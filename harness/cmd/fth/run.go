@@ -37,7 +37,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		seed       = fs.Int64("seed", 0, "random seed for function selection and the hammer (0: the agent picks and reports one)")
 		crash      = fs.String("crash", "", "inject a fault after attaching: sysrq-c (a panic), hung-task (one agent thread left in D state) or rt-inversion (one agent thread starved behind another at SCHED_FIFO: a harness-induced stall)")
 		pauseAfter = fs.Duration("pause-after", 0, "stop the VM over QMP this long after the agent starts (hang injection)")
-		deadline   = fs.Duration("deadline", 30*time.Minute, "overall deadline for the boot (scaled per arch)")
+		deadline   = fs.Duration("deadline", 30*time.Minute, "overall deadline for the boot (scaled per arch; a churn longer than it gets its duration plus 15m)")
 		silence    = fs.Duration("silence", 90*time.Second, "no-output watchdog (scaled per arch)")
 		singlestep = fs.Bool("singlestep", false, "race widening: one guest instruction per TCG block (QEMU -singlestep / one-insn-per-tb)")
 		icount     = fs.String("icount", "", "race widening: QEMU -icount value, e.g. shift=auto (needs tcg-single)")
@@ -82,6 +82,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkAgentArgs(agent, agentFlags()); err != nil {
 		return err
 	}
+	if !flagSet(fs, "deadline") {
+		*deadline = deadlineFor(agent, *deadline)
+	}
 	a, repo, frags, err := b.resolve()
 	if err != nil {
 		return err
@@ -111,6 +114,25 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	return runOne(ctx, log, env, *out, *runID, c, stdout)
+}
+
+// churnMargin is what a churn's cell needs beyond the churn itself: boot,
+// inventory, loading, the background trampolines and the teardown.
+const churnMargin = 15 * time.Minute
+
+// deadlineFor is the default deadline for agent: a churn longer than the
+// default deadline allows gets its duration plus churnMargin, so that
+// `--agent-arg churn=30m` runs its half hour instead of ending at the
+// deadline as an error.
+func deadlineFor(agent map[string]string, def time.Duration) time.Duration {
+	if agent["scenario"] != string(event.ScenarioChurn) {
+		return def
+	}
+	d, err := time.ParseDuration(agent["churn"])
+	if err != nil || d+churnMargin <= def {
+		return def
+	}
+	return d + churnMargin
 }
 
 // scenarioName is the scenario the agent options ask for; a bad one is
