@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -165,7 +166,41 @@ func copyTree(ctx context.Context, from, to string) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("copy build directory %s: %v: %s", from, err, tail(string(out), 5))
 	}
-	return nil
+	return repath(filepath.Join(to, "tools"), from, to)
+}
+
+// repath rewrites the build directory's absolute path in the dependency
+// records under dir (.cmd and .d files), keeping their time stamps. The
+// kernel's own objects name the output tree relatively, but the host
+// tools built under tools/ (objtool, resolve_btfids) record it
+// absolutely: in a copy their commands would differ from the records,
+// make would rebuild them, and a new objtool would make every object it
+// checks rebuild too (1,400 steps instead of a handful).
+func repath(dir, from, to string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() || !(strings.HasSuffix(name, ".cmd") || strings.HasSuffix(name, ".d")) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || !bytes.Contains(b, []byte(from)) {
+			return err
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, bytes.ReplaceAll(b, []byte(from), []byte(to)), st.Mode()); err != nil {
+			return err
+		}
+		return os.Chtimes(path, st.ModTime(), st.ModTime())
+	})
 }
 
 // buildPatched builds req (which has patches) from the unpatched kernel's

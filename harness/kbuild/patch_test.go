@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const twoFilePatch = `Mutant: example
@@ -123,5 +124,37 @@ func TestKeyCoversPatches(t *testing.T) {
 	b := Key(src, "x86_64", nil, tc, Patch{Name: "a", Text: []byte("y")})
 	if plain == a || a == b {
 		t.Fatalf("keys do not tell patches apart: %s %s %s", plain, a, b)
+	}
+}
+
+func TestRepathKeepsTimes(t *testing.T) {
+	from := t.TempDir()
+	to := filepath.Join(t.TempDir(), "copy")
+	dir := writeTree(t, map[string]string{
+		"tools/objtool/.objtool.o.cmd": "savedcmd_x := gcc -o " + from + "/tools/objtool/objtool.o\n",
+		"tools/objtool/objtool.d":      from + "/tools/objtool/objtool.o: a.c\n",
+		"tools/objtool/objtool.c":      "int main(void) { return 0; } /* " + from + " */\n",
+	})
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, f := range []string{"tools/objtool/.objtool.o.cmd", "tools/objtool/objtool.d"} {
+		os.Chtimes(filepath.Join(dir, f), old, old)
+	}
+	if err := repath(filepath.Join(dir, "tools"), from, to); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"tools/objtool/.objtool.o.cmd", "tools/objtool/objtool.d"} {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		if strings.Contains(string(b), from) || !strings.Contains(string(b), to) {
+			t.Errorf("%s = %q: want %s replaced by %s", f, b, from, to)
+		}
+		if st, _ := os.Stat(filepath.Join(dir, f)); !st.ModTime().Equal(old) {
+			t.Errorf("%s time stamp %s, want it kept (%s)", f, st.ModTime(), old)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "tools/objtool/objtool.c")); !strings.Contains(string(b), from) {
+		t.Errorf("a source file was rewritten: %q", b)
+	}
+	if err := repath(filepath.Join(t.TempDir(), "none"), from, to); err != nil {
+		t.Errorf("a build without tools/: %v", err)
 	}
 }
