@@ -59,7 +59,6 @@ func TestPatchedFiles(t *testing.T) {
 	}
 }
 
-
 func TestOverlayPatchesACopyAndBindsIt(t *testing.T) {
 	if _, err := exec.LookPath("patch"); err != nil {
 		t.Skip("patch(1) is not installed")
