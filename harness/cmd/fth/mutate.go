@@ -37,6 +37,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		accel    = fs.String("accel", string(matrix.DefaultParams().Accel), "QEMU accelerator (see fth run)")
 		mutDir   = fs.String("mutants-dir", "", "directory of *.patch mutants (default: <repo>/mutants)")
 		dryRun   = fs.Bool("dry-run", false, "check every input and print the cells, then stop")
+		build    = fs.Bool("build-only", false, "build (or find in the cache) every kernel the run needs, mutants included, then stop: boots of several arches can then run side by side without two builds at once")
 		agentArg multiFlag
 	)
 	fs.Var(&agentArg, "agent-arg", "agent option key=value added to every cell's scenario (repeatable)")
@@ -146,6 +147,21 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log := newLogger(stderr, b.verbose)
 	env := b.env(log, repo)
+	if *build {
+		for _, j := range jobs {
+			start := time.Now()
+			k, _, err := env.BuildKernel(ctx, j.cell.Arch, j.cell.Fragments, j.cell.Patches...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", j.cell.Name, err)
+			}
+			how := fmt.Sprintf("built in %.0f s", time.Since(start).Seconds())
+			if k.Cached {
+				how = "cached"
+			}
+			fmt.Fprintf(stdout, "%s: %s (%s)\n", j.cell.Name, how, k.Image)
+		}
+		return nil
+	}
 	if *runID == "" {
 		*runID = "mutate-" + newRunID()
 	}
