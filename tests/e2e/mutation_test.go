@@ -14,13 +14,14 @@ import (
 // makeTestMutants are the x86_64 mutants `make test` must see detected, with
 // the unmutated kernel passing the same scenario in the same run. No seed
 // is pinned: each run draws one and mutation.json records it.
-var makeTestMutants = []string{"direct-modify-no-tmp-ops", "bpf-tramp-free-now"}
+var makeTestMutants = []string{"bpf-tramp-free-now", "x86-int3-steps-reordered"}
 
 // The harness finds real patching bugs: fth mutate builds x86_64 kernels
-// with a direct-call modify that skips the temporary ops and with BPF
-// trampoline images freed at once, runs the mutation churn on each and on
-// the unmutated kernel, and must report both mutants detected and the
-// unmutated kernel clean.
+// with BPF trampoline images freed at once and with the INT3 patching
+// steps reordered, runs the mutation churn on each and on the unmutated
+// kernel, and must report both mutants detected and the unmutated kernel
+// clean. (Measured: 11.5 s and 5.8 s from boot; `make mutation` has the
+// whole set.)
 func TestMutationX86(t *testing.T) {
 	out := e2eOut(t)
 	args := []string{"mutate", "--arches", "x86_64", "--mutants", joinComma(makeTestMutants), "--require-detected", "--out", out, "--run-id", "m"}
