@@ -54,13 +54,16 @@ const (
 	// modeBoard makes the VM stand in for an SSH board (fth boardvm,
 	// which asks for it with fth.board=1 on the kernel command line).
 	modeBoard = "board"
+	// modeSpin is one spinning SCHED_FIFO process of crash=rt-inversion
+	// (see spinMain): agent spin <cpu> <priority>.
+	modeSpin = "spin"
 )
 
 // splitMode takes the subcommand off args.
 func splitMode(args []string) (string, []string) {
 	if len(args) > 0 {
 		switch args[0] {
-		case modeSession, modeKmsgStream, modeBoard:
+		case modeSession, modeKmsgStream, modeBoard, modeSpin:
 			return args[0], args[1:]
 		}
 	}
@@ -85,6 +88,8 @@ func run(ctx context.Context, args []string, sys system) error {
 		}
 	}
 	switch mode {
+	case modeSpin:
+		return spinMain(args)
 	case modeBoard:
 		if addr == "" {
 			addr = defaultBoardAddr
@@ -254,7 +259,11 @@ func (a *agent) execute(ctx context.Context) error {
 		if err := injectRTInversion(0); err != nil {
 			return fmt.Errorf("crash=rt-inversion: %w", err)
 		}
-		report.Logf(a.w, "crash=rt-inversion: %d trampolines attached; two agent threads now spin at SCHED_FIFO 1 and 2 on cpu 0", a.attached)
+		report.Logf(a.w, "crash=rt-inversion: %d trampolines attached; two agent threads now spin at SCHED_FIFO 1 and 2 on cpu 0; waiting for an RCU-tasks grace period", a.attached)
+		if err := waitTasksRCU(); err != nil {
+			return fmt.Errorf("crash=rt-inversion: wait for RCU-tasks: %w", err)
+		}
+		report.Logf(a.w, "crash=rt-inversion: the RCU-tasks grace period ended despite the starved thread")
 	}
 	if a.opts.Crash == options.CrashHungTask {
 		if err := a.sys.hangTask(); err != nil {
