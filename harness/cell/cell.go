@@ -15,7 +15,6 @@ import (
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/hang"
-	"github.com/ftrace-harness/fth/stress/hammer"
 )
 
 // Spec is everything a cell needs beyond the built artifacts.
@@ -88,10 +87,11 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 }
 
 // GuestHarness is how the harness's threads look in the guest: u-root's
-// init starts the agent as "uinit" (the task name every agent thread
-// shows), and its hammer's real-time threads run at hammer.RTPriority.
-// Earlier agents drew priorities 1-10, which the range still covers.
-var GuestHarness = hang.Harness{Comm: "uinit", RTPrioLo: 89, RTPrioHi: 99 - hammer.RTPriority}
+// init starts the agent as "uinit" (the task name every agent thread and
+// its spin processes show), and its real-time threads use SCHED_FIFO/RR
+// priorities 1 to 10 (kernel prio 98 to 89): the hammer's
+// hammer.RTPriority, crash=rt-inversion's 1 and 2.
+var GuestHarness = hang.Harness{Comm: "uinit", RTPrioLo: 89, RTPrioHi: 98}
 
 // rcuTasksStallArgs make the kernel name the tasks holding an RCU-tasks
 // grace period (with their stacks) after two thirds of the silence
