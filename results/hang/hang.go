@@ -294,10 +294,12 @@ func (e *Explanation) starvedByHarness(pid int, h Harness) (why string, ok bool)
 	return strings.Join(quote, "; "), true
 }
 
-// pick prefers a task with a place over one without, and a kernel task or
-// another program over the harness's own (which waits on the others).
+// pick prefers a task with a place over one without, and the harness's
+// own threads over the rest: a silent agent is silent because one of its
+// threads is blocked, and its stack says on what (a kernel thread asleep
+// in its own loop, as fth_target's are, explains nothing).
 func pick(ts []Task, harness string) Task {
-	best := slices.IndexFunc(ts, func(t Task) bool { return t.Where != "" && t.Comm != harness })
+	best := slices.IndexFunc(ts, func(t Task) bool { return t.Where != "" && t.Comm == harness })
 	if best < 0 {
 		best = slices.IndexFunc(ts, func(t Task) bool { return t.Where != "" })
 	}
