@@ -15,8 +15,9 @@ const recentLines = 4000
 
 // sysrqKeys are what the monitor asks a stuck kernel, in order: the
 // blocked tasks with their stacks (w), then every task and the runqueues
-// (t, whose scheduler dump says what each CPU runs).
-var sysrqKeys = []byte{'w', 't'}
+// (t, whose scheduler dump says what each CPU runs), twice: one runqueue
+// snapshot could catch a passing moment.
+var sysrqKeys = []byte{'w', 't', 't'}
 
 // sysrqQuiet ends the read of one sysrq's output: the kernel prints it at
 // once, from the UART's interrupt.
