@@ -34,6 +34,9 @@ type Spec struct {
 	// Progress, if set, shows the agent's long phases (attach, detach,
 	// churn); nil logs a line every 5 s instead.
 	Progress *progress.Reporter
+	// StopAtFinding ends the cell shortly after the first kernel report
+	// (see monitor.Spec).
+	StopAtFinding bool
 }
 
 // agentCmdline renders AgentArgs in a stable order, so repros are comparable.
@@ -81,8 +84,9 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		Progress:   spec.Progress,
 		// The agent option that stops avoiding the known findings' triggers
 		// also makes them count.
-		IncludeKnown: spec.AgentArgs["includeknown"] == "true",
-		Harness:      GuestHarness,
+		IncludeKnown:  spec.AgentArgs["includeknown"] == "true",
+		Harness:       GuestHarness,
+		StopAtFinding: spec.StopAtFinding,
 	})
 }
 

@@ -55,6 +55,11 @@ type Spec struct {
 	// themselves and report it (a board reboots; target.Rebooted): a
 	// panic then does not end the cell after Graces.Panic.
 	SurvivesPanic bool
+	// StopAtFinding ends the cell Graces.Finding after the first kernel
+	// report of any kind, as a hang report's tail does: for runs that ask
+	// only whether the kernel fails (fth mutate), not what else it does
+	// after an oops, which may be to limp on for the whole deadline.
+	StopAtFinding bool
 	// Graces override the defaults below (zero keeps a default): tests
 	// shorten them.
 	Graces Graces
@@ -81,6 +86,8 @@ type Graces struct {
 	// Drain ends the read of what is left after Close once nothing came
 	// for this long.
 	Drain time.Duration
+	// Finding is the tail after the first report with StopAtFinding.
+	Finding time.Duration
 	// Sysrq bounds the wait for each sysrq's output (a target.Sysrqer):
 	// the read stops earlier once the console has been quiet for a second.
 	Sysrq time.Duration
@@ -88,12 +95,12 @@ type Graces struct {
 
 // DefaultGraces are the graces of a real cell.
 func DefaultGraces() Graces {
-	return Graces{Reset: 2 * time.Second, Panic: 15 * time.Second, Done: 10 * time.Second, Drain: 500 * time.Millisecond, Sysrq: 20 * time.Second}
+	return Graces{Reset: 2 * time.Second, Panic: 15 * time.Second, Done: 10 * time.Second, Drain: 500 * time.Millisecond, Finding: 15 * time.Second, Sysrq: 20 * time.Second}
 }
 
 func (g Graces) orDefault() Graces {
 	d := DefaultGraces()
-	for _, p := range []struct{ v, def *time.Duration }{{&g.Reset, &d.Reset}, {&g.Panic, &d.Panic}, {&g.Done, &d.Done}, {&g.Drain, &d.Drain}, {&g.Sysrq, &d.Sysrq}} {
+	for _, p := range []struct{ v, def *time.Duration }{{&g.Reset, &d.Reset}, {&g.Panic, &d.Panic}, {&g.Done, &d.Done}, {&g.Drain, &d.Drain}, {&g.Finding, &d.Finding}, {&g.Sysrq, &d.Sysrq}} {
 		if *p.v <= 0 {
 			*p.v = *p.def
 		}
@@ -354,6 +361,12 @@ func (m *run) consoleLine(line string) {
 	// and after a panic or in a partial hang the console may print nothing
 	// more for minutes.
 	for _, k := range m.det.OpenKinds() {
+		if m.tail == nil && m.spec.StopAtFinding {
+			// The report's header is enough to stop on; the tail lets
+			// its stack and what follows reach the log.
+			m.log.Info("a kernel report began; the cell ends after its tail (stop at the first finding)", "kind", k, "tail", m.spec.Graces.Finding)
+			m.tail = time.After(m.spec.Graces.Finding)
+		}
 		if m.tail == nil && endsCell(k) {
 			m.log.Info("the console reported a hang; the cell ends after its tail", "kind", k, "tail", m.spec.HangTail)
 			m.tail = time.After(m.spec.HangTail)

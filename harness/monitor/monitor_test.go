@@ -185,6 +185,8 @@ func TestMonitorCases(t *testing.T) {
 		{"in flight when the guest died", []step{hello, op, exited}, false, 0, results.Error, "exited", "(during attach #1474: some_func)", false},
 		{"a known finding's trigger in flight", []step{hello, knownOp, {ev: target.Event{Kind: target.Reset}}}, false, 0, results.Pass, "reset", "known finding rcu-read-unlock-special-fentry ended the run", true},
 		{"a report from before the known trigger is not put down to it", cat([]step{hello}, cons(panicLog[:10]), []step{knownOp, {ev: target.Event{Kind: target.Reset}}}), false, 0, results.Fail, "reset", "kernel BUG in __reiserfs_panic", true},
+		{"stop at the first finding (fth mutate)", cat([]step{hello}, cons(panicLog[:10]), liveness(t, 3*time.Second)), false, 0, results.Fail, "hang-report", "kernel BUG in __reiserfs_panic", true},
+		{"an oops the kernel survives runs on", cat([]step{hello}, cons(panicLog[:10]), liveness(t, 3*time.Second)), false, 0, results.Fail, "deadline", "kernel BUG in __reiserfs_panic", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,8 +201,9 @@ func TestMonitorCases(t *testing.T) {
 			}
 			spec := Spec{
 				Deadline: 1500 * time.Millisecond, Silence: 300 * time.Millisecond, HangTail: 200 * time.Millisecond,
-				PauseAfter: tt.pauseAfter,
-				Graces:     Graces{Reset: 50 * time.Millisecond, Panic: 200 * time.Millisecond, Done: 100 * time.Millisecond, Drain: 20 * time.Millisecond},
+				PauseAfter: tt.pauseAfter, StopAtFinding: strings.HasPrefix(tt.name, "stop at"),
+				Graces: Graces{Reset: 50 * time.Millisecond, Panic: 200 * time.Millisecond, Done: 100 * time.Millisecond, Drain: 20 * time.Millisecond,
+					Finding: 100 * time.Millisecond, Sysrq: 100 * time.Millisecond},
 			}
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			if err := Run(ctx, log, w, f, spec); err != nil {

@@ -65,6 +65,8 @@ type Cell struct {
 	Widen qemu.Widening
 	// Patches change the kernel source for this cell only (fth mutate).
 	Patches []kbuild.Patch
+	// StopAtFinding ends the cell shortly after the first kernel report.
+	StopAtFinding bool
 }
 
 // ErrInfra marks errors that are the harness's or the machine's, not the
@@ -237,11 +239,12 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			CPUs: c.CPUs, MemoryMB: c.MemoryMB, Accel: accel, SocketDir: sockDir,
 			Widen: c.Widen, QEMUVersion: qv,
 		},
-		AgentArgs:  c.AgentArgs,
-		Deadline:   c.Deadline,
-		Silence:    c.Silence,
-		PauseAfter: c.PauseAfter,
-		Progress:   e.Progress,
+		AgentArgs:     c.AgentArgs,
+		Deadline:      c.Deadline,
+		Silence:       c.Silence,
+		PauseAfter:    c.PauseAfter,
+		Progress:      e.Progress,
+		StopAtFinding: c.StopAtFinding,
 	}
 	if err := cell.Run(ctx, log, w, spec); err != nil {
 		return fail("boot", fmt.Errorf("%w: %w", ErrInfra, err))

@@ -121,6 +121,9 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				// agent's own teardown, scaled per arch by the target.
 				Deadline: *budget + 10*time.Minute,
 				Patches:  patches,
+				// A mutant's first report is its detection; an oopsed
+				// kernel may limp on until the deadline otherwise.
+				StopAtFinding: true,
 			}, nil
 		}
 		c, err := mk(fmt.Sprintf("%s-unmutated", a.Name), nil)
