@@ -185,14 +185,9 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		BuildSteps:    b.steps,
 	}
 	k.Observed = Observe(final)
-	if k.ImageSHA256, err = fileSHA256(k.Image); err != nil {
-		return Kernel{}, fmt.Errorf("built image: %w", err)
+	if err := k.recordArtifacts(); err != nil {
+		return Kernel{}, err
 	}
-	st, err := os.Stat(k.Vmlinux)
-	if err != nil {
-		return Kernel{}, fmt.Errorf("built vmlinux: %w", err)
-	}
-	k.VmlinuxSize = st.Size()
 	if err := writeManifest(entry, k); err != nil {
 		return Kernel{}, fmt.Errorf("write kernel manifest: %w", err)
 	}

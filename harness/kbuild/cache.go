@@ -159,3 +159,18 @@ func previousSteps(cacheDir string, a arch.Name) map[string]int {
 	}
 	return newest.BuildSteps
 }
+
+// recordArtifacts fills in the hash of the built image and the size of
+// vmlinux, which loadManifest checks to find the entry intact.
+func (k *Kernel) recordArtifacts() error {
+	var err error
+	if k.ImageSHA256, err = fileSHA256(k.Image); err != nil {
+		return fmt.Errorf("built image: %w", err)
+	}
+	st, err := os.Stat(k.Vmlinux)
+	if err != nil {
+		return fmt.Errorf("built vmlinux: %w", err)
+	}
+	k.VmlinuxSize = st.Size()
+	return nil
+}

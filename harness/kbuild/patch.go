@@ -268,14 +268,9 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 		}
 	}
 	k.BuiltAt, k.BuildTime, k.BuildSteps, k.Cached = time.Now().UTC(), time.Since(start).Seconds(), b.steps, false
-	if k.ImageSHA256, err = fileSHA256(k.Image); err != nil {
-		return Kernel{}, fmt.Errorf("built image: %w", err)
+	if err := k.recordArtifacts(); err != nil {
+		return Kernel{}, err
 	}
-	st, err := os.Stat(k.Vmlinux)
-	if err != nil {
-		return Kernel{}, fmt.Errorf("built vmlinux: %w", err)
-	}
-	k.VmlinuxSize = st.Size()
 	if k.ImageSHA256 == bk.ImageSHA256 {
 		return Kernel{}, fmt.Errorf("%w: %s changed nothing in the image (is the patched code configured in?)", ErrBadPatch, strings.Join(k.Patches, "+"))
 	}

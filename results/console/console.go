@@ -9,6 +9,7 @@
 package console
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -136,4 +137,24 @@ func Parse(log []byte) []Finding {
 	// Reports of different CPUs can be open at once and end in any order.
 	sort.SliceStable(found, func(i, j int) bool { return found[i].StartLine < found[j].StartLine })
 	return group(found, strings.Split(text, "\n"))
+}
+
+// Context says where a report happened as it names it: "CPU 1, task
+// uinit[55], taint G O", leaving out what it does not say.
+func (f Finding) Context() string {
+	var parts []string
+	if f.CPU >= 0 {
+		parts = append(parts, fmt.Sprintf("CPU %d", f.CPU))
+	}
+	if f.Comm != "" || f.PID >= 0 {
+		task := f.Comm
+		if f.PID >= 0 {
+			task += fmt.Sprintf("[%d]", f.PID)
+		}
+		parts = append(parts, "task "+task)
+	}
+	if f.Taint != "" {
+		parts = append(parts, "taint "+f.Taint)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -299,25 +299,11 @@ func reportDetails(f results.Finding) (guilty, via, where string) {
 			break
 		}
 	}
-	var parts []string
-	if c.CPU >= 0 {
-		parts = append(parts, fmt.Sprintf("CPU %d", c.CPU))
-	}
-	if c.Comm != "" || c.PID >= 0 {
-		task := c.Comm
-		if c.PID >= 0 {
-			task += fmt.Sprintf("[%d]", c.PID)
-		}
-		parts = append(parts, "task "+task)
-	}
-	if c.Taint != "" {
-		parts = append(parts, "taint "+c.Taint)
-	}
 	guilty = f.Function
 	if guilty == "" {
 		guilty = c.Function
 	}
-	return guilty, c.Trampoline, strings.Join(parts, ", ")
+	return guilty, c.Trampoline, c.Context()
 }
 
 type excerptView struct {

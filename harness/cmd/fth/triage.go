@@ -181,18 +181,8 @@ func countNote(f console.Finding) string {
 // details is what the report says about where it happened.
 func details(f console.Finding) string {
 	var parts []string
-	if f.CPU >= 0 {
-		parts = append(parts, fmt.Sprintf("CPU %d", f.CPU))
-	}
-	if f.Comm != "" || f.PID >= 0 {
-		task := f.Comm
-		if f.PID >= 0 {
-			task += fmt.Sprintf("[%d]", f.PID)
-		}
-		parts = append(parts, "task "+task)
-	}
-	if f.Taint != "" {
-		parts = append(parts, "taint "+f.Taint)
+	if c := f.Context(); c != "" {
+		parts = append(parts, c)
 	}
 	if f.Trampoline != "" {
 		parts = append(parts, "via trampoline "+f.Trampoline)
