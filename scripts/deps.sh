@@ -59,6 +59,9 @@ PKGS=(
 	# kernel build
 	build-essential flex bison bc libelf-dev libssl-dev dwarves ccache cpio kmod
 	python3 rsync xz-utils zstd
+	# fth mutate: patch(1) applies a mutant to a scratch copy, unshare(1)
+	# binds it over the tree in a private mount namespace
+	patch util-linux
 	# cross builds: gcc for arm64 and ppc64le, LLVM for riscv64 (gcc 12 lacks
 	# -fmin-function-alignment, so riscv CALL_OPS would need RVC off)
 	gcc-aarch64-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc64le-linux-gnu
