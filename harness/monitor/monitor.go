@@ -647,7 +647,7 @@ var stallKinds = []console.Kind{console.KindRCUStall, console.KindHungTask, cons
 func countable(fs []results.Finding, includeKnown bool) int {
 	n := 0
 	for _, f := range fs {
-		if f.Kind == console.KindHarnessInduced || f.Induced != "" {
+		if induced(f) {
 			continue
 		}
 		if f.Known == "" || includeKnown {
@@ -676,7 +676,7 @@ func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (
 	switch {
 	case countable(r.Findings, spec.IncludeKnown) > 0:
 		for _, f := range r.Findings {
-			if f.Kind != console.KindHarnessInduced && f.Induced == "" && (f.Known == "" || spec.IncludeKnown) {
+			if !induced(f) && (f.Known == "" || spec.IncludeKnown) {
 				return results.Fail, f.Title
 			}
 		}

@@ -74,7 +74,7 @@ type Mutant struct {
 
 // DefaultAgent is the scenario every mutant runs unless its header says
 // otherwise: the churn with every tracer, modules and preemption-model
-// switches, for Budget.
+// switches, for budget.
 func DefaultAgent(budget time.Duration) map[string]string {
 	return map[string]string{
 		"scenario": "churn", "churn": budget.String(), "n": "0", "mixed": "true", "modules": "true",
@@ -232,9 +232,6 @@ type Row struct {
 	Title   string          `json:"title,omitempty"`
 	Verdict results.Verdict `json:"verdict"`
 	Reason  string          `json:"reason,omitempty"`
-	// Budget is how long the scenario ran (or would have) without a
-	// detection.
-	Budget float64 `json:"budget_seconds"`
 	// BuildSeconds is the patched kernel's build time (0 from the cache).
 	BuildSeconds float64 `json:"build_seconds"`
 	Cell         string  `json:"cell"`

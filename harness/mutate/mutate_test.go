@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/ftrace-harness/fth/harness/arch"
-	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
 )
@@ -161,5 +160,3 @@ func TestJudge(t *testing.T) {
 		}
 	}
 }
-
-var _ = kbuild.Patch{}

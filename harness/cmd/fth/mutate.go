@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/mutate"
@@ -181,7 +180,6 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		row := mutate.Judge(r)
-		row.Budget = budget.Seconds()
 		row.BuildSeconds = r.Timings.KernelSeconds
 		if r.Kernel.Cached {
 			row.BuildSeconds = 0
@@ -237,5 +235,3 @@ func printMutants(w io.Writer, ms []mutate.Mutant) {
 	}
 	tw.Flush()
 }
-
-var _ = arch.X86_64
