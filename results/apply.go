@@ -39,12 +39,26 @@ func Apply(r *Result, ev event.Event) {
 		r.HotSet = ev.HotSet
 	case event.KindBench:
 		r.Bench = ev.Bench
+	case event.KindInjection:
+		r.Injections = AddInjection(r.Injections, *ev.Injection)
 	case event.KindLiveness:
 		r.Liveness = mergeLiveness(r.Liveness, ev.Liveness)
 	case event.KindDone:
 		ok := ev.Done.OK
 		r.AgentOK, r.AgentReason = &ok, ev.Done.Reason
 	}
+}
+
+// AddInjection keeps the latest report of each injection (by Seq), in
+// order.
+func AddInjection(list []event.Injection, in event.Injection) []event.Injection {
+	for i := range list {
+		if list[i].Seq == in.Seq {
+			list[i] = in
+			return list
+		}
+	}
+	return append(list, in)
 }
 
 // AddOracle keeps summaries (no Function, or a Checks count) and the

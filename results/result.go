@@ -192,6 +192,9 @@ type Result struct {
 	Features []event.Feature `json:"features,omitempty"`
 	Preempt  *event.Preempt  `json:"preempt,omitempty"`
 	HotSet   *event.HotSet   `json:"hot_set,omitempty"`
+	// Injections are the race scenario's preemption injections, the
+	// latest report of each.
+	Injections []event.Injection `json:"injections,omitempty"`
 	// Bench holds the bench scenario's measurements.
 	Bench *event.Bench `json:"bench,omitempty"`
 	// Board is set for a soak on an SSH board.

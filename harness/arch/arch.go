@@ -68,6 +68,9 @@ type Arch struct {
 	VirtioSerial string
 	// Cmdline is appended to every boot's kernel command line.
 	Cmdline []string
+	// GDBPC is the program counter's register number in GDB's numbering
+	// for the arch, as QEMU's gdbstub answers p requests.
+	GDBPC int
 	// KVMCapable says whether KVM can run this guest on this host arch at all.
 	KVMCapable bool
 
@@ -114,6 +117,7 @@ var table = []Arch{
 		CPU:          "max",
 		Console:      "ttyS0",
 		VirtioSerial: "virtio-serial-pci",
+		GDBPC:        16, // rip, after the 16 general registers
 		KVMCapable:   true,
 		// The top 16 MiB of a 1 GiB guest: QEMU keeps guest RAM across a
 		// guest reboot, as a board with ramoops does.
@@ -139,6 +143,7 @@ var table = []Arch{
 		CPU:          "max,pauth=off,sve=off",
 		Console:      "ttyAMA0",
 		VirtioSerial: "virtio-serial-pci",
+		GDBPC:        32, // pc, after x0-x30 and sp
 		Features:     []Feature{CallOps, DirectCalls},
 		// arm64 can turn CALL_OPS off and keep direct calls: both are
 		// worth a nightly run.
@@ -163,6 +168,7 @@ var table = []Arch{
 		CPU:          "rv64",
 		Console:      "ttyS0",
 		VirtioSerial: "virtio-serial-pci",
+		GDBPC:        32, // pc, after x0-x31
 		// QEMU 7.2's OpenSBI has no DBCN, so earlycon=sbi prints nothing, and its
 		// device tree has only the old riscv,isa property.
 		Cmdline:  []string{"earlycon=uart8250,mmio,0x10000000", "riscv_isa_fallback"},
@@ -187,6 +193,7 @@ var table = []Arch{
 		CPU:          "power9",
 		Console:      "hvc0",
 		VirtioSerial: "virtio-serial-pci",
+		GDBPC:        64, // pc, after r0-r31 and f0-f31
 		Features:     []Feature{CallOps, DirectCalls},
 		// Direct calls come only with CALL_OPS on powerpc, so
 		// direct-calls-full covers both.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/monitor"
 	"github.com/ftrace-harness/fth/harness/progress"
+	"github.com/ftrace-harness/fth/harness/race"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/hang"
@@ -76,6 +77,18 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	}
 	t := qemu.NewTarget(vm)
 	defer t.Close()
+	if spec.VM.Race {
+		rctx, cancel := context.WithCancel(ctx)
+		c := &race.Conductor{Log: log, Target: vm, PCRegister: spec.VM.Arch.GDBPC, HoldLimit: scaled(race.DefaultHoldLimit, scale)}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			if err := c.Serve(rctx); err != nil {
+				log.Warn("race: the conductor stopped", "err", err)
+			}
+		}()
+		defer func() { cancel(); <-served }()
+	}
 	return monitor.Run(ctx, log, w, t, monitor.Spec{
 		Deadline:   scaled(spec.Deadline, scale),
 		Silence:    scaled(spec.Silence, scale),

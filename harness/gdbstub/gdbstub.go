@@ -482,9 +482,14 @@ func (c *Conn) Wait(ctx context.Context) (Stop, error) {
 		reply, err := c.recv(ctx)
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && ctx.Err() != nil {
+			if errors.As(err, &ne) && ne.Timeout() {
+				// The socket's deadline is ctx's: it may fire a moment
+				// before ctx says so.
 				_ = c.c.SetDeadline(time.Time{})
-				return Stop{}, ctx.Err()
+				if ctx.Err() != nil {
+					return Stop{}, ctx.Err()
+				}
+				return Stop{}, context.DeadlineExceeded
 			}
 			return Stop{}, err
 		}

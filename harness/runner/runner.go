@@ -238,6 +238,9 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			Arch: c.Arch, Kernel: k.Image, Initrd: img.Path, Cmdline: cmdline,
 			CPUs: c.CPUs, MemoryMB: c.MemoryMB, Accel: accel, SocketDir: sockDir,
 			Widen: c.Widen, QEMUVersion: qv,
+			// The race scenario stops vCPUs at exact instructions through
+			// the gdbstub, on the agent's request (harness/race).
+			Race: c.Scenario == event.ScenarioRace,
 		},
 		AgentArgs:     c.AgentArgs,
 		Deadline:      c.Deadline,

@@ -15,7 +15,9 @@ package target
 
 import (
 	"context"
+	"io"
 
+	"github.com/ftrace-harness/fth/harness/gdbstub"
 	"github.com/ftrace-harness/fth/results"
 )
 
@@ -114,6 +116,16 @@ type Instance interface {
 // would stop them: the monitor's hang injection (--pause-after).
 type Pauser interface {
 	Pause(ctx context.Context) error
+}
+
+// Injector is a target that can hold one vCPU at an exact instruction
+// while the others run (QEMU's gdbstub): the race scenario's preemption
+// injection (harness/race conducts it). A board has no such thing.
+type Injector interface {
+	// RaceChannel is the control port the agent's injector talks on.
+	RaceChannel() io.ReadWriter
+	// DialGDB connects to the stub; the guest stops while it connects.
+	DialGDB(ctx context.Context) (*gdbstub.Conn, error)
 }
 
 // Sysrqer is a target that can send the guest kernel a magic sysrq key

@@ -80,6 +80,8 @@ type Event struct {
 	HotSet     *HotSet  `json:"hotset,omitempty"`
 	Feature    *Feature `json:"feature,omitempty"`
 	Bench      *Bench   `json:"bench,omitempty"`
+	// Injection is KindInjection's payload (race.go).
+	Injection *Injection `json:"injection,omitempty"`
 }
 
 // Hello describes the guest as the agent found it.
@@ -500,6 +502,10 @@ const (
 	// overhead, syscall cost under tracers, attach/detach scaling, multi
 	// links and wakeup latency, reported as one bench event.
 	ScenarioBench Scenario = "bench"
+	// ScenarioRace injects preemptions at exact instructions (a BPF
+	// trampoline's first, a callsite's second) through the host's gdbstub,
+	// and races a detach or a repatch against the preempted task.
+	ScenarioRace Scenario = "race"
 )
 
 // legacyStorm is how results and matrix files before the one spelling
@@ -507,7 +513,9 @@ const (
 const legacyStorm = "attach-storm"
 
 // Scenarios lists every scenario, storm first. It is a new slice.
-func Scenarios() []Scenario { return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench} }
+func Scenarios() []Scenario {
+	return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace}
+}
 
 // ParseScenario reads a scenario name; "" is the storm, the default.
 func ParseScenario(s string) (Scenario, error) {
@@ -520,5 +528,5 @@ func ParseScenario(s string) (Scenario, error) {
 			return sc, nil
 		}
 	}
-	return "", fmt.Errorf("unknown scenario %q: want storm, churn or bench", s)
+	return "", fmt.Errorf("unknown scenario %q: want storm, churn, bench or race", s)
 }

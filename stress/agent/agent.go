@@ -37,6 +37,8 @@ type agent struct {
 	// churn is the churn scenario's verdict state; nil in the storm
 	// scenario.
 	churn *churnVerdict
+	// race counts the race scenario's injection outcomes; nil elsewhere.
+	race map[string]int
 }
 
 // The agent's modes are subcommands: what the binary is for, apart from
@@ -57,13 +59,14 @@ const (
 	// modeSpin is one spinning SCHED_FIFO process of crash=rt-inversion
 	// (see spinMain): agent spin <cpu> <priority>.
 	modeSpin = "spin"
+	// modeRacer and modePreempt are the race scenario's helpers (race.go).
 )
 
 // splitMode takes the subcommand off args.
 func splitMode(args []string) (string, []string) {
 	if len(args) > 0 {
 		switch args[0] {
-		case modeSession, modeKmsgStream, modeBoard, modeSpin:
+		case modeSession, modeKmsgStream, modeBoard, modeSpin, modeRacer, modePreempt:
 			return args[0], args[1:]
 		}
 	}
@@ -90,6 +93,10 @@ func run(ctx context.Context, args []string, sys system) error {
 	switch mode {
 	case modeSpin:
 		return spinMain(args)
+	case modeRacer:
+		return racerMain(args)
+	case modePreempt:
+		return preemptMain(args)
 	case modeBoard:
 		if addr == "" {
 			addr = defaultBoardAddr
@@ -190,6 +197,10 @@ func (a *agent) hello(path string, optsOK bool) {
 
 // execute runs steps 2 to 7. An error means a phase could not run.
 func (a *agent) execute(ctx context.Context) error {
+	if a.opts.Scenario == options.ScenarioRace {
+		// No inventory: the race needs one function of its own module.
+		return a.executeRace(ctx)
+	}
 	// One cache for the whole run: the inventory and every program load
 	// share the single parse of vmlinux BTF it holds.
 	cache := btf.NewCache()
@@ -369,6 +380,9 @@ func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done
 	}
 	if a.churn != nil {
 		reasons = append(reasons, a.churn.reasons()...)
+	}
+	if n := a.race[event.InjFreedUnderTask]; n > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d injection(s): the kernel freed a trampoline image while a task was preempted inside it", n))
 	}
 	if len(reasons) > 0 {
 		return event.Done{Reason: strings.Join(reasons, "; ")}

@@ -79,3 +79,21 @@ func readNs(path string) (time.Duration, error) {
 	}
 	return time.Duration(n), nil
 }
+
+// FairServerOff sets the fair server runtime of cpu to zero and returns a
+// function that puts the old value back: the race scenario's preemptor
+// must keep its CPU for the whole window, or the fair server would run the
+// preempted SCHED_OTHER task beside it within a tick (measured: the task
+// ran on 150 ms into a 400 ms window on 7.3.4). A kernel without fair
+// servers has nothing to turn off.
+func FairServerOff(dir string, cpu int) (restore func(), err error) {
+	rt := filepath.Join(dir, fmt.Sprintf("cpu%d", cpu), "runtime")
+	cur, err := os.ReadFile(rt)
+	if err != nil {
+		return func() {}, fmt.Errorf("no fair server for cpu %d (%w): a kernel before 6.12 throttles RT tasks instead", cpu, err)
+	}
+	if err := os.WriteFile(rt, []byte("0"), 0); err != nil {
+		return func() {}, fmt.Errorf("fair server cpu%d: runtime 0: %w", cpu, err)
+	}
+	return func() { _ = os.WriteFile(rt, []byte(strings.TrimSpace(string(cur))), 0) }, nil
+}

@@ -26,6 +26,7 @@ const (
 	ScenarioStorm = event.ScenarioStorm
 	ScenarioChurn = event.ScenarioChurn
 	ScenarioBench = event.ScenarioBench
+	ScenarioRace  = event.ScenarioRace
 )
 
 // MaxArgsLimit is the largest parameter count any kernel accepts for a
@@ -127,6 +128,17 @@ type Options struct {
 	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount).
 	Sabotage string
 
+	// The options below apply to the race scenario only.
+	//
+	// RaceTarget is where the task is preempted: RaceTrampoline or
+	// RaceCallsite.
+	RaceTarget string
+	// Injections is how many preemptions the race injects.
+	Injections int
+	// Window is how long the preemptor holds the CPU while the race runs;
+	// Auto picks by arch (RaceWindow).
+	Window time.Duration
+
 	// The options below apply to the bench scenario only.
 	//
 	// BenchParts are the parts to run, in benchopts.Parts order.
@@ -146,6 +158,27 @@ type Options struct {
 	MultiN []int
 	// WakeupFor is how long each wakeup-latency run (quiet, storm) lasts.
 	WakeupFor time.Duration
+}
+
+// Race targets (the race option).
+const (
+	// RaceTrampoline preempts a task at the first instruction of a BPF
+	// trampoline image and detaches the image's only link meanwhile.
+	RaceTrampoline = "trampoline"
+	// RaceCallsite preempts a task at the second instruction of a
+	// disabled patchable function entry and enables tracing meanwhile.
+	RaceCallsite = "callsite"
+)
+
+// RaceWindow is the window's default for GOARCH: long enough for the
+// action and the grace periods it starts under TCG, and far below the
+// 950 ms after which the kernel's fair server would run the preempted
+// task beside the spinning preemptor.
+func RaceWindow(goarch string) time.Duration {
+	if goarch == "amd64" {
+		return 400 * time.Millisecond
+	}
+	return 700 * time.Millisecond
 }
 
 // Env is what the defaults depend on.
@@ -209,6 +242,10 @@ func Defaults(env Env) Options {
 		RTReserve:   int(hammer.DefaultFairShare * 100),
 		Modules:     true,
 		ModHold:     3 * time.Second,
+
+		RaceTarget: RaceTrampoline,
+		Injections: 20,
+		Window:     Auto,
 
 		BenchParts:   benchopts.Parts(),
 		OpsSweep:     benchopts.DefaultOpsSweep(),

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/bench/benchopts"
@@ -165,15 +166,66 @@ var fields = []field{
 		get: func(o *Options) string { return strconv.Itoa(o.MaxArgs) },
 	},
 	{
+		name:  "racetarget",
+		usage: "race scenario: `where` the task is preempted: \"trampoline\" (a BPF trampoline's first instruction; its link is detached meanwhile) or \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile)",
+		set: func(o *Options, v string) error {
+			switch v {
+			case RaceTrampoline, RaceCallsite:
+				o.RaceTarget = v
+				return nil
+			}
+			return errors.New(`want "trampoline" or "callsite"`)
+		},
+		get: func(o *Options) string { return o.RaceTarget },
+	},
+	{
+		name:  "injections",
+		usage: "race scenario: how many preemptions to inject (a `count`)",
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return errors.New("want a count of at least 1")
+			}
+			o.Injections = n
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.Injections) },
+	},
+	{
+		name:  "window",
+		usage: "race scenario: `duration` the preemptor holds the CPU while the race runs, or \"auto\" (400ms on x86_64, 700ms elsewhere)",
+		set: func(o *Options, v string) error {
+			if v == "auto" {
+				o.Window = Auto
+				return nil
+			}
+			d, err := duration(v, true)
+			if err != nil {
+				return err
+			}
+			if d > 900*time.Millisecond {
+				return errors.New("at most 900ms: beyond that the kernel's fair server runs the preempted task beside the preemptor")
+			}
+			o.Window = d
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Window == Auto {
+				return "auto"
+			}
+			return o.Window.String()
+		},
+	},
+	{
 		name:  "scenario",
-		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles) or \"bench\" (measure overheads)",
+		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles), \"bench\" (measure overheads) or \"race\" (preemptions injected at exact instructions through the host's gdbstub)",
 		set: func(o *Options, v string) error {
 			switch sc := event.Scenario(v); sc {
-			case ScenarioStorm, ScenarioChurn, ScenarioBench:
+			case ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace:
 				o.Scenario = sc
 				return nil
 			}
-			return errors.New(`want "storm", "churn" or "bench"`)
+			return errors.New(`want "storm", "churn", "bench" or "race"`)
 		},
 		get: func(o *Options) string { return string(o.Scenario) },
 	},

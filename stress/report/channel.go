@@ -53,8 +53,18 @@ func FindPort(sysDir, name string) (string, error) {
 // for it (a /dev without devtmpfs), the node is created from the major:minor
 // in sysDir/port/dev, because losing the channel would lose the whole run.
 func OpenPort(sysDir, devDir, port string) (*os.File, error) {
+	return openPort(sysDir, devDir, port, os.O_WRONLY)
+}
+
+// OpenPortRW is OpenPort for a port the agent also reads from: the race
+// scenario's control port.
+func OpenPortRW(sysDir, devDir, port string) (*os.File, error) {
+	return openPort(sysDir, devDir, port, os.O_RDWR)
+}
+
+func openPort(sysDir, devDir, port string, flag int) (*os.File, error) {
 	path := filepath.Join(devDir, port)
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(path, flag, 0)
 	if err == nil {
 		return f, nil
 	}
@@ -72,7 +82,7 @@ func OpenPort(sysDir, devDir, port string) (*os.File, error) {
 	if merr := unix.Mknod(path, unix.S_IFCHR|0o600, int(unix.Mkdev(maj, min))); merr != nil {
 		return nil, fmt.Errorf("report.OpenPort: mknod %s: %w", path, merr)
 	}
-	f, err = os.OpenFile(path, os.O_WRONLY, 0)
+	f, err = os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, fmt.Errorf("report.OpenPort: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/internal/shell"
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 // Accel selects how QEMU executes the guest.
@@ -98,6 +99,9 @@ func (w Widening) Check(accel Accel) error {
 // AgentPortName is the virtio-serial port the guest agent looks for.
 const AgentPortName = "fth.agent"
 
+// RacePortName is the race control port (event.RacePortName).
+const RacePortName = event.RacePortName
+
 // Config describes one VM. It holds no state: Args derives the command line.
 type Config struct {
 	Arch   arch.Arch
@@ -122,6 +126,10 @@ type Config struct {
 	// Reboot lets a guest reboot (a board that panics comes back) instead
 	// of making QEMU exit.
 	Reboot bool
+	// Race gives the VM a gdbstub (gdb.sock) and a second virtio-serial
+	// port, fth.race (race.sock), on which the agent's race scenario asks
+	// the host to stop a vCPU at an exact instruction (harness/race).
+	Race bool
 	// QEMUVersion is the emulator's major*100+minor (702 for 7.2); 0 means
 	// 7.2, the version Debian 12 ships. It picks the spelling of Singlestep.
 	QEMUVersion int
@@ -132,6 +140,12 @@ func (c Config) QMPSocket() string { return filepath.Join(c.SocketDir, "qmp.sock
 
 // AgentSocket is the path of the agent channel's socket.
 func (c Config) AgentSocket() string { return filepath.Join(c.SocketDir, "agent.sock") }
+
+// GDBSocket is the gdbstub's socket (Race).
+func (c Config) GDBSocket() string { return filepath.Join(c.SocketDir, "gdb.sock") }
+
+// RaceSocket is the race control port's socket (Race).
+func (c Config) RaceSocket() string { return filepath.Join(c.SocketDir, "race.sock") }
 
 // ResetLog is where QEMU logs CPU resets (-d cpu_reset) on a VM without
 // Reboot. On x86 it is the only place a triple fault is named.
@@ -182,6 +196,15 @@ func (c Config) args(byHand bool) []string {
 	}
 	if c.Initrd != "" {
 		args = append(args, "-initrd", c.Initrd)
+	}
+	if c.Race {
+		// Both wait=off: the guest runs until the agent asks for its first
+		// injection, and the host connects to the gdbstub only then (a
+		// connecting client stops the VM).
+		args = append(args,
+			"-gdb", "unix:"+c.GDBSocket()+",server=on,wait=off",
+			"-chardev", "socket,id=race0,path="+c.RaceSocket()+",server=on,wait=off",
+			"-device", "virtserialport,bus=vser0.0,chardev=race0,name="+RacePortName)
 	}
 	switch {
 	case c.Reboot:

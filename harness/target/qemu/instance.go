@@ -18,6 +18,7 @@ import (
 
 	"github.com/digitalocean/go-qemu/qmp"
 
+	"github.com/ftrace-harness/fth/harness/gdbstub"
 	"github.com/ftrace-harness/fth/harness/internal/proc"
 )
 
@@ -32,8 +33,10 @@ type Instance struct {
 	console io.ReadCloser
 	// keys is the serial console's input: a sysrq is a break (QMP) and then
 	// the key's byte, as on a real serial line.
-	keys   io.WriteCloser
-	agent  net.Conn
+	keys  io.WriteCloser
+	agent net.Conn
+	// race is the race control port's socket (Config.Race), nil otherwise.
+	race   net.Conn
 	mon    *qmp.SocketMonitor
 	log    *slog.Logger
 	stderr *tailBuffer
@@ -89,23 +92,19 @@ func Start(ctx context.Context, log *slog.Logger, cfg Config) (*Instance, error)
 func (i *Instance) connect(ctx context.Context) error {
 	// The agent chardev has wait=on: QEMU blocks before starting the guest until
 	// this connection exists.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.Dial("unix", i.cfg.AgentSocket())
-		if err == nil {
-			i.agent = c
-			break
+	c, err := i.dialRetry(ctx, i.cfg.AgentSocket())
+	if err != nil {
+		return fmt.Errorf("agent socket: %v", err)
+	}
+	i.agent = c
+	if i.cfg.Race {
+		// QEMU creates the race socket after the agent's wait=on socket
+		// has its client: it may not be there yet.
+		c, err := i.dialRetry(ctx, i.cfg.RaceSocket())
+		if err != nil {
+			return fmt.Errorf("race socket: %v", err)
 		}
-		select {
-		case <-i.exited:
-			return fmt.Errorf("exited before opening the agent socket: %v", i.exitErr)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("agent socket %s did not appear within 15s: %v", i.cfg.AgentSocket(), err)
-		}
+		i.race = c
 	}
 	mon, err := qmp.NewSocketMonitor("unix", i.cfg.QMPSocket(), 5*time.Second)
 	if err != nil {
@@ -134,6 +133,28 @@ func (i *Instance) connect(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// dialRetry connects to one of QEMU's server sockets, waiting up to 15 s
+// for QEMU to create it.
+func (i *Instance) dialRetry(ctx context.Context, path string) (net.Conn, error) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.Dial("unix", path)
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-i.exited:
+			return nil, fmt.Errorf("exited before opening %s: %v", path, i.exitErr)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s did not appear within 15s: %v", path, err)
+		}
+	}
 }
 
 // onShutdown acts on QMP's SHUTDOWN event. Without Config.Reboot, QEMU runs
@@ -189,6 +210,23 @@ func (i *Instance) Console() io.Reader { return i.console }
 
 // Agent returns the agent channel.
 func (i *Instance) Agent() io.Reader { return i.agent }
+
+// RaceChannel is the race control port (Config.Race), nil without it.
+func (i *Instance) RaceChannel() io.ReadWriter {
+	if i.race == nil {
+		return nil
+	}
+	return i.race
+}
+
+// DialGDB connects to the VM's gdbstub (Config.Race). The VM stops while
+// the connection is made; the caller resumes it.
+func (i *Instance) DialGDB(ctx context.Context) (*gdbstub.Conn, error) {
+	if !i.cfg.Race {
+		return nil, fmt.Errorf("%w: the VM has no gdbstub (Config.Race unset)", ErrQEMU)
+	}
+	return gdbstub.Dial(ctx, "unix", i.cfg.GDBSocket())
+}
 
 // Exited is closed when QEMU has exited.
 func (i *Instance) Exited() <-chan struct{} { return i.exited }
@@ -359,6 +397,11 @@ func (i *Instance) Close() error {
 		}
 		if i.agent != nil {
 			_ = i.agent.Close()
+		}
+		if i.race != nil {
+			_ = i.race.Close()
+			_ = os.Remove(i.cfg.RaceSocket())
+			_ = os.Remove(i.cfg.GDBSocket())
 		}
 		_ = os.Remove(i.cfg.QMPSocket())
 		_ = os.Remove(i.cfg.AgentSocket())

@@ -1,0 +1,283 @@
+// Package race is the host's half of the race scenario's preemption
+// injection. The agent picks a place (a BPF trampoline's first
+// instruction, a callsite's second) and asks, on the race port, for a vCPU
+// to be stopped there; the conductor sets a breakpoint through QEMU's
+// gdbstub, and when the chosen vCPU stops exactly there it lets every
+// other vCPU run while that one stays held. The agent then makes a
+// reschedule pending for the held CPU (it wakes a higher-priority task
+// pinned there) and asks for the release: the held vCPU resumes, takes
+// the interrupt before the instruction, and the task is preempted at that
+// exact instruction while the agent races it from another CPU.
+package race
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/gdbstub"
+	"github.com/ftrace-harness/fth/harness/target"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// Conductor serves one VM's race port.
+type Conductor struct {
+	Log *slog.Logger
+	// Target is the VM.
+	Target target.Injector
+	// PCRegister is the arch's GDB register number of the program counter.
+	PCRegister int
+	// HoldLimit bounds how long a vCPU stays held waiting for the agent's
+	// release: other CPUs may be waiting on it (an IPI, a stop_machine),
+	// and a held vCPU must never become the hang the cell reports.
+	HoldLimit time.Duration
+	// Stats counts what happened, for the cell's log.
+	Stats Stats
+
+	gdb     *gdbstub.Conn
+	threads []int
+	// held is the thread id held at a breakpoint, 0 when none.
+	held   int
+	bpAddr uint64
+	bpSize int
+}
+
+// Stats counts the conductor's outcomes.
+type Stats struct {
+	Armed, Stopped, Missed, Timeouts, Released, ForcedReleases int
+}
+
+// DefaultHoldLimit is HoldLimit's default.
+const DefaultHoldLimit = 10 * time.Second
+
+// requestTimeout bounds one gdbstub exchange.
+const requestTimeout = 5 * time.Second
+
+// Serve answers the agent until the port closes or ctx ends, then lets the
+// VM run free of the stub.
+func (c *Conductor) Serve(ctx context.Context) error {
+	ch := c.Target.RaceChannel()
+	if ch == nil {
+		return errors.New("race: the target has no race port")
+	}
+	if c.HoldLimit == 0 {
+		c.HoldLimit = DefaultHoldLimit
+	}
+	lines := make(chan []byte)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(ch)
+		for sc.Scan() {
+			select {
+			case lines <- append([]byte(nil), sc.Bytes()...):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer c.finish()
+	enc := json.NewEncoder(ch)
+	reply := func(m event.RaceMsg) {
+		if err := enc.Encode(m); err != nil {
+			c.Log.Warn("race: reply to the agent", "op", m.Op, "err", err)
+		}
+	}
+	for {
+		var holdLimit <-chan time.Time
+		if c.held != 0 {
+			holdLimit = time.After(c.HoldLimit)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-holdLimit:
+			c.Stats.ForcedReleases++
+			c.Log.Warn("race: the agent did not release the held vCPU in time; releasing it", "cpu", c.held-1, "limit", c.HoldLimit)
+			if err := c.releaseAll(ctx); err != nil {
+				return err
+			}
+			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("the host released the held vCPU after %v without a release", c.HoldLimit)})
+		case line, ok := <-lines:
+			if !ok {
+				return nil
+			}
+			var m event.RaceMsg
+			if err := json.Unmarshal(line, &m); err != nil {
+				reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("not a race message: %q", line)})
+				continue
+			}
+			if err := c.handle(ctx, m, reply); err != nil {
+				reply(event.RaceMsg{Op: event.RaceError, Msg: err.Error()})
+				// A stub that failed mid-exchange leaves the VM in an
+				// unknown state: stop conducting, let it run.
+				return err
+			}
+		}
+	}
+}
+
+func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
+	switch m.Op {
+	case event.RaceArm:
+		if c.held != 0 {
+			reply(event.RaceMsg{Op: event.RaceError, Msg: "arm while a vCPU is held: release first"})
+			return nil
+		}
+		return c.arm(ctx, m, reply)
+	case event.RaceRelease:
+		if c.held == 0 {
+			reply(event.RaceMsg{Op: event.RaceError, Msg: "release with no vCPU held"})
+			return nil
+		}
+		cpu := c.held - 1
+		if err := c.releaseAll(ctx); err != nil {
+			return err
+		}
+		c.Stats.Released++
+		reply(event.RaceMsg{Op: event.RaceReleased, CPU: cpu})
+		return nil
+	}
+	reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("unknown op %q", m.Op)})
+	return nil
+}
+
+func (c *Conductor) connect(ctx context.Context) error {
+	if c.gdb != nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	g, err := c.Target.DialGDB(rctx)
+	if err != nil {
+		return err
+	}
+	threads, err := g.Threads(rctx)
+	if err != nil {
+		g.Close()
+		return err
+	}
+	c.gdb, c.threads = g, threads
+	c.Log.Info("race: connected to the gdbstub", "vcpus", len(threads))
+	return nil
+}
+
+// arm sets the breakpoint, lets the VM run, and waits for the stop.
+func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
+	if err := c.connect(ctx); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	// After a release the VM runs: stop it to set the breakpoint.
+	if _, err := c.gdb.Interrupt(rctx); err != nil {
+		return err
+	}
+	size := m.Size
+	if size == 0 {
+		size = 1
+	}
+	if err := c.gdb.SetBreakpoint(rctx, gdbstub.Hardware, m.Addr, size); err != nil {
+		return err
+	}
+	c.bpAddr, c.bpSize = m.Addr, size
+	if err := c.gdb.Resume(rctx); err != nil {
+		return err
+	}
+	c.Stats.Armed++
+	reply(event.RaceMsg{Op: event.RaceArmed, Addr: m.Addr, CPU: m.CPU})
+
+	wait := time.Duration(m.TimeoutMS) * time.Millisecond
+	if wait <= 0 {
+		wait = 10 * time.Second
+	}
+	wctx, wcancel := context.WithTimeout(ctx, wait)
+	stop, err := c.gdb.Wait(wctx)
+	wcancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if err := c.releaseAll(ctx); err != nil {
+			return err
+		}
+		c.Stats.Timeouts++
+		reply(event.RaceMsg{Op: event.RaceTimeout, Addr: m.Addr, CPU: m.CPU, Msg: fmt.Sprintf("no vCPU reached %#x in %v", m.Addr, wait)})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if stop.Exited {
+		return fmt.Errorf("race: the VM exited while armed (%s)", stop.Raw)
+	}
+	rctx2, cancel2 := context.WithTimeout(ctx, requestTimeout)
+	defer cancel2()
+	pc, err := c.gdb.Register(rctx2, stop.Thread, c.PCRegister)
+	if err != nil {
+		return err
+	}
+	if stop.CPU() != m.CPU || pc != m.Addr {
+		c.held = stop.Thread // so that releaseAll runs everything again
+		if err := c.releaseAll(ctx); err != nil {
+			return err
+		}
+		c.Stats.Missed++
+		reply(event.RaceMsg{Op: event.RaceMissed, Addr: pc, CPU: stop.CPU(),
+			Msg: fmt.Sprintf("vCPU %d stopped at %#x (signal %d), not vCPU %d at %#x", stop.CPU(), pc, stop.Signal, m.CPU, m.Addr)})
+		return nil
+	}
+	insn, err := c.gdb.ReadMemory(rctx2, stop.Thread, m.Addr, 8)
+	if err != nil {
+		insn = nil // the record goes without the bytes
+	}
+	// The breakpoint goes before the others run, so that no other vCPU
+	// stops there while this one is held.
+	if err := c.gdb.ClearBreakpoint(rctx2, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
+		return err
+	}
+	c.bpAddr = 0
+	if err := c.gdb.ResumeExcept(rctx2, c.threads, stop.Thread); err != nil {
+		return err
+	}
+	c.held = stop.Thread
+	c.Stats.Stopped++
+	reply(event.RaceMsg{Op: event.RaceStopped, Addr: pc, CPU: stop.CPU(), Insn: hex.EncodeToString(insn)})
+	return nil
+}
+
+// releaseAll stops the VM, removes the breakpoint, and resumes every vCPU.
+func (c *Conductor) releaseAll(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if _, err := c.gdb.Interrupt(rctx); err != nil {
+		return err
+	}
+	if c.bpAddr != 0 {
+		if err := c.gdb.ClearBreakpoint(rctx, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
+			return err
+		}
+		c.bpAddr = 0
+	}
+	c.held = 0
+	return c.gdb.Resume(rctx)
+}
+
+// finish leaves the VM running with no client.
+func (c *Conductor) finish() {
+	if c.gdb == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	if _, err := c.gdb.Interrupt(ctx); err == nil {
+		if c.bpAddr != 0 {
+			_ = c.gdb.ClearBreakpoint(ctx, gdbstub.Hardware, c.bpAddr, c.bpSize)
+		}
+		_ = c.gdb.Detach(ctx)
+	}
+	c.gdb.Close()
+	c.Log.Info("race: conductor done", "armed", c.Stats.Armed, "stopped", c.Stats.Stopped, "missed", c.Stats.Missed,
+		"timeouts", c.Stats.Timeouts, "released", c.Stats.Released, "forced_releases", c.Stats.ForcedReleases)
+}

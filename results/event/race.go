@@ -1,0 +1,112 @@
+package event
+
+// KindInjection reports one preemption injection of the race scenario: the
+// agent sends it twice, when the held task is released (Outcome
+// "released") and when it is judged (survived, missed, or an oracle's
+// failure). The host keeps the latest per Seq; an injection still
+// "released" when the kernel dies is the one that crashed it.
+const KindInjection Kind = "injection"
+
+// Injection outcomes.
+const (
+	// InjReleased: the task was stopped at the target, preempted there and
+	// let go; the agent has not judged it yet.
+	InjReleased = "released"
+	// InjSurvived: the task ran on from the target after the race and
+	// returned from its call.
+	InjSurvived = "survived"
+	// InjMissed: the breakpoint did not stop the chosen task there (another
+	// vCPU hit it, or none did in time): nothing was injected.
+	InjMissed = "missed"
+	// InjNotPreempted: the task was stopped at the target but ran on
+	// without being preempted (a kernel without preemption, or the
+	// preemptor lost the CPU): the race did not happen with the task off
+	// the CPU, which is what such a kernel promises.
+	InjNotPreempted = "not-preempted"
+	// InjFreedUnderTask: the kernel freed the target (its kallsyms symbol
+	// went) while the task was still preempted inside it: the bug itself,
+	// seen before the task runs into it.
+	InjFreedUnderTask = "freed-under-task"
+	// InjCrashed is set by the host when the kernel died after a release.
+	InjCrashed = "crashed"
+)
+
+// Injection is one preemption injected at an exact instruction.
+type Injection struct {
+	// Seq numbers the injections of a run from 1.
+	Seq int `json:"seq"`
+	// Target is the kind of place: "trampoline" (a BPF trampoline
+	// image's first instruction) or "callsite" (the second instruction of
+	// a function's patchable entry).
+	Target string `json:"target"`
+	// Symbol names the place: bpf_trampoline_<key>+0x0, fth_target_counted+0x4.
+	Symbol string `json:"symbol"`
+	Addr   string `json:"addr"`
+	// Function is the traced function whose entry leads there.
+	Function string `json:"function"`
+	// CPU is the vCPU the task was held on.
+	CPU int `json:"cpu"`
+	// Insn is the instruction bytes at Addr when the vCPU stopped (hex, as
+	// the host read them through the stub).
+	Insn string `json:"insn,omitempty"`
+	// Action is what ran on another CPU while the task was preempted
+	// there: "detach" (the trampoline's only link closed), "enable"
+	// (function tracing switched on for Function).
+	Action string `json:"action"`
+	// ActionMS is how long the action took; ActionDone whether it ended
+	// inside the window.
+	ActionMS   float64 `json:"action_ms"`
+	ActionDone bool    `json:"action_done"`
+	// WindowMS is how long the preemptor held the CPU; HeldMS how long the
+	// task's call took in all (at least WindowMS when it was preempted).
+	WindowMS float64 `json:"window_ms"`
+	HeldMS   float64 `json:"held_ms,omitempty"`
+	// SpunMS is how long the preemptor spun; Preemptions how many
+	// involuntary context switches the task's call took.
+	SpunMS      float64 `json:"spun_ms,omitempty"`
+	Preemptions int     `json:"preemptions"`
+	// FreedInWindow says the target's symbol was gone from kallsyms while
+	// the task was still held (trampolines only).
+	FreedInWindow bool `json:"freed_in_window,omitempty"`
+	// CheckMS is how long that look at kallsyms took (the task still
+	// held).
+	CheckMS float64 `json:"check_ms,omitempty"`
+	Outcome string  `json:"outcome"`
+	// Msg says why, for missed and not-preempted.
+	Msg string `json:"msg,omitempty"`
+	// Title is the kernel report that followed (InjCrashed).
+	Title string `json:"title,omitempty"`
+}
+
+// RaceMsg is one line on the race control port (fth.race), between the
+// agent's injector and the host's gdbstub conductor. The agent asks Op
+// "arm" (stop a vCPU at Addr) and later "release"; the host answers
+// "armed", then "stopped" (the vCPU CPU stands at Addr and the others
+// run), "missed" or "timeout", and to a release "released", or "error".
+type RaceMsg struct {
+	Op   string `json:"op"`
+	Addr uint64 `json:"addr,omitempty"`
+	// Size is the instruction length at Addr (the breakpoint's kind).
+	Size int `json:"size,omitempty"`
+	CPU  int `json:"cpu"`
+	// TimeoutMS bounds how long the host waits for the breakpoint.
+	TimeoutMS int `json:"timeout_ms,omitempty"`
+	// Insn is the instruction bytes at Addr (hex), with stopped.
+	Insn string `json:"insn,omitempty"`
+	Msg  string `json:"msg,omitempty"`
+}
+
+// The race port's operations.
+const (
+	RaceArm      = "arm"
+	RaceArmed    = "armed"
+	RaceStopped  = "stopped"
+	RaceMissed   = "missed"
+	RaceTimeout  = "timeout"
+	RaceRelease  = "release"
+	RaceReleased = "released"
+	RaceError    = "error"
+)
+
+// RacePortName is the virtio-serial port of the race control channel.
+const RacePortName = "fth.race"

@@ -1,0 +1,680 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/hammer"
+	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/tracefs"
+)
+
+// The race scenario preempts a task at one exact instruction and races a
+// detach or a repatch of the code around it from another CPU:
+//
+//  1. the agent asks the host (race port) to stop the held CPU at the
+//     target address; the host sets a gdbstub breakpoint and answers armed;
+//  2. the racer, a process pinned to the held CPU, calls
+//     fth_target_counted() (a write to its debugfs file), whose entry leads
+//     to the target; the host answers stopped once exactly that vCPU
+//     stands there, and lets every other vCPU run;
+//  3. the agent wakes the preemptor, a SCHED_FIFO process pinned to the
+//     held CPU: the wakeup's IPI is now pending there; then it asks for the
+//     release, and the held vCPU takes the interrupt before the target
+//     instruction and switches to the preemptor: the racer is preempted at
+//     that instruction;
+//  4. while the preemptor spins, the agent detaches the trampoline (or
+//     enables tracing on the callsite) and looks whether the kernel freed
+//     the image under the preempted task;
+//  5. the preemptor stops, the racer runs on from the target, and returns,
+//     or the kernel dies there.
+//
+// The racer and the preemptor are processes of their own, each with
+// asynchronous preemption off and one P (see injectRTInversion): nothing in
+// them sleeps or migrates behind the agent's back. The agent's own control
+// thread is pinned away from the held CPU, so that no step of the protocol
+// waits behind the held vCPU.
+
+// Agent subcommands of the race scenario's helpers.
+const (
+	// modeRacer is `agent racer <cpu> <path>`: pinned to cpu, it writes
+	// "1" to path for every line on stdin and answers "done <ns> <errno>".
+	modeRacer = "racer"
+	// modePreempt is `agent preempt <cpu> <priority> <max-ns>`: pinned to
+	// cpu at SCHED_FIFO priority, for every byte on stdin it spins until
+	// the next byte or max-ns, then answers "spun <ns>".
+	modePreempt = "preempt"
+)
+
+// racePriority is the preemptor's SCHED_FIFO priority: the top of the
+// harness's own range (cell.GuestHarness), above every other task of the
+// race scenario, which runs no hammer.
+const racePriority = 10
+
+// preemptBound is the longest a preemptor spins without being told to
+// stop.
+const preemptBound = 10 * time.Second
+
+// raceStopTimeout bounds how long the host waits for the held CPU to reach
+// the target once the racer is told to call.
+const raceStopTimeout = 10 * time.Second
+
+// raceReturnTimeout bounds how long the agent waits for the racer's call
+// to return after the window: a kernel that survives returns at once.
+const raceReturnTimeout = 20 * time.Second
+
+// helper is a running racer or preemptor: its stdin and its answers.
+type helper struct {
+	name string
+	cmd  *exec.Cmd
+	in   *os.File
+	out  *bufio.Reader
+	outF *os.File
+}
+
+func startHelper(mode string, args ...string) (*helper, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append([]string{mode}, args...)...)
+	// u-root's busybox dispatches on the name it is run as.
+	cmd.Args[0] = "agent"
+	// One P, no asynchronous preemption, no collector: nothing in a
+	// helper wakes another thread or sleeps behind the caller's back.
+	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1", "GOGC=off")
+	cmd.Stderr = os.Stderr
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent %s: %w", mode, err)
+	}
+	inR.Close()
+	outW.Close()
+	h := &helper{name: mode, cmd: cmd, in: inW, out: bufio.NewReader(outR), outF: outR}
+	// Each helper says "ready" once pinned and scheduled as asked.
+	line, err := h.read(5 * time.Second)
+	if err != nil || line != "ready" {
+		h.stop()
+		return nil, fmt.Errorf("agent %s did not start: %q %v", mode, line, err)
+	}
+	return h, nil
+}
+
+// poke sends one command byte (the racer's call, the preemptor's start
+// and stop).
+func (h *helper) poke(b byte) error {
+	// A raw write: it must not go through a goroutine that could wait
+	// behind the held CPU.
+	_, err := unix.Write(int(h.in.Fd()), []byte{b})
+	return err
+}
+
+// read returns the helper's next answer, or an error after d.
+func (h *helper) read(d time.Duration) (string, error) {
+	_ = h.outF.SetReadDeadline(time.Now().Add(d))
+	line, err := h.out.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("agent %s: %w", h.name, err)
+	}
+	return strings.TrimSpace(line), nil
+}
+
+func (h *helper) stop() {
+	_ = h.in.Close()
+	_ = h.cmd.Process.Kill()
+	_ = h.cmd.Wait()
+	_ = h.outF.Close()
+}
+
+// pinSelf pins the calling OS thread to cpu.
+func pinSelf(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set)
+}
+
+// pinProcess pins every thread of the process to cpu and, with prio > 0,
+// makes each SCHED_FIFO at prio. The helpers do not lock their goroutine
+// to a thread: the runtime's cooperative preemption of a locked goroutine
+// hands the process's only P to another thread and parks the locked one
+// on a futex, a voluntary sleep (traced: the preemptor left the CPU 18 ms
+// into its window and the preempted task ran). Unlocked, a preempted
+// goroutine is picked up again by the same thread at once; and whichever
+// thread runs it, that thread is pinned and real-time. Threads the
+// runtime starts later inherit both from the thread that starts them.
+func pinProcess(cpu, prio int) error {
+	tids, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	for _, t := range tids {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			return fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
+		}
+		if prio > 0 {
+			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+			if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
+				return fmt.Errorf("thread %d SCHED_FIFO %d: %w", tid, prio, err)
+			}
+		}
+	}
+	return nil
+}
+
+// racerMain is `agent racer <cpu> <path>`. Its answer also counts the
+// involuntary context switches the call took (RUSAGE_THREAD's nivcsw):
+// a preempted call took at least one.
+func racerMain(args []string) error {
+	if len(args) != 2 {
+		return errors.New("agent racer: want <cpu> <path>")
+	}
+	cpu, err := strconv.Atoi(args[0])
+	if err != nil {
+		return fmt.Errorf("agent racer: cpu %q", args[0])
+	}
+	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&racerComm[0])), 0, 0, 0)
+	if err := pinProcess(cpu, 0); err != nil {
+		return fmt.Errorf("agent racer: %w", err)
+	}
+	fd, err := unix.Open(args[1], unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("agent racer: %s: %w", args[1], err)
+	}
+	fmt.Println("ready")
+	buf := make([]byte, 1)
+	one := []byte("1")
+	for {
+		if n := rawRead(0, buf); n <= 0 {
+			return nil
+		}
+		var ru0, ru1 unix.Rusage
+		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+		t0 := time.Now()
+		// Raw, like the preemptor's waits: the call is timed alone.
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one[0])), 1)
+		d := time.Since(t0)
+		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
+		fmt.Printf("done %d %d %d %d %d\n", d.Nanoseconds(), int(errno), ru1.Nivcsw-ru0.Nivcsw, ru1.Nvcsw-ru0.Nvcsw, getcpu())
+	}
+}
+
+// preemptMain is `agent preempt <cpu> <priority> <max-ns>`.
+func preemptMain(args []string) error {
+	if len(args) != 3 {
+		return errors.New("agent preempt: want <cpu> <priority> <max-ns>")
+	}
+	cpu, err1 := strconv.Atoi(args[0])
+	prio, err2 := strconv.Atoi(args[1])
+	maxNS, err3 := strconv.ParseInt(args[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return fmt.Errorf("agent preempt %q: want three integers", args)
+	}
+	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&guestComm[0])), 0, 0, 0)
+	if err := pinProcess(cpu, prio); err != nil {
+		return fmt.Errorf("agent preempt: %w", err)
+	}
+	fmt.Println("ready")
+	buf := make([]byte, 16)
+	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
+	var zero unix.Timespec
+	for {
+		if n := rawRead(0, buf[:1]); n <= 0 {
+			return nil
+		}
+		if buf[0] != preemptStart {
+			continue // a stop that came after the bound ended a spin
+		}
+		t0 := time.Now()
+		// Spin, never sleep, until told to stop or the bound: the held
+		// task must stay preempted, off the CPU, the whole window.
+		for time.Since(t0).Nanoseconds() < maxNS {
+			n, _, _ := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+			if int(n) > 0 && rawRead(0, buf[:1]) == 1 && buf[0] == preemptStop {
+				break
+			}
+		}
+		fmt.Printf("spun %d %d\n", time.Since(t0).Nanoseconds(), getcpu())
+	}
+}
+
+// The preemptor's commands: distinct bytes, so that a stop arriving after
+// the bound ended a spin is never taken for the next start.
+const (
+	preemptStart = 's'
+	preemptStop  = 'x'
+)
+
+func getcpu() int {
+	var cpu, node uint32
+	unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&node)), 0)
+	return int(cpu)
+}
+
+// rawRead is read(2) without the Go scheduler: a blocking Syscall lets the
+// runtime hand the process's only P to another thread, and the locked
+// thread then waits on a futex for it when the syscall returns, which
+// is a voluntary switch that lets the preempted task run (measured: the
+// preemptor "spun" 1.2 s while the held task's call returned after 110
+// ms). RawSyscall keeps the P, so the thread runs on at once.
+func rawRead(fd int, b []byte) int {
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if errno != 0 {
+		return -1
+	}
+	return int(n)
+}
+
+// racerComm names the racer in the guest: a task name of its own, so that
+// a report whose task is the racer says so.
+var racerComm = []byte("fth-racer\x00")
+
+// raceAgent is one race run's state.
+type raceAgent struct {
+	a       *agent
+	port    *os.File
+	portIn  *bufio.Reader
+	racer   *helper
+	preempt *helper
+	cpu     int
+	window  time.Duration
+	seq     int
+	counts  map[string]int
+}
+
+// executeRace runs the race scenario.
+func (a *agent) executeRace(ctx context.Context) error {
+	if a.sys.numCPU < 2 {
+		return fmt.Errorf("race: needs at least 2 CPUs (one held, one racing), have %d: boot with --cpus 2", a.sys.numCPU)
+	}
+	window := a.opts.Window
+	if window == options.Auto {
+		window = options.RaceWindow(runtime.GOARCH)
+	}
+	name, err := report.FindPort(a.sys.virtioDir, event.RacePortName)
+	if err != nil {
+		return fmt.Errorf("race: no %s port: the host must boot the VM for the race scenario (fth run --agent-arg scenario=race does): %w", event.RacePortName, err)
+	}
+	port, err := report.OpenPortRW(a.sys.virtioDir, a.sys.devDir, name)
+	if err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	defer port.Close()
+
+	if !kmods.Loaded(targetModule) {
+		// No kthreads: the racer must be the only caller of the target.
+		if err := kmods.Load(filepath.Join(kmods.DefaultDir, targetModule+".ko"), "nthreads=0"); err != nil {
+			return fmt.Errorf("race: load %s: %w", targetModule, err)
+		}
+	}
+	// The control thread stays off the held CPU.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	held := a.sys.numCPU - 1
+	if err := pinSelf(0); err != nil {
+		return fmt.Errorf("race: pin the agent's control thread: %w", err)
+	}
+	a.race = map[string]int{}
+	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, counts: a.race}
+	if r.racer, err = startHelper(modeRacer, strconv.Itoa(held), targetCall); err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	defer r.racer.stop()
+	// The agent stops the preemptor after the window and the kallsyms
+	// check; the bound only keeps a dead agent from leaving the CPU
+	// taken (the fair server, which would end it, is off).
+	if r.preempt, err = startHelper(modePreempt, strconv.Itoa(held), strconv.Itoa(racePriority), strconv.FormatInt(preemptBound.Nanoseconds(), 10)); err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	defer r.preempt.stop()
+	if restore, err := hammer.FairServerOff(hammer.FairServerDir, held); err != nil {
+		report.Logf(a.w, "race: %v", err)
+	} else {
+		defer restore()
+	}
+	os.Mkdir("/sys/kernel/tracing/instances/dbg", 0755)
+	for _, e := range []string{"sched/sched_switch", "sched/sched_wakeup", "sched/sched_waking", "irq_vectors/reschedule_entry", "irq_vectors/call_function_single_entry"} {
+		os.WriteFile("/sys/kernel/tracing/instances/dbg/events/"+e+"/enable", []byte("1"), 0)
+	}
+	report.Logf(a.w, "race: %d injections at the %s of fth_target_counted, held cpu %d, window %v", a.opts.Injections, a.opts.RaceTarget, held, window)
+
+	switch a.opts.RaceTarget {
+	case options.RaceCallsite:
+		err = r.callsites(ctx)
+	default:
+		err = r.trampolines(ctx)
+	}
+	report.Logf(a.w, "race: outcomes %v", r.counts)
+	return err
+}
+
+// send writes one message on the race port.
+func (r *raceAgent) send(m event.RaceMsg) error {
+	b, _ := json.Marshal(m)
+	_, err := unix.Write(int(r.port.Fd()), append(b, '\n'))
+	return err
+}
+
+// recv reads the host's next message.
+func (r *raceAgent) recv(d time.Duration) (event.RaceMsg, error) {
+	var m event.RaceMsg
+	_ = r.port.SetReadDeadline(time.Now().Add(d))
+	line, err := r.portIn.ReadBytes('\n')
+	if err != nil {
+		return m, fmt.Errorf("race port: %w", err)
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		return m, fmt.Errorf("race port: %q: %w", line, err)
+	}
+	if m.Op == event.RaceError {
+		return m, fmt.Errorf("race: the host: %s", m.Msg)
+	}
+	return m, nil
+}
+
+// inject runs one injection at addr: the steps 1 to 5 above, with action
+// run on this thread while the task is held. freed, when set, says whether
+// the target is gone (trampolines).
+func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action func() error, freed func() bool) error {
+	r.seq++
+	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", addr)
+	in.WindowMS = float64(r.window.Microseconds()) / 1000
+	os.WriteFile("/sys/kernel/tracing/instances/dbg/trace", []byte(""), 0)
+	if err := r.send(event.RaceMsg{Op: event.RaceArm, Addr: addr, Size: size, CPU: r.cpu, TimeoutMS: int(raceStopTimeout.Milliseconds())}); err != nil {
+		return err
+	}
+	if m, err := r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
+		return fmt.Errorf("race: arm %#x: %+v %v", addr, m, err)
+	}
+	if err := r.racer.poke('c'); err != nil {
+		return err
+	}
+	m, err := r.recv(raceStopTimeout + 5*time.Second)
+	if err != nil {
+		return err
+	}
+	if m.Op != event.RaceStopped {
+		// Nothing was held: let the call finish and say why.
+		in.Outcome, in.Msg = event.InjMissed, m.Msg
+		if _, err := r.racer.read(raceReturnTimeout); err != nil {
+			return err
+		}
+		r.emit(*in)
+		return nil
+	}
+	in.Insn = m.Insn
+	in.Outcome = event.InjReleased
+	r.emit(*in)
+	// The wakeup's IPI waits on the held vCPU; the release lets it take
+	// it before the target instruction.
+	if err := r.preempt.poke(preemptStart); err != nil {
+		return err
+	}
+	if err := r.send(event.RaceMsg{Op: event.RaceRelease, CPU: r.cpu}); err != nil {
+		return err
+	}
+	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceReleased {
+		return fmt.Errorf("race: release: %+v %v", m, err)
+	}
+	released := time.Now()
+	t0 := time.Now()
+	actErr := action()
+	in.ActionMS = float64(time.Since(t0).Microseconds()) / 1000
+	in.ActionDone = time.Since(released) < r.window
+	if rest := r.window - time.Since(released); rest > 0 {
+		time.Sleep(rest)
+	}
+	if freed != nil {
+		t0 := time.Now()
+		in.FreedInWindow = freed()
+		in.CheckMS = float64(time.Since(t0).Microseconds()) / 1000
+	}
+	if err := r.preempt.poke(preemptStop); err != nil {
+		return err
+	}
+	spun, err := r.preempt.read(5 * time.Second)
+	if err != nil {
+		return err
+	}
+	var spunNS int64
+	fmt.Sscanf(spun, "spun %d", &spunNS)
+	in.SpunMS = float64(spunNS) / 1e6
+	report.Logf(r.a.w, "race: preemptor: %s", spun)
+	done, err := r.racer.read(raceReturnTimeout)
+	if err != nil {
+		return fmt.Errorf("race: the racer did not return from %s within %v of the release: %w", in.Symbol, raceReturnTimeout, err)
+	}
+	var ns int64
+	var errno int
+	fmt.Sscanf(done, "done %d %d %d", &ns, &errno, &in.Preemptions)
+	in.HeldMS = float64(ns) / 1e6
+	report.Logf(r.a.w, "race: racer: %s", done)
+	if b, err := os.ReadFile("/sys/kernel/tracing/instances/dbg/trace"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "fth-racer") || strings.Contains(l, "prio=89") || strings.Contains(l, "[001]") {
+				report.Logf(r.a.w, "T %s", l)
+			}
+		}
+		os.WriteFile("/sys/kernel/tracing/instances/dbg/trace", []byte(""), 0)
+	}
+	switch {
+	case in.HeldMS < in.SpunMS:
+		// The task left before the window ended: whatever the kernel
+		// freed meanwhile, it was not freed under a preempted task.
+		in.Outcome = event.InjNotPreempted
+		in.Msg = fmt.Sprintf("the call returned in %.1f ms while the preemptor spun %.1f ms: the task ran on instead of staying preempted", in.HeldMS, in.SpunMS)
+	case in.FreedInWindow:
+		in.Outcome = event.InjFreedUnderTask
+		in.Msg = in.Symbol + " left kallsyms while the task was preempted inside it"
+	default:
+		in.Outcome = event.InjSurvived
+	}
+	if actErr != nil {
+		in.Msg = strings.TrimSpace(in.Msg + "; action: " + actErr.Error())
+	}
+	r.emit(*in)
+	return nil
+}
+
+func (r *raceAgent) emit(in event.Injection) {
+	if in.Outcome != event.InjReleased {
+		r.counts[in.Outcome]++
+	}
+	_ = r.a.w.Emit(event.Event{Kind: event.KindInjection, Injection: &in})
+}
+
+// trampolines injects at the first instruction of the trampoline image of
+// a fentry program on fth_target_counted, and detaches its only link
+// during the window: the image may be freed only after the preempted task
+// left it (RCU-tasks).
+func (r *raceAgent) trampolines(ctx context.Context) error {
+	cache := btf.NewCache()
+	m, err := oracle.NewMap(4)
+	if err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	defer m.Close()
+	loader := &oracle.Loader{Map: m, Cache: cache}
+	ld, err := loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted))
+	if err != nil {
+		return fmt.Errorf("race: load a fentry program on %s: %w", targetCounted, err)
+	}
+	// One program for every injection: only the trampoline image comes
+	// and goes, so a crash is the image's, not the program's.
+	defer ld.Prog.Close()
+	size := insnSize()
+	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil; i++ {
+		before, err := trampolineSyms()
+		if err != nil {
+			return err
+		}
+		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
+		if errno != 0 {
+			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
+		}
+		after, err := trampolineSyms()
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		var addr uint64
+		var sym string
+		for a, name := range after {
+			if _, old := before[a]; !old {
+				addr, sym = a, name
+			}
+		}
+		if addr == 0 {
+			unix.Close(fd)
+			return fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or a kernel without BPF ksyms)", ksyms.DefaultPath)
+		}
+		in := &event.Injection{Target: options.RaceTrampoline, Symbol: sym + "+0x0", Function: targetCounted, Action: "detach"}
+		closed := false
+		detach := func() error {
+			closed = true
+			return unix.Close(fd)
+		}
+		gone := func() bool {
+			now, err := trampolineSyms()
+			if err != nil {
+				return false
+			}
+			_, still := now[addr]
+			return !still
+		}
+		if err := r.inject(in, addr, size, detach, gone); err != nil {
+			if !closed {
+				unix.Close(fd)
+			}
+			return err
+		}
+		if !closed {
+			unix.Close(fd)
+		}
+	}
+	return nil
+}
+
+// callsites injects at the second instruction of fth_target_counted's
+// patchable entry while it is disabled, and enables the function tracer
+// on it during the window: a kernel that rewrites both instructions of
+// the callsite under a preempted task (riscv's AUIPC+JALR before Linux
+// 6.16) sends it through a half-old pair.
+func (r *raceAgent) callsites(ctx context.Context) error {
+	off, err := secondInsnOffset()
+	if err != nil {
+		return err
+	}
+	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetCounted})
+	if err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	fn, ok := addrs.Addr(targetCounted)
+	if !ok {
+		return fmt.Errorf("race: no kallsyms address for %s", targetCounted)
+	}
+	top := tracefs.New(tracefs.DefaultRoot)
+	inst, err := top.Instance("fth_race")
+	if err != nil {
+		return fmt.Errorf("race: tracefs instance: %w", err)
+	}
+	defer func() {
+		_ = inst.Reset()
+		_ = top.RemoveInstance("fth_race")
+	}()
+	if err := inst.SetFilter(targetCounted); err != nil {
+		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
+	}
+	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil; i++ {
+		if err := inst.SetTracer(tracefs.Nop); err != nil {
+			return fmt.Errorf("race: tracer off: %w", err)
+		}
+		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Function: targetCounted, Action: "enable"}
+		enable := func() error { return inst.SetTracer(tracefs.Function) }
+		if err := r.inject(in, fn+off, 2, enable, nil); err != nil {
+			return err
+		}
+	}
+	return inst.SetTracer(tracefs.Nop)
+}
+
+// trampolineSyms reads the bpf_trampoline_ symbols of kallsyms by address.
+func trampolineSyms() (map[uint64]string, error) {
+	f, err := os.Open(ksyms.DefaultPath)
+	if err != nil {
+		return nil, fmt.Errorf("race: %w", err)
+	}
+	defer f.Close()
+	out := map[uint64]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, " bpf_trampoline_") {
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) < 3 {
+			continue
+		}
+		a, err := strconv.ParseUint(fs[0], 16, 64)
+		if err != nil || a == 0 {
+			continue
+		}
+		out[a] = fs[2]
+	}
+	return out, sc.Err()
+}
+
+// insnSize is the breakpoint's kind for the first instruction of a
+// trampoline: x86 counts bytes (1 does), the others a word.
+func insnSize() int {
+	if runtime.GOARCH == "amd64" {
+		return 1
+	}
+	return 4
+}
+
+// secondInsnOffset is where the second instruction of a patchable function
+// entry lies: riscv64 patches AUIPC+JALR (Linux 7.x only the JALR), arm64
+// a MOV and a BL. x86 patches one 5-byte call: it has no second
+// instruction to stop at.
+func secondInsnOffset() (uint64, error) {
+	switch runtime.GOARCH {
+	case "riscv64", "arm64":
+		return 4, nil
+	}
+	return 0, fmt.Errorf("race: racetarget=callsite needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", runtime.GOARCH)
+}
