@@ -11,7 +11,9 @@
 set -euo pipefail
 
 SRC_ROOT=${FTH_SRC_ROOT:-/var/cache/fth/src}
-KVER=${FTH_KERNEL_SERIES:-7.3}
+# Kernel series to unpack: 7.3 (the default kernel) and 6.12, the riscv64
+# kernel of the race scenario's seed (README, Race injection).
+KERNELS=${FTH_KERNELS:-7.3 6.12}
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -74,26 +76,27 @@ PKGS=(
 	chromium
 )
 
-main() {
-	add_backports
-	log "apt-get update"
-	# Unreachable third-party sources only warn; a broken Debian index is fatal below.
-	sudo_ apt-get update -qq || true
-	log "installing: ${PKGS[*]}"
-	sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PKGS[@]}"
-
-	local tarball="$SRC_ROOT/usr/src/linux-source-$KVER.tar.xz"
-	local tree="$SRC_ROOT/linux-source-$KVER"
+# fetch_source SERIES: Debian's linux-source-SERIES (apt's candidate: 7.x
+# from trixie-backports, 6.12 from bookworm-security, 6.1 from bookworm),
+# downloaded and unpacked under $SRC_ROOT, once.
+fetch_source() {
+	local series=$1
+	local tarball="$SRC_ROOT/usr/src/linux-source-$series.tar.xz"
+	local tree="$SRC_ROOT/linux-source-$series"
 	if [ -f "$tree/Makefile" ] && [ -f "$tree/.fth-unpacked" ]; then
 		log "kernel source already at $tree"
 		return
 	fi
 	sudo_ mkdir -p "$SRC_ROOT"
 	if [ ! -f "$tarball" ]; then
-		log "downloading linux-source-$KVER from trixie-backports"
+		log "downloading linux-source-$series"
 		local tmp; tmp=$(mktemp -d)
-		(cd "$tmp" && apt-get download "linux-source-$KVER/trixie-backports")
-		sudo_ dpkg-deb -x "$tmp"/linux-source-"$KVER"_*.deb "$SRC_ROOT"
+		if ! (cd "$tmp" && apt-get download "linux-source-$series"); then
+			rm -rf "$tmp"
+			echo "deps: no package linux-source-$series in this machine's apt sources (apt-cache policy linux-source-$series); run make deps first for trixie-backports" >&2
+			exit 1
+		fi
+		sudo_ dpkg-deb -x "$tmp"/linux-source-"$series"_*.deb "$SRC_ROOT"
 		rm -rf "$tmp"
 	fi
 	log "unpacking $tarball"
@@ -101,6 +104,24 @@ main() {
 	sudo_ tar -C "$SRC_ROOT" -xf "$tarball"
 	sudo_ touch "$tree/.fth-unpacked"
 	log "kernel source ready at $tree"
+}
+
+main() {
+	if [ "${1:-}" = source ]; then
+		# `deps.sh source 6.12`: what `fth --kernel 6.12` runs on first use.
+		[ -n "${2:-}" ] || { echo "usage: deps.sh source X.Y" >&2; exit 3; }
+		fetch_source "$2"
+		return
+	fi
+	add_backports
+	log "apt-get update"
+	# Unreachable third-party sources only warn; a broken Debian index is fatal below.
+	sudo_ apt-get update -qq || true
+	log "installing: ${PKGS[*]}"
+	sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${PKGS[@]}"
+	for series in $KERNELS; do
+		fetch_source "$series"
+	done
 }
 
 main "$@"

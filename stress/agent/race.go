@@ -154,13 +154,6 @@ func (h *helper) stop() {
 	_ = h.outF.Close()
 }
 
-// pinSelf pins the calling OS thread to cpu.
-func pinSelf(cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	return unix.SchedSetaffinity(0, &set)
-}
-
 // pinProcess pins every thread of the process to cpu and, with prio > 0,
 // makes each SCHED_FIFO at prio. The helpers do not lock their goroutine
 // to a thread: the runtime's cooperative preemption of a locked goroutine
@@ -171,18 +164,31 @@ func pinSelf(cpu int) error {
 // thread runs it, that thread is pinned and real-time. Threads the
 // runtime starts later inherit both from the thread that starts them.
 func pinProcess(cpu, prio int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	return setProcessCPUs(&set, prio)
+}
+
+// setProcessCPUs gives every thread of the process the CPU set and, with
+// prio > 0, SCHED_FIFO at prio.
+func setProcessCPUs(set *unix.CPUSet, prio int) error {
 	tids, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return err
 	}
-	var set unix.CPUSet
-	set.Set(cpu)
+	cpu := -1 // for messages only
+	for i := 0; i < 1024; i++ {
+		if set.IsSet(i) {
+			cpu = i
+			break
+		}
+	}
 	for _, t := range tids {
 		tid, err := strconv.Atoi(t.Name())
 		if err != nil {
 			continue
 		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+		if err := unix.SchedSetaffinity(tid, set); err != nil {
 			return fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
 		}
 		if prio > 0 {
@@ -340,12 +346,17 @@ func (a *agent) executeRace(ctx context.Context) error {
 			return fmt.Errorf("race: load %s: %w", targetModule, err)
 		}
 	}
-	// The control thread stays off the held CPU.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	// No agent thread may wait on the held CPU's runqueue: the control
+	// thread's reads park on the netpoller, whose wakeup another thread
+	// runs, and a thread queued behind the held vCPU (or behind the
+	// preemptor) stalled the protocol for the host's whole hold limit.
 	held := a.sys.numCPU - 1
-	if err := pinSelf(0); err != nil {
-		return fmt.Errorf("race: pin the agent's control thread: %w", err)
+	var rest unix.CPUSet
+	for c := 0; c < held; c++ {
+		rest.Set(c)
+	}
+	if err := setProcessCPUs(&rest, 0); err != nil {
+		return fmt.Errorf("race: keep the agent off cpu %d: %w", held, err)
 	}
 	a.race = map[string]int{}
 	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, counts: a.race}
@@ -364,10 +375,6 @@ func (a *agent) executeRace(ctx context.Context) error {
 		report.Logf(a.w, "race: %v", err)
 	} else {
 		defer restore()
-	}
-	os.Mkdir("/sys/kernel/tracing/instances/dbg", 0755)
-	for _, e := range []string{"sched/sched_switch", "sched/sched_wakeup", "sched/sched_waking", "irq_vectors/reschedule_entry", "irq_vectors/call_function_single_entry"} {
-		os.WriteFile("/sys/kernel/tracing/instances/dbg/events/"+e+"/enable", []byte("1"), 0)
 	}
 	report.Logf(a.w, "race: %d injections at the %s of fth_target_counted, held cpu %d, window %v", a.opts.Injections, a.opts.RaceTarget, held, window)
 
@@ -412,7 +419,6 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	r.seq++
 	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", addr)
 	in.WindowMS = float64(r.window.Microseconds()) / 1000
-	os.WriteFile("/sys/kernel/tracing/instances/dbg/trace", []byte(""), 0)
 	if err := r.send(event.RaceMsg{Op: event.RaceArm, Addr: addr, Size: size, CPU: r.cpu, TimeoutMS: int(raceStopTimeout.Milliseconds())}); err != nil {
 		return err
 	}
@@ -482,14 +488,6 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	fmt.Sscanf(done, "done %d %d %d", &ns, &errno, &in.Preemptions)
 	in.HeldMS = float64(ns) / 1e6
 	report.Logf(r.a.w, "race: racer: %s", done)
-	if b, err := os.ReadFile("/sys/kernel/tracing/instances/dbg/trace"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, "fth-racer") || strings.Contains(l, "prio=89") || strings.Contains(l, "[001]") {
-				report.Logf(r.a.w, "T %s", l)
-			}
-		}
-		os.WriteFile("/sys/kernel/tracing/instances/dbg/trace", []byte(""), 0)
-	}
 	switch {
 	case in.HeldMS < in.SpunMS:
 		// The task left before the window ended: whatever the kernel

@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -30,6 +32,9 @@ const modulePath = "github.com/ftrace-harness/fth"
 type buildFlags struct {
 	arch      string
 	kernelSrc string
+	// kernel is --kernel: a Debian kernel series, resolved by resolve
+	// into kernelSrc.
+	kernel    string
 	repo      string
 	kconfigs  string
 	fragments string
@@ -61,6 +66,7 @@ func (b *buildFlags) register(fs *flag.FlagSet, which buildFlagSet) {
 	}
 	if which&withKernel != 0 {
 		fs.StringVar(&b.kernelSrc, "kernel-src", b.kernelSrc, "kernel source tree (env KERNEL_SRC)")
+		fs.StringVar(&b.kernel, "kernel", "", "Debian kernel `series` (6.12, 7.2, 7.3, ...) instead of --kernel-src: linux-source-X.Y, downloaded and unpacked next to the default tree on first use")
 		fs.StringVar(&b.kconfigs, "kconfigs", "", "kconfig fragment directory (default: <repo>/kconfigs)")
 		fs.IntVar(&b.jobs, "j", 0, "make -j (default: number of CPUs)")
 	}
@@ -142,6 +148,9 @@ func (b *buildFlags) resolve() (arch.Arch, string, []string, error) {
 	if b.kconfigs == "" {
 		b.kconfigs = filepath.Join(b.repo, "kconfigs")
 	}
+	if err := b.resolveKernel(); err != nil {
+		return arch.Arch{}, "", nil, err
+	}
 	ftrace := "ftrace/direct-calls"
 	if a.Has(arch.CallOps) {
 		ftrace = "ftrace/call-ops"
@@ -151,6 +160,37 @@ func (b *buildFlags) resolve() (arch.Arch, string, []string, error) {
 		frags = strings.Split(b.fragments, ",")
 	}
 	return a, b.repo, frags, nil
+}
+
+// seriesRe is a kernel series as Debian names its linux-source packages.
+var seriesRe = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+
+// resolveKernel turns --kernel into the tree's path, fetching Debian's
+// linux-source-X.Y with scripts/deps.sh the first time (the same code
+// `make deps` runs for 7.3 and 6.12).
+func (b *buildFlags) resolveKernel() error {
+	if b.kernel == "" {
+		return nil
+	}
+	if !seriesRe.MatchString(b.kernel) {
+		return fmt.Errorf("%w: --kernel %q: want a Debian kernel series such as 6.12 or 7.3 (linux-source-X.Y), or --kernel-src for any tree", errUsage, b.kernel)
+	}
+	if b.kernelSrc != envOr("KERNEL_SRC", defaultKernelSrc) {
+		return fmt.Errorf("%w: --kernel %s and --kernel-src %s both name a tree: give one", errUsage, b.kernel, b.kernelSrc)
+	}
+	root := filepath.Dir(defaultKernelSrc)
+	b.kernelSrc = filepath.Join(root, "linux-source-"+b.kernel)
+	if _, err := os.Stat(filepath.Join(b.kernelSrc, ".fth-unpacked")); err == nil {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "fth: linux-source-%s is not unpacked yet: fetching it (bash scripts/deps.sh source %s)\n", b.kernel, b.kernel)
+	cmd := exec.Command("bash", filepath.Join(b.repo, "scripts", "deps.sh"), "source", b.kernel)
+	cmd.Env = append(os.Environ(), "FTH_SRC_ROOT="+root)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("--kernel %s: fetching linux-source-%s: %w", b.kernel, b.kernel, err)
+	}
+	return nil
 }
 
 // findRepo walks up from the working directory to the ftrace-harness go.mod.
