@@ -81,6 +81,16 @@ type Request struct {
 	Singlestep bool    `json:"singlestep,omitempty"`
 	Icount     string  `json:"icount,omitempty"`
 	KernelSrc  string  `json:"kernel_src"`
+	// Patches are the source patches the cell's kernel was built with
+	// (fth run --patch, fth mutate), text included, so that a repro
+	// builds the same kernel.
+	Patches []RequestPatch `json:"patches,omitempty"`
+}
+
+// RequestPatch is one patch of a Request.
+type RequestPatch struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
 }
 
 // Board describes the SSH board a soak ran on.

@@ -79,7 +79,7 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // Build returns the kernel req describes, from the cache when an intact entry
 // exists, building it otherwise.
 func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
-	if len(req.Patches) > 0 {
+	if len(req.Patches) > 0 && !changesKconfig(req.Patches) {
 		return buildPatched(ctx, log, req)
 	}
 	frags, err := LoadFragments(req.KconfigDir, req.Fragments)
@@ -98,7 +98,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	if err != nil {
 		return Kernel{}, err
 	}
-	key := Key(req.Source, req.Arch.Name, frags, tc)
+	key := Key(req.Source, req.Arch.Name, frags, tc, req.Patches...)
 	entry, unlock, err := openEntry(ctx, log, req, key)
 	if err != nil {
 		return Kernel{}, err
@@ -137,6 +137,16 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 
 	start := time.Now()
 	b := &builder{req: req, tc: tc, out: filepath.Join(entry, "build"), log: log, prevSteps: previousSteps(req.CacheDir, req.Arch.Name), steps: map[string]int{}}
+	if len(req.Patches) > 0 {
+		// A patch to a Kconfig file changes what the configuration can
+		// be: the whole build, configure included, runs with the patched
+		// files bound over the tree (a copy of an unpatched build would
+		// keep the unpatched .config).
+		if b.ov, err = prepareOverlay(ctx, req.Source.Dir, req.Patches, filepath.Join(entry, "patched")); err != nil {
+			return Kernel{}, err
+		}
+		log.Info("building a kernel with a Kconfig patch from scratch", "arch", req.Arch.Name, "patches", patchNames(req.Patches), "files", strings.Join(b.ov.files, " "))
+	}
 	if err := b.configure(ctx, frags); err != nil {
 		return Kernel{}, err
 	}
@@ -185,6 +195,9 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		BuildSteps:    b.steps,
 	}
 	k.Observed = Observe(final)
+	if len(req.Patches) > 0 {
+		k.Patches, k.PatchDir, k.PatchedFiles = patchNames(req.Patches), b.ov.dir, b.ov.files
+	}
 	if err := k.recordArtifacts(); err != nil {
 		return Kernel{}, err
 	}

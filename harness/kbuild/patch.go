@@ -281,6 +281,23 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 	return k, nil
 }
 
+// changesKconfig reports whether a patch touches a Kconfig file, which a
+// patched copy of an already configured build cannot honour.
+func changesKconfig(ps []Patch) bool {
+	for _, p := range ps {
+		files, err := PatchedFiles(p.Text)
+		if err != nil {
+			return false // buildPatched reports the bad patch
+		}
+		for _, f := range files {
+			if strings.HasPrefix(filepath.Base(f), "Kconfig") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func patchNames(ps []Patch) []string {
 	var out []string
 	for _, p := range ps {

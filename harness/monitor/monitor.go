@@ -618,6 +618,9 @@ func (m *run) finish(out Outcome) error {
 				}
 			}
 		}
+		// A kernel that died right after a race injection released its
+		// task: the injection is the crash's, and names where it was.
+		results.AttributeInjection(r)
 		var why []string
 		if m.exitErr != nil {
 			why = append(why, m.exitErr.Error())

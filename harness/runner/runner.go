@@ -63,7 +63,8 @@ type Cell struct {
 	SkipUnconfigurable bool
 	// Widen holds the race-widening emulator settings.
 	Widen qemu.Widening
-	// Patches change the kernel source for this cell only (fth mutate).
+	// Patches change the kernel source for this cell only (fth mutate,
+	// fth run --patch).
 	Patches []kbuild.Patch
 	// StopAtFinding ends the cell shortly after the first kernel report.
 	StopAtFinding bool
@@ -266,7 +267,16 @@ func (e *Env) cellRequest(c Cell) *results.Request {
 		AgentArgs: c.AgentArgs, Accel: string(c.Accel), CPUs: c.CPUs, MemoryMB: c.MemoryMB,
 		Deadline: c.Deadline.Seconds(), Silence: c.Silence.Seconds(),
 		Singlestep: c.Widen.Singlestep, Icount: c.Widen.Icount, KernelSrc: e.KernelSrc,
+		Patches: requestPatches(c.Patches),
 	}
+}
+
+func requestPatches(ps []kbuild.Patch) []results.RequestPatch {
+	var out []results.RequestPatch
+	for _, p := range ps {
+		out = append(out, results.RequestPatch{Name: p.Name, Text: string(p.Text)})
+	}
+	return out
 }
 
 // VariantName names a cell by the fragments beyond base and arch, plus the

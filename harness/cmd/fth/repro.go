@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ftrace-harness/fth/harness/kbuild"
 	"io"
 	"os"
 	"path/filepath"
@@ -113,8 +114,17 @@ func reproCell(r results.Result) (runner.Cell, error) {
 		Name: r.Cell, Arch: a, Fragments: q.Fragments, Preempt: q.Preempt, Scenario: q.Scenario,
 		AgentArgs: agent, Accel: accel, CPUs: q.CPUs, MemoryMB: q.MemoryMB,
 		Deadline: time.Duration(q.Deadline * float64(time.Second)), Silence: time.Duration(q.Silence * float64(time.Second)),
-		Widen: qemu.Widening{Singlestep: q.Singlestep, Icount: q.Icount},
+		Widen:   qemu.Widening{Singlestep: q.Singlestep, Icount: q.Icount},
+		Patches: cellPatches(q.Patches),
 	}, nil
+}
+
+func cellPatches(ps []results.RequestPatch) []kbuild.Patch {
+	var out []kbuild.Patch
+	for _, p := range ps {
+		out = append(out, kbuild.Patch{Name: p.Name, Text: []byte(p.Text)})
+	}
+	return out
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {

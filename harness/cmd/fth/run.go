@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/ftrace-harness/fth/harness/kbuild"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -44,7 +46,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		inclKnown  = fs.Bool("include-known", false, "attach to and cycle the known findings' triggers (results/known) and count them as failures: for reproducing them")
 		dryRun     = fs.Bool("dry-run", false, "check every input and print the cell that would run, then stop: nothing is built or booted")
 		agentArgs  multiFlag
+		patchFiles multiFlag
 	)
+	fs.Var(&patchFiles, "patch", "a source `patch` (patch -p1; text before the first --- line is ignored) to build the kernel with, e.g. tests/seeds/*.patch (repeatable; the tree is never written)")
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable; 'fth run --agent-arg help' lists them)")
 	if err := parseFlags(fs, args, stdout, help{
 		Usage: "fth run [flags]",
@@ -104,8 +108,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if w := widen.String(); w != "" {
 		name += "-" + w
 	}
+	patches, err := readPatches(patchFiles)
+	if err != nil {
+		return err
+	}
 	c := runner.Cell{
-		Name: name, Arch: a, Fragments: frags,
+		Name: name, Arch: a, Fragments: frags, Patches: patches,
 		Preempt: *preempt, Scenario: scenarioName(agent), AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
 		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter, Widen: widen,
 	}
@@ -114,6 +122,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	return runOne(ctx, log, env, *out, *runID, c, stdout)
+}
+
+// readPatches reads --patch files and checks that each is a diff that
+// changes files, before anything is built.
+func readPatches(paths []string) ([]kbuild.Patch, error) {
+	var out []kbuild.Patch
+	for _, p := range paths {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --patch: %v", errUsage, err)
+		}
+		if _, err := kbuild.PatchedFiles(text); err != nil {
+			return nil, fmt.Errorf("%w: --patch %s: %v", errUsage, p, err)
+		}
+		out = append(out, kbuild.Patch{Name: strings.TrimSuffix(filepath.Base(p), ".patch"), Text: text})
+	}
+	return out, nil
 }
 
 // churnMargin is what a churn's cell needs beyond the churn itself: boot,

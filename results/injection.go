@@ -1,0 +1,67 @@
+package results
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// pcRe finds the faulting address of a report: x86's RIP, arm64's pc,
+// riscv's epc, powerpc's NIP, printed as a raw address when no symbol
+// covers it (freed trampoline memory never has one).
+var pcRe = regexp.MustCompile(`(?m)(?:RIP: [0-9a-f]{4}:|\bpc ?: |\bepc ?: |NIP:? +\[?)(?:0x)?([0-9a-f]{8,16})\b`)
+
+// injectionSpan is how far past the injected address a fault still lies
+// in the same trampoline image or callsite: an image is at most a page.
+const injectionSpan = 4096
+
+// AttributeInjection judges the race scenario's last injection when the
+// kernel died before the agent could: the injection still "released" is
+// marked crashed with the first counted report's title, and a report whose
+// faulting address lies in that injection's trampoline or callsite (and
+// that names no function of its own: freed memory has no symbol) is
+// titled after it, so that the title says where the preempted task was.
+// It returns whether it changed r.
+func AttributeInjection(r *Result) bool {
+	n := len(r.Injections)
+	if n == 0 || r.Injections[n-1].Outcome != event.InjReleased {
+		return false
+	}
+	in := &r.Injections[n-1]
+	addr, err := strconv.ParseUint(strings.TrimPrefix(in.Addr, "0x"), 16, 64)
+	if err != nil {
+		return false
+	}
+	place, _, _ := strings.Cut(in.Symbol, "+")
+	changed := false
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		if f.Source != "" || f.Known != "" || f.Induced != "" {
+			continue
+		}
+		if f.Function == "" {
+			if pc, ok := faultPC(f.Report); ok && pc >= addr && pc < addr+injectionSpan {
+				f.Function = place
+				f.Title = fmt.Sprintf("%s in %s", f.Title, place)
+			}
+		}
+		if in.Outcome == event.InjReleased {
+			in.Outcome, in.Title = event.InjCrashed, f.Title
+			in.Msg = fmt.Sprintf("the kernel died after injection %d released the task at %s", in.Seq, in.Symbol)
+		}
+		changed = true
+	}
+	return changed
+}
+
+func faultPC(report string) (uint64, bool) {
+	m := pcRe.FindStringSubmatch(report)
+	if m == nil {
+		return 0, false
+	}
+	pc, err := strconv.ParseUint(m[1], 16, 64)
+	return pc, err == nil
+}

@@ -1,0 +1,89 @@
+package results
+
+import (
+	"testing"
+
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// The report is the x86_64 mutant bpf-tramp-skip-rcu-tasks under the race
+// scenario (fth mutate ... --agent-arg scenario=race), cut to its header.
+const x86FreedTrampoline = `[    4.318957] Oops: int3: 0000 [#1] SMP
+[    4.323597] CPU: 1 UID: 0 PID: 67 Comm: bb Tainted: G           O        7.3.4 #2 PREEMPT(full)
+[    4.324003] RIP: 0010:0xffffffffa0800081
+[    4.327995] Call Trace:
+[    4.328756]  ? fth_target_counted+0x5/0x10 [fth_target]
+`
+
+func TestAttributeInjection(t *testing.T) {
+	released := event.Injection{Seq: 3, Symbol: "bpf_trampoline_10737479663+0x0", Addr: "0xffffffffa0800080", Outcome: event.InjReleased}
+	for _, tc := range []struct {
+		name      string
+		inj       []event.Injection
+		findings  []Finding
+		wantTitle string
+		wantOut   string
+	}{
+		{
+			name:      "fault in the injected trampoline",
+			inj:       []event.Injection{{Seq: 2, Outcome: event.InjSurvived}, released},
+			findings:  []Finding{{Kind: "oops", Title: "Oops: int3", Report: x86FreedTrampoline}},
+			wantTitle: "Oops: int3 in bpf_trampoline_10737479663",
+			wantOut:   event.InjCrashed,
+		},
+		{
+			name:      "fault elsewhere keeps its title",
+			inj:       []event.Injection{released},
+			findings:  []Finding{{Kind: "oops", Title: "BUG: unable to handle page fault in do_nanosleep", Function: "do_nanosleep", Report: "RIP: 0010:do_nanosleep+0x10/0x20"}},
+			wantTitle: "BUG: unable to handle page fault in do_nanosleep",
+			wantOut:   event.InjCrashed,
+		},
+		{
+			name:      "a judged injection is left alone",
+			inj:       []event.Injection{{Seq: 1, Symbol: released.Symbol, Addr: released.Addr, Outcome: event.InjSurvived}},
+			findings:  []Finding{{Kind: "oops", Title: "Oops: int3", Report: x86FreedTrampoline}},
+			wantTitle: "Oops: int3",
+			wantOut:   event.InjSurvived,
+		},
+		{
+			name:      "a known finding is not the injection's",
+			inj:       []event.Injection{released},
+			findings:  []Finding{{Kind: "oops", Title: "Oops: int3", Report: x86FreedTrampoline, Known: "x86-mttcg-int3"}},
+			wantTitle: "Oops: int3",
+			wantOut:   event.InjReleased,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Result{Injections: append([]event.Injection(nil), tc.inj...), Findings: tc.findings}
+			AttributeInjection(r)
+			if got := r.Findings[0].Title; got != tc.wantTitle {
+				t.Errorf("title = %q, want %q", got, tc.wantTitle)
+			}
+			last := r.Injections[len(r.Injections)-1]
+			if last.Outcome != tc.wantOut {
+				t.Errorf("outcome = %q, want %q", last.Outcome, tc.wantOut)
+			}
+			if tc.wantOut == event.InjCrashed && last.Title != tc.wantTitle {
+				t.Errorf("injection title = %q, want %q", last.Title, tc.wantTitle)
+			}
+		})
+	}
+}
+
+func TestFaultPC(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"RIP: 0010:0xffffffffa0800081", 0xffffffffa0800081, true},
+		{"[  5.1] epc : ffffffff01234568 ra : fth_target_counted+0x4/0x10", 0xffffffff01234568, true},
+		{"[  5.1] pc : ffff800080a00004 lr : x", 0xffff800080a00004, true},
+		{"RIP: 0010:do_nanosleep+0x10/0x20", 0, false},
+	} {
+		got, ok := faultPC(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("faultPC(%q) = %#x, %v; want %#x, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
