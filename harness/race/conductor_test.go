@@ -1,0 +1,196 @@
+package race
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/gdbstub"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// The conductor runs against a real QEMU: a riscv64 virt machine with no
+// firmware whose two harts split at 0x80000000 by hart id (a0 from the
+// reset vector): hart 1 loops through 0x80000004, hart 0 never goes there.
+const (
+	progAddr  = 0x80000000
+	hart1Loop = 0x80000004
+	nowhere   = 0x80000100
+)
+
+var splitProg = []uint32{
+	0x00050663, // beqz a0, .+12 (hart 0 to its own loop)
+	0x00158593, // hart 1: addi a1, a1, 1
+	0xffdff06f, //         j .-4
+	0x00160613, // hart 0: addi a2, a2, 1
+	0xffdff06f, //         j .-4
+}
+
+// vm is a target.Injector over a bare QEMU and one end of a pipe.
+type vm struct {
+	sock string
+	ch   net.Conn
+}
+
+func (v *vm) RaceChannel() io.ReadWriter { return v.ch }
+func (v *vm) DialGDB(ctx context.Context) (*gdbstub.Conn, error) {
+	return gdbstub.Dial(ctx, "unix", v.sock)
+}
+
+// start boots the VM stopped, loads the program through a gdbstub
+// connection of its own, and lets it go.
+func start(t *testing.T) (*vm, net.Conn) {
+	t.Helper()
+	bin, err := exec.LookPath("qemu-system-riscv64")
+	if err != nil {
+		t.Skip("qemu-system-riscv64 not installed (make deps)")
+	}
+	sock := filepath.Join(t.TempDir(), "gdb.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "-machine", "virt", "-bios", "none", "-nodefaults", "-display", "none",
+		"-monitor", "none", "-serial", "none", "-accel", "tcg,thread=single", "-smp", "2", "-m", "128", "-S",
+		"-gdb", "unix:"+sock+",server=on,wait=off")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	var g *gdbstub.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		g, err = gdbstub.Dial(dctx, "unix", sock)
+		dcancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dial: %v", err)
+		}
+	}
+	var prog []byte
+	for _, insn := range splitProg {
+		prog = binary.LittleEndian.AppendUint32(prog, insn)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := g.WriteMemory(wctx, 1, progAddr, prog); err != nil {
+		t.Fatal(err)
+	}
+	// Closing the first client lets the VM run; the conductor connects
+	// anew, as it does to a booted guest.
+	if err := g.Detach(wctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	host, agent := net.Pipe()
+	t.Cleanup(func() { host.Close(); agent.Close() })
+	return &vm{sock: sock, ch: host}, agent
+}
+
+// agentSide is the test's stand-in for the guest agent.
+type agentSide struct {
+	t  *testing.T
+	c  net.Conn
+	in *bufio.Reader
+}
+
+func (a *agentSide) send(m event.RaceMsg) {
+	a.t.Helper()
+	b, _ := json.Marshal(m)
+	if _, err := a.c.Write(append(b, '\n')); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+func (a *agentSide) recv(want string) event.RaceMsg {
+	a.t.Helper()
+	_ = a.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	line, err := a.in.ReadBytes('\n')
+	if err != nil {
+		a.t.Fatalf("waiting for %s: %v", want, err)
+	}
+	var m event.RaceMsg
+	if err := json.Unmarshal(line, &m); err != nil {
+		a.t.Fatal(err)
+	}
+	if m.Op != want {
+		a.t.Fatalf("got %+v, want %s", m, want)
+	}
+	return m
+}
+
+func serve(t *testing.T, target *vm, hold time.Duration) *Conductor {
+	c := &Conductor{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Target: target, PCRegister: 32, HoldLimit: hold}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Serve(ctx); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+func TestConductorHoldsTheChosenVCPU(t *testing.T) {
+	target, agentConn := start(t)
+	c := serve(t, target, 5*time.Second)
+	a := &agentSide{t: t, c: agentConn, in: bufio.NewReader(agentConn)}
+
+	for i := 0; i < 3; i++ {
+		a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
+		a.recv(event.RaceArmed)
+		m := a.recv(event.RaceStopped)
+		if m.CPU != 1 || m.Addr != hart1Loop || m.Insn != "938515006ff0dfff" {
+			t.Fatalf("stopped %+v, want vCPU 1 at %#x over addi a1,a1,1; j .-4 (938515006ff0dfff)", m, hart1Loop)
+		}
+		a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+		a.recv(event.RaceReleased)
+	}
+
+	// Asked for vCPU 0 at a place only vCPU 1 goes: a miss, not a hold.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 0, TimeoutMS: 5000})
+	a.recv(event.RaceArmed)
+	if m := a.recv(event.RaceMissed); m.CPU != 1 || !strings.Contains(m.Msg, "not vCPU 0") {
+		t.Errorf("missed %+v", m)
+	}
+	// A place nobody reaches: a timeout, and the VM runs on.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: nowhere, Size: 4, CPU: 1, TimeoutMS: 300})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceTimeout)
+	if c.Stats.Stopped != 3 || c.Stats.Released != 3 || c.Stats.Missed != 1 || c.Stats.Timeouts != 1 {
+		t.Errorf("stats %+v", c.Stats)
+	}
+}
+
+// An agent that never releases (a guest that died while the task was
+// held) must not leave the vCPU stopped: the host lets it go.
+func TestConductorReleasesAfterHoldLimit(t *testing.T) {
+	target, agentConn := start(t)
+	c := serve(t, target, 300*time.Millisecond)
+	a := &agentSide{t: t, c: agentConn, in: bufio.NewReader(agentConn)}
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	if m := a.recv(event.RaceError); !strings.Contains(m.Msg, "released the held vCPU") {
+		t.Errorf("error %+v", m)
+	}
+	// Running again: the next injection works.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	if c.Stats.ForcedReleases != 1 {
+		t.Errorf("stats %+v", c.Stats)
+	}
+}

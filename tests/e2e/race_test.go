@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/mutate"
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// raceInjections is how many preemptions the correct-kernel tests inject.
+const raceInjections = 10
+
+// racePasses checks a race cell on a correct kernel: a pass, every
+// injection held at its target (the task preempted there for the whole
+// window, not run on) and survived, and no image freed under the task.
+func racePasses(t *testing.T, r fthRun, n int) {
+	t.Helper()
+	r.mustCell(t)
+	if r.exit != 0 || r.result.Verdict != results.Pass {
+		t.Fatalf("exit %d, verdict %s (%s): a correct kernel must survive every injection", r.exit, r.result.Verdict, r.result.Reason)
+	}
+	if len(r.result.Injections) != n {
+		t.Fatalf("%d injections recorded, want %d: %+v", len(r.result.Injections), n, r.result.Injections)
+	}
+	for _, in := range r.result.Injections {
+		if in.Outcome != event.InjSurvived {
+			t.Errorf("injection %d at %s: %s (%s)", in.Seq, in.Symbol, in.Outcome, in.Msg)
+			continue
+		}
+		// Held: preempted at least once, and off the CPU while the
+		// preemptor spun there.
+		if in.Preemptions < 1 || in.HeldMS < in.SpunMS || in.SpunMS < in.WindowMS {
+			t.Errorf("injection %d at %s was not held: %d preemptions, call %.0f ms, preemptor %.0f ms, window %.0f ms", in.Seq, in.Symbol, in.Preemptions, in.HeldMS, in.SpunMS, in.WindowMS)
+		}
+		if in.Insn == "" || !in.ActionDone {
+			t.Errorf("injection %d: insn %q, action done in the window %v", in.Seq, in.Insn, in.ActionDone)
+		}
+	}
+	t.Logf("seed %s; %d injections, e.g. %+v", r.result.Seed, n, r.result.Injections[0])
+}
+
+// On the correct 7.3.4 x86_64 kernel a task is stopped at the first
+// instruction of a BPF trampoline through the gdbstub, preempted there,
+// and the trampoline's only link is detached while it stays off the CPU:
+// RCU-tasks must keep the image until the task has left it, every time.
+func TestX86RaceTrampolinesSurvive(t *testing.T) {
+	r := runFth(t, 20*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", fmt.Sprintf("injections=%d", raceInjections))
+	racePasses(t, r, raceInjections)
+	for _, in := range r.result.Injections {
+		if in.Target != "trampoline" || !strings.HasPrefix(in.Symbol, "bpf_trampoline_") || in.Action != "detach" {
+			t.Errorf("injection %d: target %s at %s, action %s; want a bpf_trampoline_ detached", in.Seq, in.Target, in.Symbol, in.Action)
+		}
+	}
+}
+
+// The same injections on a kernel that frees trampoline images after
+// RCU-tasks-trace only (mutants/bpf-tramp-skip-rcu-tasks.patch: the class
+// "trampoline freed early" that random stress never caught in two
+// minutes) crash it at the first injection, within a minute of boot, with
+// a title that names the trampoline; the unmutated kernel passes the same
+// scenario in the same run.
+func TestX86RaceCatchesTrampolineFreedEarly(t *testing.T) {
+	out := e2eOut(t)
+	const mutant = "bpf-tramp-skip-rcu-tasks"
+	args := []string{"mutate", "--arches", "x86_64", "--mutants", mutant, "--agent-arg", "scenario=race",
+		"--agent-arg", fmt.Sprintf("injections=%d", raceInjections), "--require-detected", "--out", out, "--run-id", "m"}
+	r := runCell(t, 40*time.Minute, out, fthBin, args...)
+	b, err := os.ReadFile(filepath.Join(out, "m", results.MutationFile))
+	if err != nil {
+		t.Fatalf("no mutation table: %v", err)
+	}
+	var table mutate.Table
+	if err := json.Unmarshal(b, &table); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range table.Rows {
+		res, err := results.ReadResult(filepath.Join(out, "m", row.Cell, results.ResultFile))
+		if err != nil {
+			t.Fatalf("%s: %v", row.Cell, err)
+		}
+		if row.Mutant == "" {
+			if row.Verdict != results.Pass || len(res.Injections) != raceInjections {
+				t.Errorf("the unmutated kernel: verdict %s (%s), %d injections: it must pass all %d", row.Verdict, row.Reason, len(res.Injections), raceInjections)
+			}
+			continue
+		}
+		if !row.Detected {
+			t.Fatalf("mutant %s not detected: verdict %s (%s)", row.Mutant, row.Verdict, row.Reason)
+		}
+		if row.Seconds >= 60 {
+			t.Errorf("mutant %s crashed %.1f s after boot, want under 60", row.Mutant, row.Seconds)
+		}
+		if len(res.Injections) != 1 || res.Injections[0].Outcome != event.InjCrashed {
+			t.Errorf("mutant %s: injections %+v; want the first one crashed", row.Mutant, res.Injections)
+		}
+		if !strings.Contains(row.Title, "bpf_trampoline_") {
+			t.Errorf("mutant %s: title %q does not name the trampoline", row.Mutant, row.Title)
+		}
+		t.Logf("mutant %s crashed at injection 1, %.1f s after boot: %s", row.Mutant, row.Seconds, row.Title)
+	}
+	if r.exit != 0 && !t.Failed() {
+		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
+	}
+}
