@@ -14,16 +14,21 @@ import (
 // covers it (freed trampoline memory never has one).
 var pcRe = regexp.MustCompile(`(?m)(?:RIP: [0-9a-f]{4}:|\bpc ?: |\bepc ?: |NIP:? +\[?)(?:0x)?([0-9a-f]{8,16})\b`)
 
+// cpuRe finds the CPU a report came from.
+var cpuRe = regexp.MustCompile(`(?m)\bCPU: (\d+)\b`)
+
 // injectionSpan is how far past the injected address a fault still lies
 // in the same trampoline image or callsite: an image is at most a page.
 const injectionSpan = 4096
 
 // AttributeInjection judges the race scenario's last injection when the
 // kernel died before the agent could: the injection still "released" is
-// marked crashed with the first counted report's title, and a report whose
-// faulting address lies in that injection's trampoline or callsite (and
-// that names no function of its own: freed memory has no symbol) is
-// titled after it, so that the title says where the preempted task was.
+// marked crashed with the first counted report's title, and a report that
+// names no function of its own (freed memory has no symbol; a jump through
+// a stale register lands nowhere) is titled after the injection's place
+// when its faulting address lies in that trampoline or callsite, or when
+// it came from the held CPU: the title then says where the preempted task
+// was.
 // It returns whether it changed r.
 func AttributeInjection(r *Result) bool {
 	n := len(r.Injections)
@@ -43,7 +48,9 @@ func AttributeInjection(r *Result) bool {
 			continue
 		}
 		if f.Function == "" {
-			if pc, ok := faultPC(f.Report); ok && pc >= addr && pc < addr+injectionSpan {
+			pc, ok := faultPC(f.Report)
+			inPlace := ok && pc >= addr && pc < addr+injectionSpan
+			if inPlace || reportCPU(f.Report) == in.CPU {
 				f.Function = place
 				f.Title = fmt.Sprintf("%s in %s", f.Title, place)
 			}
@@ -64,4 +71,17 @@ func faultPC(report string) (uint64, bool) {
 	}
 	pc, err := strconv.ParseUint(m[1], 16, 64)
 	return pc, err == nil
+}
+
+// reportCPU is the CPU a report names, -1 if none.
+func reportCPU(report string) int {
+	m := cpuRe.FindStringSubmatch(report)
+	if m == nil {
+		return -1
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return -1
+	}
+	return n
 }

@@ -15,8 +15,19 @@ const x86FreedTrampoline = `[    4.318957] Oops: int3: 0000 [#1] SMP
 [    4.328756]  ? fth_target_counted+0x5/0x10 [fth_target]
 `
 
+// The riscv64 6.12 kernel with the function tracer allowed under
+// preemption (tests/seeds), its task released at the JALR of a callsite
+// whose AUIPC had not run: a jump through the stale t0.
+const riscvHalfPatched = `[    6.002162] Unable to handle kernel access to user memory without uaccess routines at virtual address 00000000000004ee
+[    6.004862] Oops [#1]
+[    6.005639] CPU: 1 UID: 0 PID: 70 Comm: bb Tainted: G           O       6.12.117 #1
+[    6.006295] epc : 0x4ee
+[    6.006677]  ra : call_write+0x4c/0x64 [fth_target]
+`
+
 func TestAttributeInjection(t *testing.T) {
-	released := event.Injection{Seq: 3, Symbol: "bpf_trampoline_10737479663+0x0", Addr: "0xffffffffa0800080", Outcome: event.InjReleased}
+	released := event.Injection{Seq: 3, Symbol: "bpf_trampoline_10737479663+0x0", Addr: "0xffffffffa0800080", CPU: 1, Outcome: event.InjReleased}
+	callsite := event.Injection{Seq: 1, Symbol: "fth_target_counted+0x4", Addr: "0xffffffff0115f032", CPU: 1, Outcome: event.InjReleased}
 	for _, tc := range []struct {
 		name      string
 		inj       []event.Injection
@@ -29,6 +40,20 @@ func TestAttributeInjection(t *testing.T) {
 			inj:       []event.Injection{{Seq: 2, Outcome: event.InjSurvived}, released},
 			findings:  []Finding{{Kind: "oops", Title: "Oops: int3", Report: x86FreedTrampoline}},
 			wantTitle: "Oops: int3 in bpf_trampoline_10737479663",
+			wantOut:   event.InjCrashed,
+		},
+		{
+			name:      "jump through a stale register on the held CPU",
+			inj:       []event.Injection{callsite},
+			findings:  []Finding{{Kind: "oops", Title: "Unable to handle kernel access to user memory", Report: riscvHalfPatched}},
+			wantTitle: "Unable to handle kernel access to user memory in fth_target_counted",
+			wantOut:   event.InjCrashed,
+		},
+		{
+			name:      "a functionless report from another CPU keeps its title",
+			inj:       []event.Injection{{Seq: 1, Symbol: callsite.Symbol, Addr: callsite.Addr, CPU: 0, Outcome: event.InjReleased}},
+			findings:  []Finding{{Kind: "oops", Title: "Unable to handle kernel access to user memory", Report: riscvHalfPatched}},
+			wantTitle: "Unable to handle kernel access to user memory",
 			wantOut:   event.InjCrashed,
 		},
 		{

@@ -53,8 +53,9 @@ type Injection struct {
 	// there: "detach" (the trampoline's only link closed), "enable"
 	// (function tracing switched on for Function).
 	Action string `json:"action"`
-	// ActionMS is how long the action took; ActionDone whether it ended
-	// inside the window.
+	// ActionMS is how long the action took from the release; ActionDone
+	// whether it ended inside the window (a correct kernel may make it
+	// wait for the held task).
 	ActionMS   float64 `json:"action_ms"`
 	ActionDone bool    `json:"action_done"`
 	// WindowMS is how long the preemptor held the CPU; HeldMS how long the

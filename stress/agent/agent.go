@@ -66,7 +66,7 @@ const (
 func splitMode(args []string) (string, []string) {
 	if len(args) > 0 {
 		switch args[0] {
-		case modeSession, modeKmsgStream, modeBoard, modeSpin, modeRacer, modePreempt:
+		case modeSession, modeKmsgStream, modeBoard, modeSpin, modeRacer, modePreempt, modeRaceCtl:
 			return args[0], args[1:]
 		}
 	}
@@ -97,6 +97,8 @@ func run(ctx context.Context, args []string, sys system) error {
 		return racerMain(args)
 	case modePreempt:
 		return preemptMain(args)
+	case modeRaceCtl:
+		return raceCtlMain(ctx, args, sys)
 	case modeBoard:
 		if addr == "" {
 			addr = defaultBoardAddr

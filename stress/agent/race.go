@@ -64,6 +64,8 @@ const (
 	// cpu at SCHED_FIFO priority, for every byte on stdin it spins until
 	// the next byte or max-ns, then answers "spun <ns>".
 	modePreempt = "preempt"
+	// modeRaceCtl is `agent racectl <agent flags>`: the controller.
+	modeRaceCtl = "racectl"
 )
 
 // racePriority is the preemptor's SCHED_FIFO priority: the top of the
@@ -267,13 +269,14 @@ func preemptMain(args []string) error {
 		t0 := time.Now()
 		// Spin, never sleep, until told to stop or the bound: the held
 		// task must stay preempted, off the CPU, the whole window.
-		for time.Since(t0).Nanoseconds() < maxNS {
+		stopped := 0
+		for stopped == 0 && time.Since(t0).Nanoseconds() < maxNS {
 			n, _, _ := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
 			if int(n) > 0 && rawRead(0, buf[:1]) == 1 && buf[0] == preemptStop {
-				break
+				stopped = 1
 			}
 		}
-		fmt.Printf("spun %d %d\n", time.Since(t0).Nanoseconds(), getcpu())
+		fmt.Printf("spun %d %d %d\n", time.Since(t0).Nanoseconds(), getcpu(), stopped)
 	}
 }
 
@@ -321,11 +324,96 @@ type raceAgent struct {
 	counts  map[string]int
 }
 
-// executeRace runs the race scenario.
+// executeRace runs the race scenario in a controller process of its own,
+// started with every thread of the agent kept off the held CPU, and
+// forwards its events. A fresh process is the only way to an address space
+// that has never run on the held CPU: on riscv64 (ASID allocator) an mm
+// keeps every CPU it ever ran on in its cpumask, so any TLB flush of the
+// agent's own memory (the Go runtime returning pages) waited for the held
+// vCPU and the protocol stalled for the host's whole hold limit.
 func (a *agent) executeRace(ctx context.Context) error {
 	if a.sys.numCPU < 2 {
 		return fmt.Errorf("race: needs at least 2 CPUs (one held, one racing), have %d: boot with --cpus 2", a.sys.numCPU)
 	}
+	held := a.sys.numCPU - 1
+	var rest unix.CPUSet
+	for c := 0; c < held; c++ {
+		rest.Set(c)
+	}
+	// No agent thread may wait on the held CPU's runqueue either: a
+	// read parked on the netpoller needs another thread to wake it.
+	if err := setProcessCPUs(&rest, 0); err != nil {
+		return fmt.Errorf("race: keep the agent off cpu %d: %w", held, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var args []string
+	for k, v := range a.opts.Args() {
+		args = append(args, "-"+k+"="+v)
+	}
+	cmd := exec.CommandContext(ctx, exe, append([]string{modeRaceCtl, strconv.Itoa(held)}, args...)...)
+	cmd.Args[0] = "agent"
+	cmd.Env = append(os.Environ(), "FTH_NO_CMDLINE=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("race: start the controller: %w", err)
+	}
+	a.race = map[string]int{}
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev event.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			report.Logf(a.w, "race: controller: %s", sc.Text())
+			continue
+		}
+		if ev.Kind == event.KindInjection && ev.Injection.Outcome != event.InjReleased {
+			a.race[ev.Injection.Outcome]++
+		}
+		_ = a.w.Emit(ev)
+	}
+	if err := cmd.Wait(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return fmt.Errorf("%s (controller: %w)", strings.TrimPrefix(msg, "agent: "), err)
+	}
+	return nil
+}
+
+// raceCtlMain is `agent racectl <held-cpu> <agent flags>`: the race
+// scenario's controller (executeRace), born with every CPU but the held
+// one (which its own affinity therefore cannot tell it).
+func raceCtlMain(ctx context.Context, args []string, sys system) error {
+	if len(args) < 1 {
+		return errors.New("agent racectl: want <held-cpu> <agent flags>")
+	}
+	held, err := strconv.Atoi(args[0])
+	if err != nil {
+		return fmt.Errorf("agent racectl: held cpu %q", args[0])
+	}
+	opts, err := options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
+	if err != nil {
+		return err
+	}
+	a := &agent{sys: sys, opts: opts, w: report.NewWriter(sys.stdout)}
+	if err := a.controlRace(ctx, held); err != nil {
+		fmt.Fprintf(sys.stderr, "agent: %v\n", err)
+		return err
+	}
+	return nil
+}
+
+// controlRace is the controller's whole run, holding cpu held.
+func (a *agent) controlRace(ctx context.Context, held int) error {
 	window := a.opts.Window
 	if window == options.Auto {
 		window = options.RaceWindow(runtime.GOARCH)
@@ -346,20 +434,7 @@ func (a *agent) executeRace(ctx context.Context) error {
 			return fmt.Errorf("race: load %s: %w", targetModule, err)
 		}
 	}
-	// No agent thread may wait on the held CPU's runqueue: the control
-	// thread's reads park on the netpoller, whose wakeup another thread
-	// runs, and a thread queued behind the held vCPU (or behind the
-	// preemptor) stalled the protocol for the host's whole hold limit.
-	held := a.sys.numCPU - 1
-	var rest unix.CPUSet
-	for c := 0; c < held; c++ {
-		rest.Set(c)
-	}
-	if err := setProcessCPUs(&rest, 0); err != nil {
-		return fmt.Errorf("race: keep the agent off cpu %d: %w", held, err)
-	}
-	a.race = map[string]int{}
-	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, counts: a.race}
+	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, counts: map[string]int{}}
 	if r.racer, err = startHelper(modeRacer, strconv.Itoa(held), targetCall); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
@@ -456,10 +531,18 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 		return fmt.Errorf("race: release: %+v %v", m, err)
 	}
 	released := time.Now()
-	t0 := time.Now()
-	actErr := action()
-	in.ActionMS = float64(time.Since(t0).Microseconds()) / 1000
-	in.ActionDone = time.Since(released) < r.window
+	// The action runs beside the window: on a correct kernel it may wait
+	// for the held task itself (riscv64's CALL_OPS direct-call removal
+	// waits for RCU-tasks), and the window must end regardless.
+	acted := make(chan error, 1)
+	go func() { acted <- action() }()
+	var actErr error
+	select {
+	case actErr = <-acted:
+		in.ActionDone = true
+		in.ActionMS = float64(time.Since(released).Microseconds()) / 1000
+	case <-time.After(r.window):
+	}
 	if rest := r.window - time.Since(released); rest > 0 {
 		time.Sleep(rest)
 	}
@@ -476,9 +559,9 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 		return err
 	}
 	var spunNS int64
-	fmt.Sscanf(spun, "spun %d", &spunNS)
+	var spunCPU, stopped int
+	fmt.Sscanf(spun, "spun %d %d %d", &spunNS, &spunCPU, &stopped)
 	in.SpunMS = float64(spunNS) / 1e6
-	report.Logf(r.a.w, "race: preemptor: %s", spun)
 	done, err := r.racer.read(raceReturnTimeout)
 	if err != nil {
 		return fmt.Errorf("race: the racer did not return from %s within %v of the release: %w", in.Symbol, raceReturnTimeout, err)
@@ -487,8 +570,21 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	var errno int
 	fmt.Sscanf(done, "done %d %d %d", &ns, &errno, &in.Preemptions)
 	in.HeldMS = float64(ns) / 1e6
-	report.Logf(r.a.w, "race: racer: %s", done)
+	if !in.ActionDone {
+		select {
+		case actErr = <-acted:
+			in.ActionMS = float64(time.Since(released).Microseconds()) / 1000
+		case <-time.After(raceReturnTimeout):
+			return fmt.Errorf("race: %s of %s did not end within %v after the held task ran on", in.Action, in.Symbol, raceReturnTimeout)
+		}
+	}
 	switch {
+	case stopped != 1:
+		// The preemptor hit its bound before the kallsyms check ended:
+		// the task may have left the image before the look.
+		in.Outcome = event.InjNotPreempted
+		in.FreedInWindow = false
+		in.Msg = fmt.Sprintf("the preemptor gave up the CPU at its %v bound before the window's check ended", preemptBound)
 	case in.HeldMS < in.SpunMS:
 		// The task left before the window ended: whatever the kernel
 		// freed meanwhile, it was not freed under a preempted task.
@@ -519,6 +615,11 @@ func (r *raceAgent) emit(in event.Injection) {
 // during the window: the image may be freed only after the preempted task
 // left it (RCU-tasks).
 func (r *raceAgent) trampolines(ctx context.Context) error {
+	// Trampoline images are in kallsyms only with BPF JIT symbols on,
+	// which is the default only where the JIT is (x86_64, not riscv64).
+	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
+		report.Logf(r.a.w, "race: %s: %v", jitKallsyms, err)
+	}
 	cache := btf.NewCache()
 	m, err := oracle.NewMap(4)
 	if err != nil {
@@ -557,7 +658,7 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 		}
 		if addr == 0 {
 			unix.Close(fd)
-			return fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or a kernel without BPF ksyms)", ksyms.DefaultPath)
+			return fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or %s off)", ksyms.DefaultPath, jitKallsyms)
 		}
 		in := &event.Injection{Target: options.RaceTrampoline, Symbol: sym + "+0x0", Function: targetCounted, Action: "detach"}
 		closed := false
@@ -628,6 +729,9 @@ func (r *raceAgent) callsites(ctx context.Context) error {
 	}
 	return inst.SetTracer(tracefs.Nop)
 }
+
+// jitKallsyms makes the kernel list BPF images in kallsyms.
+const jitKallsyms = "/proc/sys/net/core/bpf_jit_kallsyms"
 
 // trampolineSyms reads the bpf_trampoline_ symbols of kallsyms by address.
 func trampolineSyms() (map[uint64]string, error) {

@@ -39,8 +39,8 @@ func racePasses(t *testing.T, r fthRun, n int) {
 		if in.Preemptions < 1 || in.HeldMS < in.SpunMS || in.SpunMS < in.WindowMS {
 			t.Errorf("injection %d at %s was not held: %d preemptions, call %.0f ms, preemptor %.0f ms, window %.0f ms", in.Seq, in.Symbol, in.Preemptions, in.HeldMS, in.SpunMS, in.WindowMS)
 		}
-		if in.Insn == "" || !in.ActionDone {
-			t.Errorf("injection %d: insn %q, action done in the window %v", in.Seq, in.Insn, in.ActionDone)
+		if in.Insn == "" {
+			t.Errorf("injection %d: no instruction bytes at %s", in.Seq, in.Symbol)
 		}
 	}
 	t.Logf("seed %s; %d injections, e.g. %+v", r.result.Seed, n, r.result.Injections[0])
@@ -108,4 +108,55 @@ func TestX86RaceCatchesTrampolineFreedEarly(t *testing.T) {
 	if r.exit != 0 && !t.Failed() {
 		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
 	}
+}
+
+// riscv64 7.3 patches only the JALR of a callsite whose AUIPC stays: a
+// task preempted between the two while tracing is switched on runs on
+// safely, every time.
+func TestRISCV64RaceCallsiteSurvives(t *testing.T) {
+	r := runFthArch(t, "riscv64", 40*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=callsite",
+		"--agent-arg", fmt.Sprintf("injections=%d", raceInjections))
+	racePasses(t, r, raceInjections)
+}
+
+// The seed's own race, on the kernel that had it. Linux 6.12's riscv
+// Kconfig keeps the function tracer off under preemption because a task
+// preempted between AUIPC and JALR while stop_machine() rewrites both
+// jumps through a stale t0. With that guard removed
+// (tests/seeds/riscv64-6.12-ftrace-under-preemption.patch) the first
+// injection between the two crashes the kernel, on the held CPU; 6.12 as
+// shipped (no preemption) takes the same injections without being
+// preempted and survives. Two cold riscv64 6.12 builds: make test-all.
+func TestRISCV64Seed612HalfPatchedCallsite(t *testing.T) {
+	requireAll(t)
+	race := []string{"--kernel", "6.12", "--agent-arg", "scenario=race", "--agent-arg", "racetarget=callsite", "--agent-arg", "injections=5"}
+
+	t.Run("preemptible", func(t *testing.T) {
+		r := runFthArch(t, "riscv64", 60*time.Minute, append(race, "--patch", "tests/seeds/riscv64-6.12-ftrace-under-preemption.patch",
+			"--fragments", "base,arch/riscv64,preempt/full")...)
+		r.mustCell(t)
+		if r.result.Verdict != results.Fail {
+			t.Fatalf("verdict %s (%s): the half-patched callsite must crash the kernel", r.result.Verdict, r.result.Reason)
+		}
+		inj := r.result.Injections
+		if len(inj) != 1 || inj[0].Outcome != event.InjCrashed || !strings.Contains(inj[0].Title, "fth_target_counted") {
+			t.Fatalf("injections %+v: want the first one crashed, titled after the callsite", inj)
+		}
+		t.Logf("crashed at injection 1 (%s): %s", inj[0].Symbol, inj[0].Title)
+	})
+	t.Run("as-shipped", func(t *testing.T) {
+		r := runFthArch(t, "riscv64", 60*time.Minute, append(race, "--fragments", "base,arch/riscv64,preempt/none")...)
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): 6.12 as shipped must survive", r.exit, r.result.Verdict, r.result.Reason)
+		}
+		if len(r.result.Injections) != 5 {
+			t.Fatalf("%d injections, want 5", len(r.result.Injections))
+		}
+		for _, in := range r.result.Injections {
+			if in.Outcome != event.InjNotPreempted || in.Insn == "" {
+				t.Errorf("injection %d: %s (%s); without preemption the held task runs on", in.Seq, in.Outcome, in.Msg)
+			}
+		}
+	})
 }
