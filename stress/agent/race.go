@@ -165,10 +165,20 @@ func (h *helper) stop() {
 // goroutine is picked up again by the same thread at once; and whichever
 // thread runs it, that thread is pinned and real-time. Threads the
 // runtime starts later inherit both from the thread that starts them.
-func pinProcess(cpu, prio int) error {
+//
+// Every thread is also named comm, so that a kernel report whose task is
+// a helper says which (the runtime's threads would show the binary's name).
+func pinProcess(cpu, prio int, comm string) error {
 	var set unix.CPUSet
 	set.Set(cpu)
-	return setProcessCPUs(&set, prio)
+	if err := setProcessCPUs(&set, prio); err != nil {
+		return err
+	}
+	tids, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tids {
+		_ = os.WriteFile("/proc/self/task/"+t.Name()+"/comm", []byte(comm), 0)
+	}
+	return nil
 }
 
 // setProcessCPUs gives every thread of the process the CPU set and, with
@@ -214,8 +224,7 @@ func racerMain(args []string) error {
 	if err != nil {
 		return fmt.Errorf("agent racer: cpu %q", args[0])
 	}
-	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&racerComm[0])), 0, 0, 0)
-	if err := pinProcess(cpu, 0); err != nil {
+	if err := pinProcess(cpu, 0, racerComm); err != nil {
 		return fmt.Errorf("agent racer: %w", err)
 	}
 	fd, err := unix.Open(args[1], unix.O_WRONLY|unix.O_CLOEXEC, 0)
@@ -251,8 +260,7 @@ func preemptMain(args []string) error {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return fmt.Errorf("agent preempt %q: want three integers", args)
 	}
-	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&guestComm[0])), 0, 0, 0)
-	if err := pinProcess(cpu, prio); err != nil {
+	if err := pinProcess(cpu, prio, "uinit"); err != nil {
 		return fmt.Errorf("agent preempt: %w", err)
 	}
 	fmt.Println("ready")
@@ -308,8 +316,9 @@ func rawRead(fd int, b []byte) int {
 }
 
 // racerComm names the racer in the guest: a task name of its own, so that
-// a report whose task is the racer says so.
-var racerComm = []byte("fth-racer\x00")
+// a report whose task is the racer says so. The preemptor is "uinit", one
+// of the harness's own real-time threads (cell.GuestHarness).
+const racerComm = "fth-racer"
 
 // raceAgent is one race run's state.
 type raceAgent struct {
@@ -578,8 +587,21 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 			return fmt.Errorf("race: %s of %s did not end within %v after the held task ran on", in.Action, in.Symbol, raceReturnTimeout)
 		}
 	}
+	judge(in, stopped == 1)
+	if actErr != nil {
+		in.Msg = strings.TrimSpace(in.Msg + "; action: " + actErr.Error())
+	}
+	r.emit(*in)
+	return nil
+}
+
+// judge sets in's outcome from what the agent saw: whether the preemptor
+// was stopped by the agent (rather than by its bound), how long the
+// racer's call and the preemptor's spin took, and whether the target left
+// kallsyms during the hold.
+func judge(in *event.Injection, stoppedByAgent bool) {
 	switch {
-	case stopped != 1:
+	case !stoppedByAgent:
 		// The preemptor hit its bound before the kallsyms check ended:
 		// the task may have left the image before the look.
 		in.Outcome = event.InjNotPreempted
@@ -596,11 +618,6 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	default:
 		in.Outcome = event.InjSurvived
 	}
-	if actErr != nil {
-		in.Msg = strings.TrimSpace(in.Msg + "; action: " + actErr.Error())
-	}
-	r.emit(*in)
-	return nil
 }
 
 func (r *raceAgent) emit(in event.Injection) {
