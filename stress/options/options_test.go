@@ -181,7 +181,8 @@ func TestArgsRoundTrip(t *testing.T) {
 		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second,
 		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount,
 		BenchParts: []string{benchopts.Syscall, benchopts.Wakeup}, OpsSweep: []benchopts.OpsPoint{{Relevant: 0, Irrelevant: 5, SaveRegs: true}, {Relevant: 3, Irrelevant: 0, SaveRegs: false}}, OpsCalls: 1000, SyscallCalls: 77,
-		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond}
+		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond,
+		RaceTarget: RaceCallsite, Injections: 3, Window: 250 * time.Millisecond}
 	args := orig.Args()
 	if len(args) != len(Names()) {
 		t.Fatalf("Args has %d keys, want %d", len(args), len(Names()))
@@ -275,6 +276,7 @@ func withChurnDefaults(o Options) Options {
 	o.ModList = d.ModList
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
+	o.RaceTarget, o.Injections, o.Window = d.RaceTarget, d.Injections, d.Window
 	o.ResolveAuto()
 	return o
 }
@@ -292,7 +294,7 @@ func TestChurnOptions(t *testing.T) {
 		t.Errorf("bare fth.mixed = %+v, %v", o.Mixed, err)
 	}
 	for cmdline, want := range map[string]string{
-		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn" or "bench"`,
+		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn", "bench" or "race"`,
 		"fth.hot=0":                       "fth.hot",
 		"fth.hot=5000":                    "fth.hot",
 		"fth.churn=-1s":                   "fth.churn",

@@ -58,6 +58,19 @@ func TestX86RaceTrampolinesSurvive(t *testing.T) {
 			t.Errorf("injection %d: target %s at %s, action %s; want a bpf_trampoline_ detached", in.Seq, in.Target, in.Symbol, in.Action)
 		}
 	}
+
+	// fth repro replays the same injections: same target, same place.
+	out := filepath.Join(filepath.Dir(filepath.Dir(r.cell)), "repro")
+	rr := runCell(t, 20*time.Minute, out, fthBin, "repro", "--out", out, "--run-id", "r", r.cell)
+	if rr.exit != 0 || len(rr.result.Injections) != raceInjections {
+		t.Fatalf("repro: exit %d, %d injections", rr.exit, len(rr.result.Injections))
+	}
+	for i, in := range rr.result.Injections {
+		was := r.result.Injections[i]
+		if in.Symbol != was.Symbol || in.Target != was.Target || in.Insn != was.Insn || in.Outcome != event.InjSurvived {
+			t.Errorf("repro injection %d: %s at %s (%s), %s; the run had %s at %s (%s)", in.Seq, in.Target, in.Symbol, in.Insn, in.Outcome, was.Target, was.Symbol, was.Insn)
+		}
+	}
 }
 
 // The same injections on a kernel that frees trampoline images after
