@@ -1,11 +1,10 @@
-package gdbstub
+package gdbstub_test
 
 import (
 	"context"
 	"encoding/binary"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"github.com/ftrace-harness/fth/harness/gdbstub"
+	"github.com/ftrace-harness/fth/harness/gdbstub/gdbstubtest"
 	"slices"
 	"testing"
 	"time"
@@ -14,50 +13,37 @@ import (
 func TestParseStop(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want Stop
+		want gdbstub.Stop
 		bad  bool
 	}{
-		{in: "T05thread:01;", want: Stop{Signal: 5, Thread: 1}},
-		{in: "T02thread:0a;swbreak:;", want: Stop{Signal: 2, Thread: 10}},
-		{in: "T05thread:p01.02;", want: Stop{Signal: 5, Thread: 2}},
-		{in: "S05", want: Stop{Signal: 5}},
-		{in: "W00", want: Stop{Exited: true}},
+		{in: "T05thread:01;", want: gdbstub.Stop{Signal: 5, Thread: 1}},
+		{in: "T02thread:0a;swbreak:;", want: gdbstub.Stop{Signal: 2, Thread: 10}},
+		{in: "T05thread:p01.02;", want: gdbstub.Stop{Signal: 5, Thread: 2}},
+		{in: "S05", want: gdbstub.Stop{Signal: 5}},
+		{in: "W00", want: gdbstub.Stop{Exited: true}},
 		{in: "OK", bad: true},
 		{in: "T", bad: true},
 		{in: "T05thread:zz;", bad: true},
 	} {
-		got, err := ParseStop(tc.in)
+		got, err := gdbstub.ParseStop(tc.in)
 		if tc.bad {
 			if err == nil {
-				t.Errorf("ParseStop(%q) = %+v, want an error", tc.in, got)
+				t.Errorf("gdbstub.ParseStop(%q) = %+v, want an error", tc.in, got)
 			}
 			continue
 		}
 		got.Raw = ""
 		if err != nil || got != tc.want {
-			t.Errorf("ParseStop(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			t.Errorf("gdbstub.ParseStop(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
 }
 
-func TestEscapeRoundTrip(t *testing.T) {
-	for _, s := range []string{"plain", "a#b$c}d*e", "}}}", ""} {
-		if got := unescape([]byte(escape(s))); got != s {
-			t.Errorf("unescape(escape(%q)) = %q", s, got)
-		}
-	}
-	// Run-length encoding: "0* " is '0' repeated 3 more times (' ' is 32,
-	// 32-29 = 3).
-	if got := unescape([]byte("a0* ")); got != "a0000" {
-		t.Errorf("RLE: got %q, want a0000", got)
-	}
-}
-
-// The real-QEMU tests run a two-instruction loop on a riscv64 virt machine
+// The real-QEMU tests (gdbstubtest) run a two-instruction loop on a riscv64 virt machine
 // with no firmware: every hart jumps from the reset vector to 0x80000000,
 // with a0 = its hart id.
 const (
-	loopAddr = 0x80000000
+	loopAddr = gdbstubtest.ProgAddr
 	riscvPC  = 32 // GDB's riscv register number of pc
 	riscvA0  = 10
 )
@@ -67,38 +53,11 @@ var riscvLoop = []uint32{
 	0xffdff06f, // j .-4
 }
 
-// startRISCV boots an empty riscv64 VM stopped at reset, with its gdbstub
-// on a unix socket, and connects to it.
-func startRISCV(t *testing.T, accel string) (*Conn, []int) {
+// startRISCV boots a bare riscv64 VM running riscvLoop, stopped at
+// reset, and checks the stub's view of it.
+func startRISCV(t *testing.T, accel string) (*gdbstub.Conn, []int) {
 	t.Helper()
-	bin, err := exec.LookPath("qemu-system-riscv64")
-	if err != nil {
-		t.Skip("qemu-system-riscv64 not installed (make deps)")
-	}
-	sock := filepath.Join(t.TempDir(), "gdb.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-machine", "virt", "-bios", "none", "-nodefaults", "-display", "none",
-		"-monitor", "none", "-serial", "none", "-accel", accel, "-smp", "2", "-m", "128", "-S",
-		"-gdb", "unix:"+sock+",server=on,wait=off")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	var c *Conn
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err = Dial(dctx, "unix", sock)
-		dcancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dial: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, _ := gdbstubtest.Start(t, accel, riscvLoop)
 	threads, err := c.Threads(tctx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -106,16 +65,9 @@ func startRISCV(t *testing.T, accel string) (*Conn, []int) {
 	if !slices.Equal(threads, []int{1, 2}) {
 		t.Fatalf("threads = %v, want [1 2]", threads)
 	}
-	prog := make([]byte, 0, 8)
-	for _, insn := range riscvLoop {
-		prog = binary.LittleEndian.AppendUint32(prog, insn)
-	}
-	if err := c.WriteMemory(tctx(t), 1, loopAddr, prog); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.ReadMemory(tctx(t), 2, loopAddr, len(prog))
-	if err != nil || !slices.Equal(got, prog) {
-		t.Fatalf("read back %x, %v; want %x", got, err, prog)
+	got, err := c.ReadMemory(tctx(t), 2, loopAddr, 4*len(riscvLoop))
+	if err != nil || binary.LittleEndian.Uint32(got) != riscvLoop[0] {
+		t.Fatalf("read back %x, %v; want the loop", got, err)
 	}
 	return c, threads
 }
@@ -126,7 +78,7 @@ func tctx(t *testing.T) context.Context {
 	return ctx
 }
 
-func reg(t *testing.T, c *Conn, thread, r int) uint64 {
+func reg(t *testing.T, c *gdbstub.Conn, thread, r int) uint64 {
 	t.Helper()
 	v, err := c.Register(tctx(t), thread, r)
 	if err != nil {
@@ -146,7 +98,7 @@ func TestHoldOneVCPUAtBreakpoint(t *testing.T) {
 			c, threads := startRISCV(t, accel)
 			ctx := tctx(t)
 			bp := uint64(loopAddr + 4)
-			if err := c.SetBreakpoint(ctx, Hardware, bp, 4); err != nil {
+			if err := c.SetBreakpoint(ctx, gdbstub.Hardware, bp, 4); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.Resume(ctx); err != nil {
@@ -164,7 +116,7 @@ func TestHoldOneVCPUAtBreakpoint(t *testing.T) {
 				t.Fatalf("thread %d stopped at pc %#x, want %#x", held, pc, bp)
 			}
 			heldA0 := reg(t, c, held, riscvA0)
-			if err := c.ClearBreakpoint(ctx, Hardware, bp, 4); err != nil {
+			if err := c.ClearBreakpoint(ctx, gdbstub.Hardware, bp, 4); err != nil {
 				t.Fatal(err)
 			}
 

@@ -3,14 +3,11 @@ package race
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
+	"github.com/ftrace-harness/fth/harness/gdbstub/gdbstubtest"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +20,6 @@ import (
 // firmware whose two harts split at 0x80000000 by hart id (a0 from the
 // reset vector): hart 1 loops through 0x80000004, hart 0 never goes there.
 const (
-	progAddr  = 0x80000000
 	hart1Loop = 0x80000004
 	nowhere   = 0x80000100
 )
@@ -47,48 +43,14 @@ func (v *vm) DialGDB(ctx context.Context) (*gdbstub.Conn, error) {
 	return gdbstub.Dial(ctx, "unix", v.sock)
 }
 
-// start boots the VM stopped, loads the program through a gdbstub
-// connection of its own, and lets it go.
+// start boots the VM, loads the program, and lets it go: the conductor
+// connects anew, as it does to a booted guest.
 func start(t *testing.T) (*vm, net.Conn) {
 	t.Helper()
-	bin, err := exec.LookPath("qemu-system-riscv64")
-	if err != nil {
-		t.Skip("qemu-system-riscv64 not installed (make deps)")
-	}
-	sock := filepath.Join(t.TempDir(), "gdb.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-machine", "virt", "-bios", "none", "-nodefaults", "-display", "none",
-		"-monitor", "none", "-serial", "none", "-accel", "tcg,thread=single", "-smp", "2", "-m", "128", "-S",
-		"-gdb", "unix:"+sock+",server=on,wait=off")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	var g *gdbstub.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
-		g, err = gdbstub.Dial(dctx, "unix", sock)
-		dcancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dial: %v", err)
-		}
-	}
-	var prog []byte
-	for _, insn := range splitProg {
-		prog = binary.LittleEndian.AppendUint32(prog, insn)
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-	defer wcancel()
-	if err := g.WriteMemory(wctx, 1, progAddr, prog); err != nil {
-		t.Fatal(err)
-	}
-	// Closing the first client lets the VM run; the conductor connects
-	// anew, as it does to a booted guest.
-	if err := g.Detach(wctx); err != nil {
+	g, sock := gdbstubtest.Start(t, "tcg,thread=single", splitProg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Detach(ctx); err != nil {
 		t.Fatal(err)
 	}
 	g.Close()

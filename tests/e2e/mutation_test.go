@@ -26,14 +26,7 @@ func TestMutationX86(t *testing.T) {
 	out := e2eOut(t)
 	args := []string{"mutate", "--arches", "x86_64", "--mutants", joinComma(makeTestMutants), "--require-detected", "--out", out, "--run-id", "m"}
 	r := runCell(t, 60*time.Minute, out, fthBin, args...)
-	b, err := os.ReadFile(filepath.Join(out, "m", results.MutationFile))
-	if err != nil {
-		t.Fatalf("no mutation table: %v", err)
-	}
-	var table mutate.Table
-	if err := json.Unmarshal(b, &table); err != nil {
-		t.Fatal(err)
-	}
+	table := mutationTable(t, filepath.Join(out, "m"))
 	if len(table.Rows) != 1+len(makeTestMutants) {
 		t.Fatalf("%d rows, want the unmutated kernel and %d mutants: %+v", len(table.Rows), len(makeTestMutants), table.Rows)
 	}
@@ -56,6 +49,20 @@ func TestMutationX86(t *testing.T) {
 		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
 	}
 	t.Logf("seed %d", table.Seed)
+}
+
+// mutationTable reads the mutation.json of the run in dir.
+func mutationTable(t *testing.T, dir string) mutate.Table {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, results.MutationFile))
+	if err != nil {
+		t.Fatalf("no mutation table: %v", err)
+	}
+	var table mutate.Table
+	if err := json.Unmarshal(b, &table); err != nil {
+		t.Fatal(err)
+	}
+	return table
 }
 
 func joinComma(s []string) string {

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/harness/mutate"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
 )
@@ -85,14 +82,7 @@ func TestX86RaceCatchesTrampolineFreedEarly(t *testing.T) {
 	args := []string{"mutate", "--arches", "x86_64", "--mutants", mutant, "--agent-arg", "scenario=race",
 		"--agent-arg", fmt.Sprintf("injections=%d", raceInjections), "--require-detected", "--out", out, "--run-id", "m"}
 	r := runCell(t, 40*time.Minute, out, fthBin, args...)
-	b, err := os.ReadFile(filepath.Join(out, "m", results.MutationFile))
-	if err != nil {
-		t.Fatalf("no mutation table: %v", err)
-	}
-	var table mutate.Table
-	if err := json.Unmarshal(b, &table); err != nil {
-		t.Fatal(err)
-	}
+	table := mutationTable(t, filepath.Join(out, "m"))
 	for _, row := range table.Rows {
 		res, err := results.ReadResult(filepath.Join(out, "m", row.Cell, results.ResultFile))
 		if err != nil {
