@@ -66,6 +66,9 @@ type Injection struct {
 	// involuntary context switches the task's call took.
 	SpunMS      float64 `json:"spun_ms,omitempty"`
 	Preemptions int     `json:"preemptions"`
+	// Stack is the held task's kernel stack during the window
+	// (/proc/<tid>/stack), innermost first.
+	Stack []string `json:"stack,omitempty"`
 	// FreedInWindow says the target's symbol was gone from kallsyms while
 	// the task was still held (trampolines only).
 	FreedInWindow bool `json:"freed_in_window,omitempty"`

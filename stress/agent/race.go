@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -240,6 +241,9 @@ func racerMain(args []string) error {
 		}
 		var ru0, ru1 unix.Rusage
 		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+		// The calling thread's id first, so that the controller can read
+		// its kernel stack while it is held.
+		fmt.Printf("call %d\n", unix.Gettid())
 		t0 := time.Now()
 		// Raw, like the preemptor's waits: the call is timed alone.
 		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one[0])), 1)
@@ -512,6 +516,12 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	if err := r.racer.poke('c'); err != nil {
 		return err
 	}
+	var tid int
+	if line, err := r.racer.read(5 * time.Second); err != nil || !strings.HasPrefix(line, "call ") {
+		return fmt.Errorf("race: the racer did not start its call: %q %v", line, err)
+	} else {
+		tid, _ = strconv.Atoi(strings.TrimPrefix(line, "call "))
+	}
 	m, err := r.recv(raceStopTimeout + 5*time.Second)
 	if err != nil {
 		return err
@@ -555,6 +565,10 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	if rest := r.window - time.Since(released); rest > 0 {
 		time.Sleep(rest)
 	}
+	// Where the held task is, in its own kernel stack: the proof that it
+	// was preempted inside the target's caller and not, on a kernel
+	// without preemption, on its way back to user space.
+	in.Stack = taskStack(tid)
 	if freed != nil {
 		t0 := time.Now()
 		in.FreedInWindow = freed()
@@ -587,7 +601,7 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 			return fmt.Errorf("race: %s of %s did not end within %v after the held task ran on", in.Action, in.Symbol, raceReturnTimeout)
 		}
 	}
-	judge(in, stopped == 1)
+	judge(in, stopped == 1, targetCaller)
 	if actErr != nil {
 		in.Msg = strings.TrimSpace(in.Msg + "; action: " + actErr.Error())
 	}
@@ -599,7 +613,13 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 // was stopped by the agent (rather than by its bound), how long the
 // racer's call and the preemptor's spin took, and whether the target left
 // kallsyms during the hold.
-func judge(in *event.Injection, stoppedByAgent bool) {
+func judge(in *event.Injection, stoppedByAgent bool, caller string) {
+	// The frames that place the task in the target: its caller, the
+	// target function, or the target's raw address (an unwinder stops at
+	// a trampoline, which has no symbol it trusts).
+	inCaller := slices.ContainsFunc(in.Stack, func(f string) bool {
+		return strings.HasPrefix(f, caller+"+") || strings.HasPrefix(f, in.Function+"+") || f == in.Addr
+	})
 	switch {
 	case !stoppedByAgent:
 		// The preemptor hit its bound before the kallsyms check ended:
@@ -607,6 +627,11 @@ func judge(in *event.Injection, stoppedByAgent bool) {
 		in.Outcome = event.InjNotPreempted
 		in.FreedInWindow = false
 		in.Msg = fmt.Sprintf("the preemptor gave up the CPU at its %v bound before the window's check ended", preemptBound)
+	case len(in.Stack) > 0 && !inCaller:
+		// Switched out, but after it left the target: on a kernel
+		// without preemption, at the return to user space.
+		in.Outcome = event.InjNotPreempted
+		in.Msg = fmt.Sprintf("held outside %s and %s (stack %s): the task was switched out only after it left the target", caller, in.Addr, strings.Join(in.Stack, " < "))
 	case in.HeldMS < in.SpunMS:
 		// The task left before the window ended: whatever the kernel
 		// freed meanwhile, it was not freed under a preempted task.
@@ -745,6 +770,29 @@ func (r *raceAgent) callsites(ctx context.Context) error {
 		}
 	}
 	return inst.SetTracer(tracefs.Nop)
+}
+
+// targetCaller is the function that calls the target, fth_target's
+// debugfs write handler: it is on the held task's stack wherever inside
+// fth_target_counted or its trampoline the task was preempted.
+const targetCaller = "call_write"
+
+// taskStack reads /proc/<tid>/stack: the kernel frames of a task that is
+// not running (CONFIG_STACKTRACE), without addresses ("call_write+0x4c/0x64
+// [fth_target]"); nil when the kernel does not say.
+func taskStack(tid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stack", tid))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		// "[<0>] call_write+0x4c/0x64 [fth_target]"
+		if _, f, ok := strings.Cut(l, "] "); ok {
+			out = append(out, strings.TrimSpace(f))
+		}
+	}
+	return out
 }
 
 // jitKallsyms makes the kernel list BPF images in kallsyms.

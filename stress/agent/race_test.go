@@ -22,10 +22,17 @@ func TestJudgeInjection(t *testing.T) {
 		// ended after the preemptor's bound, so "freed" proves nothing.
 		{"check after the bound", event.Injection{HeldMS: 10060, SpunMS: 10000, FreedInWindow: true}, false, event.InjNotPreempted},
 		{"no preemption at all", event.Injection{HeldMS: 3, SpunMS: 700}, true, event.InjNotPreempted},
+		{"held in the caller", event.Injection{HeldMS: 800, SpunMS: 700, Stack: []string{"__schedule+0x1/0x2", "call_write+0x4c/0x64 [fth_target]"}}, true, event.InjSurvived},
+		// x86_64 7.3.4: the unwinder stops at the trampoline's address,
+		// where the IPI was taken.
+		{"held at the trampoline", event.Injection{Addr: "0xffffffffa0800080", HeldMS: 6886, SpunMS: 6819, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20", "0xffffffffa0800080"}}, true, event.InjSurvived},
+		// 6.12 as shipped: switched out at the return to user space, after
+		// the callsite, so held as long as the preemptor spun.
+		{"held after the return", event.Injection{HeldMS: 800, SpunMS: 700, Stack: []string{"__schedule+0x1/0x2", "exit_to_user_mode_loop+0x3/0x4"}}, true, event.InjNotPreempted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in
-			judge(&in, tc.stopped)
+			judge(&in, tc.stopped, "call_write")
 			if in.Outcome != tc.want {
 				t.Errorf("outcome %q (%s), want %q", in.Outcome, in.Msg, tc.want)
 			}
