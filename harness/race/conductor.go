@@ -141,8 +141,50 @@ func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(even
 		c.Stats.Released++
 		reply(event.RaceMsg{Op: event.RaceReleased, CPU: cpu})
 		return nil
+	case event.RacePeek:
+		return c.peek(ctx, m, reply)
 	}
 	reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("unknown op %q", m.Op)})
+	return nil
+}
+
+// peek reads guest memory for the agent: the VM stops for the read and
+// runs on, every vCPU but a held one (a peek while a vCPU is held keeps
+// it held).
+func (c *Conductor) peek(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
+	if err := c.connect(ctx); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if _, err := c.gdb.Interrupt(rctx); err != nil {
+		return err
+	}
+	// Any vCPU translates a kernel address the same way; a held one is
+	// stopped anyway.
+	thread := c.threads[0]
+	if c.held != 0 {
+		thread = c.held
+	}
+	n := m.Size
+	if n <= 0 {
+		n = 8
+	}
+	b, rerr := c.gdb.ReadMemory(rctx, thread, m.Addr, n)
+	var err error
+	if c.held != 0 {
+		err = c.gdb.ResumeExcept(rctx, c.threads, c.held)
+	} else {
+		err = c.gdb.Resume(rctx)
+	}
+	if err != nil {
+		return err
+	}
+	if rerr != nil {
+		reply(event.RaceMsg{Op: event.RacePeeked, Addr: m.Addr, Msg: fmt.Sprintf("unreadable: %v", rerr)})
+		return nil
+	}
+	reply(event.RaceMsg{Op: event.RacePeeked, Addr: m.Addr, Insn: hex.EncodeToString(b)})
 	return nil
 }
 

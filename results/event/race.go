@@ -23,9 +23,9 @@ const (
 	// preemptor lost the CPU): the race did not happen with the task off
 	// the CPU, which is what such a kernel promises.
 	InjNotPreempted = "not-preempted"
-	// InjFreedUnderTask: the kernel freed the target (its kallsyms symbol
-	// went) while the task was still preempted inside it: the bug itself,
-	// seen before the task runs into it.
+	// InjFreedUnderTask: the instruction under the preempted task changed
+	// while it was held (the image freed and refilled, or unmapped): the
+	// bug itself, seen before the task runs into it.
 	InjFreedUnderTask = "freed-under-task"
 	// InjCrashed is set by the host when the kernel died after a release.
 	InjCrashed = "crashed"
@@ -69,12 +69,13 @@ type Injection struct {
 	// Stack is the held task's kernel stack during the window
 	// (/proc/<tid>/stack), innermost first.
 	Stack []string `json:"stack,omitempty"`
-	// FreedInWindow says the target's symbol was gone from kallsyms while
-	// the task was still held (trampolines only).
-	FreedInWindow bool `json:"freed_in_window,omitempty"`
-	// CheckMS is how long that look at kallsyms took (the task still
-	// held).
-	CheckMS float64 `json:"check_ms,omitempty"`
+	// InsnAfter is what the host read at Addr at the end of the window,
+	// the task still held there ("" when the memory was unreadable:
+	// unmapped), trampolines only. FreedInWindow says it differs from
+	// Insn: the instruction under the preempted task changed (the image
+	// was freed and refilled with traps, or unmapped).
+	InsnAfter     string `json:"insn_after,omitempty"`
+	FreedInWindow bool   `json:"freed_in_window,omitempty"`
 	Outcome string  `json:"outcome"`
 	// Msg says why, for missed and not-preempted.
 	Msg string `json:"msg,omitempty"`
@@ -110,6 +111,10 @@ const (
 	RaceRelease  = "release"
 	RaceReleased = "released"
 	RaceError    = "error"
+	// RacePeek asks for the bytes at Addr (Size of them); the host
+	// answers RacePeeked with Insn, or with Msg when they cannot be read.
+	RacePeek   = "peek"
+	RacePeeked = "peeked"
 )
 
 // RacePortName is the virtio-serial port of the race control channel.

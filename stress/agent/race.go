@@ -483,6 +483,22 @@ func (r *raceAgent) send(m event.RaceMsg) error {
 	return err
 }
 
+// peek has the host read the 8 bytes at addr; "" when they are
+// unreadable (unmapped).
+func (r *raceAgent) peek(addr uint64) (string, error) {
+	if err := r.send(event.RaceMsg{Op: event.RacePeek, Addr: addr, Size: 8}); err != nil {
+		return "", err
+	}
+	m, err := r.recv(10 * time.Second)
+	if err != nil {
+		return "", err
+	}
+	if m.Op != event.RacePeeked {
+		return "", fmt.Errorf("race: peek %#x: %+v", addr, m)
+	}
+	return m.Insn, nil
+}
+
 // recv reads the host's next message.
 func (r *raceAgent) recv(d time.Duration) (event.RaceMsg, error) {
 	var m event.RaceMsg
@@ -501,9 +517,10 @@ func (r *raceAgent) recv(d time.Duration) (event.RaceMsg, error) {
 }
 
 // inject runs one injection at addr: the steps 1 to 5 above, with action
-// run on this thread while the task is held. freed, when set, says whether
-// the target is gone (trampolines).
-func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action func() error, freed func() bool) error {
+// run beside the window while the task is held. checkFreed has the host
+// read the target's bytes at the end of the window (trampolines, which a
+// correct kernel never changes under a task inside them).
+func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action func() error, checkFreed bool) error {
 	r.seq++
 	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", addr)
 	in.WindowMS = float64(r.window.Microseconds()) / 1000
@@ -569,10 +586,13 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	// was preempted inside the target's caller and not, on a kernel
 	// without preemption, on its way back to user space.
 	in.Stack = taskStack(tid)
-	if freed != nil {
-		t0 := time.Now()
-		in.FreedInWindow = freed()
-		in.CheckMS = float64(time.Since(t0).Microseconds()) / 1000
+	if checkFreed {
+		after, err := r.peek(addr)
+		if err != nil {
+			return err
+		}
+		in.InsnAfter = after
+		in.FreedInWindow = after != in.Insn
 	}
 	if err := r.preempt.poke(preemptStop); err != nil {
 		return err
@@ -622,8 +642,8 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 	})
 	switch {
 	case !stoppedByAgent:
-		// The preemptor hit its bound before the kallsyms check ended:
-		// the task may have left the image before the look.
+		// The preemptor hit its bound before the window's look at the
+		// target: the task may have left it before the look.
 		in.Outcome = event.InjNotPreempted
 		in.FreedInWindow = false
 		in.Msg = fmt.Sprintf("the preemptor gave up the CPU at its %v bound before the window's check ended", preemptBound)
@@ -639,7 +659,7 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 		in.Msg = fmt.Sprintf("the call returned in %.1f ms while the preemptor spun %.1f ms: the task ran on instead of staying preempted", in.HeldMS, in.SpunMS)
 	case in.FreedInWindow:
 		in.Outcome = event.InjFreedUnderTask
-		in.Msg = in.Symbol + " left kallsyms while the task was preempted inside it"
+		in.Msg = fmt.Sprintf("the instruction under the preempted task at %s changed from %s to %q while it was held", in.Symbol, in.Insn, in.InsnAfter)
 	default:
 		in.Outcome = event.InjSurvived
 	}
@@ -677,11 +697,14 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 	// and goes, so a crash is the image's, not the program's.
 	defer ld.Prog.Close()
 	size := insnSize()
+	// One read of kallsyms per injection (4 s under TCG): the images
+	// listed after one attach are the ones to ignore after the next.
+	before, err := trampolineSyms()
+	if err != nil {
+		return err
+	}
+	var last uint64
 	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil; i++ {
-		before, err := trampolineSyms()
-		if err != nil {
-			return err
-		}
 		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
 		if errno != 0 {
 			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
@@ -698,6 +721,12 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 				addr, sym = a, name
 			}
 		}
+		if name, ok := after[last]; addr == 0 && ok {
+			// The allocator gave the new image the place of the one the
+			// last injection detached, freed since.
+			addr, sym = last, name
+		}
+		before, last = after, addr
 		if addr == 0 {
 			unix.Close(fd)
 			return fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or %s off)", ksyms.DefaultPath, jitKallsyms)
@@ -708,15 +737,7 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 			closed = true
 			return unix.Close(fd)
 		}
-		gone := func() bool {
-			now, err := trampolineSyms()
-			if err != nil {
-				return false
-			}
-			_, still := now[addr]
-			return !still
-		}
-		if err := r.inject(in, addr, size, detach, gone); err != nil {
+		if err := r.inject(in, addr, size, detach, true); err != nil {
 			if !closed {
 				unix.Close(fd)
 			}
@@ -765,7 +786,7 @@ func (r *raceAgent) callsites(ctx context.Context) error {
 		}
 		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Function: targetCounted, Action: "enable"}
 		enable := func() error { return inst.SetTracer(tracefs.Function) }
-		if err := r.inject(in, fn+off, 2, enable, nil); err != nil {
+		if err := r.inject(in, fn+off, 2, enable, false); err != nil {
 			return err
 		}
 	}
