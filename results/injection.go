@@ -32,7 +32,9 @@ const injectionSpan = 4096
 // It returns whether it changed r.
 func AttributeInjection(r *Result) bool {
 	n := len(r.Injections)
-	if n == 0 || r.Injections[n-1].Outcome != event.InjReleased {
+	// Released and not judged, or seen changed under the held task: the
+	// agent's last word before the kernel died.
+	if n == 0 || (r.Injections[n-1].Outcome != event.InjReleased && r.Injections[n-1].Outcome != event.InjFreedUnderTask) {
 		return false
 	}
 	in := &r.Injections[n-1]
@@ -55,9 +57,12 @@ func AttributeInjection(r *Result) bool {
 				f.Title = fmt.Sprintf("%s in %s", f.Title, place)
 			}
 		}
-		if in.Outcome == event.InjReleased {
-			in.Outcome, in.Title = event.InjCrashed, f.Title
-			in.Msg = fmt.Sprintf("the kernel died after injection %d released the task at %s", in.Seq, in.Symbol)
+		if in.Outcome == event.InjReleased || in.Outcome == event.InjFreedUnderTask {
+			msg := fmt.Sprintf("the kernel died after injection %d released the task at %s", in.Seq, in.Symbol)
+			if in.Outcome == event.InjFreedUnderTask {
+				msg += fmt.Sprintf(", whose instruction had changed from %s to %q under it", in.Insn, in.InsnAfter)
+			}
+			in.Outcome, in.Title, in.Msg = event.InjCrashed, f.Title, msg
 		}
 		changed = true
 	}

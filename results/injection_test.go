@@ -43,6 +43,13 @@ func TestAttributeInjection(t *testing.T) {
 			wantOut:   event.InjCrashed,
 		},
 		{
+			name:      "seen changed under the held task, then the crash",
+			inj:       []event.Injection{{Seq: 1, Symbol: released.Symbol, Addr: released.Addr, CPU: 1, Insn: "554889e54883ec28", InsnAfter: "cccccccccccccccc", Outcome: event.InjFreedUnderTask}},
+			findings:  []Finding{{Kind: "oops", Title: "Oops: int3", Report: x86FreedTrampoline}},
+			wantTitle: "Oops: int3 in bpf_trampoline_10737479663",
+			wantOut:   event.InjCrashed,
+		},
+		{
 			name:      "jump through a stale register on the held CPU",
 			inj:       []event.Injection{callsite},
 			findings:  []Finding{{Kind: "oops", Title: "Unable to handle kernel access to user memory", Report: riscvHalfPatched}},

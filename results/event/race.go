@@ -76,7 +76,7 @@ type Injection struct {
 	// was freed and refilled with traps, or unmapped).
 	InsnAfter     string `json:"insn_after,omitempty"`
 	FreedInWindow bool   `json:"freed_in_window,omitempty"`
-	Outcome string  `json:"outcome"`
+	Outcome       string `json:"outcome"`
 	// Msg says why, for missed and not-preempted.
 	Msg string `json:"msg,omitempty"`
 	// Title is the kernel report that followed (InjCrashed).

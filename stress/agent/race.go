@@ -334,7 +334,8 @@ type raceAgent struct {
 	cpu     int
 	window  time.Duration
 	seq     int
-	counts  map[string]int
+	// outcomes is the latest outcome of each injection, by Seq.
+	outcomes map[int]string
 }
 
 // executeRace runs the race scenario in a controller process of its own,
@@ -378,7 +379,7 @@ func (a *agent) executeRace(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("race: start the controller: %w", err)
 	}
-	a.race = map[string]int{}
+	latest := map[int]string{}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -387,11 +388,12 @@ func (a *agent) executeRace(ctx context.Context) error {
 			report.Logf(a.w, "race: controller: %s", sc.Text())
 			continue
 		}
-		if ev.Kind == event.KindInjection && ev.Injection.Outcome != event.InjReleased {
-			a.race[ev.Injection.Outcome]++
+		if ev.Kind == event.KindInjection {
+			latest[ev.Injection.Seq] = ev.Injection.Outcome
 		}
 		_ = a.w.Emit(ev)
 	}
+	a.race = countOutcomes(latest)
 	if err := cmd.Wait(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if i := strings.LastIndex(msg, "\n"); i >= 0 {
@@ -447,7 +449,7 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 			return fmt.Errorf("race: load %s: %w", targetModule, err)
 		}
 	}
-	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, counts: map[string]int{}}
+	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, outcomes: map[int]string{}}
 	if r.racer, err = startHelper(modeRacer, strconv.Itoa(held), targetCall); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
@@ -472,7 +474,7 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	default:
 		err = r.trampolines(ctx)
 	}
-	report.Logf(a.w, "race: outcomes %v", r.counts)
+	report.Logf(a.w, "race: outcomes %v", countOutcomes(r.outcomes))
 	return err
 }
 
@@ -593,6 +595,14 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 		}
 		in.InsnAfter = after
 		in.FreedInWindow = after != in.Insn
+		if in.FreedInWindow {
+			// Recorded now, while the task is still held: on a kernel
+			// that freed the image, the task dies the moment it runs.
+			seen := *in
+			seen.Outcome = event.InjFreedUnderTask
+			seen.Msg = fmt.Sprintf("the instruction under the preempted task at %s changed from %s to %q while it was held", in.Symbol, in.Insn, in.InsnAfter)
+			r.emit(seen)
+		}
 	}
 	if err := r.preempt.poke(preemptStop); err != nil {
 		return err
@@ -666,10 +676,20 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 }
 
 func (r *raceAgent) emit(in event.Injection) {
-	if in.Outcome != event.InjReleased {
-		r.counts[in.Outcome]++
-	}
+	r.outcomes[in.Seq] = in.Outcome
 	_ = r.a.w.Emit(event.Event{Kind: event.KindInjection, Injection: &in})
+}
+
+// countOutcomes counts the latest outcome of each injection, judged ones
+// only.
+func countOutcomes(latest map[int]string) map[string]int {
+	n := map[string]int{}
+	for _, o := range latest {
+		if o != event.InjReleased {
+			n[o]++
+		}
+	}
+	return n
 }
 
 // trampolines injects at the first instruction of the trampoline image of
