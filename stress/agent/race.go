@@ -723,34 +723,21 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var last uint64
+	// detached holds every image address a past injection detached: the
+	// allocator gives a new image the place of a freed one.
+	detached := map[uint64]bool{}
 	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil; i++ {
 		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
 		if errno != 0 {
 			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
 		}
-		after, err := trampolineSyms()
+		addr, sym, after, err := newImage(before, detached)
 		if err != nil {
 			unix.Close(fd)
 			return err
 		}
-		var addr uint64
-		var sym string
-		for a, name := range after {
-			if _, old := before[a]; !old {
-				addr, sym = a, name
-			}
-		}
-		if name, ok := after[last]; addr == 0 && ok {
-			// The allocator gave the new image the place of the one the
-			// last injection detached, freed since.
-			addr, sym = last, name
-		}
-		before, last = after, addr
-		if addr == 0 {
-			unix.Close(fd)
-			return fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or %s off)", ksyms.DefaultPath, jitKallsyms)
-		}
+		before = after
+		detached[addr] = true
 		in := &event.Injection{Target: options.RaceTrampoline, Symbol: sym + "+0x0", Function: targetCounted, Action: "detach"}
 		closed := false
 		detach := func() error {
@@ -838,6 +825,42 @@ func taskStack(tid int) []string {
 
 // jitKallsyms makes the kernel list BPF images in kallsyms.
 const jitKallsyms = "/proc/sys/net/core/bpf_jit_kallsyms"
+
+// newImage finds the image the last attach made: a bpf_trampoline_ symbol
+// that was not listed before it, or, when the new image took the place of
+// a detached one, the one detached address still listed. While more than
+// one detached image is listed (some not yet freed) it reads kallsyms
+// again, for a few seconds.
+func newImage(before map[uint64]string, detached map[uint64]bool) (uint64, string, map[uint64]string, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after, err := trampolineSyms()
+		if err != nil {
+			return 0, "", nil, err
+		}
+		var fresh, reused []uint64
+		for a := range after {
+			switch _, old := before[a]; {
+			case !old:
+				fresh = append(fresh, a)
+			case detached[a]:
+				reused = append(reused, a)
+			}
+		}
+		switch {
+		case len(fresh) == 1:
+			return fresh[0], after[fresh[0]], after, nil
+		case len(fresh) == 0 && len(reused) == 1:
+			return reused[0], after[reused[0]], after, nil
+		case len(fresh) == 0 && len(reused) == 0:
+			return 0, "", nil, fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or %s off)", ksyms.DefaultPath, jitKallsyms)
+		}
+		if time.Now().After(deadline) {
+			return 0, "", nil, fmt.Errorf("race: cannot tell the new trampoline image among %d new and %d reused places", len(fresh), len(reused))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
 
 // trampolineSyms reads the bpf_trampoline_ symbols of kallsyms by address.
 func trampolineSyms() (map[uint64]string, error) {
