@@ -50,8 +50,10 @@ type Injection struct {
 	// the host read them through the stub).
 	Insn string `json:"insn,omitempty"`
 	// Action is what ran on another CPU while the task was preempted
-	// there: "detach" (the trampoline's only link closed), "enable"
-	// (function tracing switched on for Function).
+	// there: "replace" (a second program attached: the trampoline
+	// regenerated and the held image put), "detach" (the trampoline's
+	// only link closed), "enable" (function tracing switched on for
+	// Function).
 	Action string `json:"action"`
 	// ActionMS is how long the action took from the release; ActionDone
 	// whether it ended inside the window (a correct kernel may make it

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -716,6 +717,13 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 	// One program for every injection: only the trampoline image comes
 	// and goes, so a crash is the image's, not the program's.
 	defer ld.Prog.Close()
+	var second *oracle.Loaded
+	if r.a.opts.RaceAction == options.RaceReplace {
+		if second, err = loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted)+"#2"); err != nil {
+			return fmt.Errorf("race: load a second fentry program on %s: %w", targetCounted, err)
+		}
+		defer second.Prog.Close()
+	}
 	size := insnSize()
 	// One read of kallsyms per injection (4 s under TCG): the images
 	// listed after one attach are the ones to ignore after the next.
@@ -738,20 +746,41 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 		}
 		before = after
 		detached[addr] = true
-		in := &event.Injection{Target: options.RaceTrampoline, Symbol: sym + "+0x0", Function: targetCounted, Action: "detach"}
-		closed := false
-		detach := func() error {
-			closed = true
-			return unix.Close(fd)
-		}
-		if err := r.inject(in, addr, size, detach, true); err != nil {
-			if !closed {
-				unix.Close(fd)
+		in := &event.Injection{Target: options.RaceTrampoline, Symbol: sym + "+0x0", Function: targetCounted, Action: r.a.opts.RaceAction}
+		// The action runs beside the window (inject): links is shared.
+		var mu sync.Mutex
+		links := []int{fd}
+		var act func() error
+		switch r.a.opts.RaceAction {
+		case options.RaceReplace:
+			act = func() error {
+				fd2, errno := attach.LinkCreate(second.Prog.FD(), oracle.FEntry.LinkType())
+				if errno != 0 {
+					return fmt.Errorf("attach a second fentry: %w", errno)
+				}
+				mu.Lock()
+				links = append(links, fd2)
+				mu.Unlock()
+				return nil
 			}
-			return err
+		default:
+			act = func() error {
+				mu.Lock()
+				links = links[1:]
+				mu.Unlock()
+				return unix.Close(fd)
+			}
 		}
-		if !closed {
-			unix.Close(fd)
+		err = r.inject(in, addr, size, act, true)
+		// Whatever is still attached goes now, outside the window.
+		mu.Lock()
+		for _, l := range links {
+			unix.Close(l)
+		}
+		links = nil
+		mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -133,6 +133,9 @@ type Options struct {
 	// RaceTarget is where the task is preempted: RaceTrampoline or
 	// RaceCallsite.
 	RaceTarget string
+	// RaceAction is what the trampoline target races against the held
+	// task: RaceDetach or RaceReplace.
+	RaceAction string
 	// Injections is how many preemptions the race injects.
 	Injections int
 	// Window is how long the preemptor holds the CPU while the race runs;
@@ -168,6 +171,20 @@ const (
 	// RaceCallsite preempts a task at the second instruction of a
 	// disabled patchable function entry and enables tracing meanwhile.
 	RaceCallsite = "callsite"
+)
+
+// Race actions on a trampoline (the raceaction option).
+const (
+	// RaceDetach closes the image's only link: the function is no longer
+	// traced. On CALL_OPS arches that takes the direct ops down through
+	// ftrace_shutdown(), which itself waits for RCU-tasks, so the image's
+	// own grace period is never what protects the held task.
+	RaceDetach = "detach"
+	// RaceReplace attaches a second program to the same function: the
+	// trampoline is regenerated, the callsite moved to the new image and
+	// the held task's image put while the function stays traced, so only
+	// the image's own grace periods protect the task, on every arch.
+	RaceReplace = "replace"
 )
 
 // RaceWindow is the window's default for GOARCH: long enough for the
@@ -244,6 +261,7 @@ func Defaults(env Env) Options {
 		ModHold:     3 * time.Second,
 
 		RaceTarget: RaceTrampoline,
+		RaceAction: RaceReplace,
 		Injections: 20,
 		Window:     Auto,
 

@@ -179,6 +179,19 @@ var fields = []field{
 		get: func(o *Options) string { return o.RaceTarget },
 	},
 	{
+		name:  "raceaction",
+		usage: "race scenario, trampoline target: `what` races the held task: \"replace\" (a second program on the function regenerates the trampoline and puts the held image) or \"detach\" (the image's only link is closed)",
+		set: func(o *Options, v string) error {
+			switch v {
+			case RaceReplace, RaceDetach:
+				o.RaceAction = v
+				return nil
+			}
+			return errors.New(`want "replace" or "detach"`)
+		},
+		get: func(o *Options) string { return o.RaceAction },
+	},
+	{
 		name:  "injections",
 		usage: "race scenario: how many preemptions to inject (a `count`)",
 		set: func(o *Options, v string) error {
