@@ -596,15 +596,15 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 		}
 		in.InsnAfter = after
 		in.FreedInWindow = after != in.Insn
-		if in.FreedInWindow {
-			// Recorded now, while the task is still held: on a kernel
-			// that freed the image, the task dies the moment it runs.
-			seen := *in
-			seen.Outcome = event.InjFreedUnderTask
-			seen.Msg = fmt.Sprintf("the instruction under the preempted task at %s changed from %s to %q while it was held", in.Symbol, in.Insn, in.InsnAfter)
-			r.emit(seen)
-		}
 	}
+	// What the window showed, recorded while the task is still held: on
+	// a kernel that frees the image, the task may die the moment it runs.
+	seen := *in
+	if in.FreedInWindow {
+		seen.Outcome = event.InjFreedUnderTask
+		seen.Msg = fmt.Sprintf("the instruction under the preempted task at %s changed from %s to %q while it was held", in.Symbol, in.Insn, in.InsnAfter)
+	}
+	r.emit(seen)
 	if err := r.preempt.poke(preemptStop); err != nil {
 		return err
 	}
