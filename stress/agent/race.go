@@ -782,6 +782,17 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if r.a.opts.RaceAction == options.RaceReplace {
+			// The replacement made an image this agent never listed;
+			// listed now, and detached like every image here, it cannot
+			// pass for the next attach's while it waits to be freed.
+			if before, err = trampolineSyms(); err != nil {
+				return err
+			}
+			for a := range before {
+				detached[a] = true
+			}
+		}
 	}
 	return nil
 }
