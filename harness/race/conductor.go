@@ -160,17 +160,19 @@ func (c *Conductor) peek(ctx context.Context, m event.RaceMsg, reply func(event.
 	if _, err := c.gdb.Interrupt(rctx); err != nil {
 		return err
 	}
-	// Any vCPU translates a kernel address the same way; a held one is
-	// stopped anyway.
-	thread := c.threads[0]
-	if c.held != 0 {
-		thread = c.held
-	}
 	n := m.Size
 	if n <= 0 {
 		n = 8
 	}
-	b, rerr := c.gdb.ReadMemory(rctx, thread, m.Addr, n)
+	// A vCPU translates through its current page tables: one in user mode
+	// may have the kernel unmapped (arm64's KPTI), so every vCPU is tried.
+	var b []byte
+	var rerr error
+	for _, thread := range c.threads {
+		if b, rerr = c.gdb.ReadMemory(rctx, thread, m.Addr, n); rerr == nil {
+			break
+		}
+	}
 	var err error
 	if c.held != 0 {
 		err = c.gdb.ResumeExcept(rctx, c.threads, c.held)
@@ -181,7 +183,7 @@ func (c *Conductor) peek(ctx context.Context, m event.RaceMsg, reply func(event.
 		return err
 	}
 	if rerr != nil {
-		reply(event.RaceMsg{Op: event.RacePeeked, Addr: m.Addr, Msg: fmt.Sprintf("unreadable: %v", rerr)})
+		reply(event.RaceMsg{Op: event.RacePeeked, Addr: m.Addr, Msg: fmt.Sprintf("unreadable through every vCPU: %v", rerr)})
 		return nil
 	}
 	reply(event.RaceMsg{Op: event.RacePeeked, Addr: m.Addr, Insn: hex.EncodeToString(b)})

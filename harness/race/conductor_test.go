@@ -121,6 +121,17 @@ func TestConductorHoldsTheChosenVCPU(t *testing.T) {
 		a.recv(event.RaceReleased)
 	}
 
+	// The window's look at the target: the bytes, read with the VM
+	// running; and memory no vCPU can read is said so, not made up.
+	a.send(event.RaceMsg{Op: event.RacePeek, Addr: hart1Loop, Size: 8})
+	if m := a.recv(event.RacePeeked); m.Insn != "938515006ff0dfff" {
+		t.Errorf("peeked %+v", m)
+	}
+	a.send(event.RaceMsg{Op: event.RacePeek, Addr: 0x4, Size: 8})
+	if m := a.recv(event.RacePeeked); m.Insn != "" || !strings.Contains(m.Msg, "unreadable") {
+		t.Errorf("peek of unbacked memory: %+v", m)
+	}
+
 	// Asked for vCPU 0 at a place only vCPU 1 goes: a miss, not a hold.
 	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 0, TimeoutMS: 5000})
 	a.recv(event.RaceArmed)

@@ -499,8 +499,17 @@ func (r *raceAgent) peek(addr uint64) (string, error) {
 	if m.Op != event.RacePeeked {
 		return "", fmt.Errorf("race: peek %#x: %+v", addr, m)
 	}
+	if m.Insn == "" {
+		return "", errUnreadable{m.Msg}
+	}
 	return m.Insn, nil
 }
+
+// errUnreadable is a peek the host could not answer: nothing is known of
+// the bytes, which is not the same as their being gone.
+type errUnreadable struct{ msg string }
+
+func (e errUnreadable) Error() string { return e.msg }
 
 // recv reads the host's next message.
 func (r *raceAgent) recv(d time.Duration) (event.RaceMsg, error) {
@@ -591,11 +600,16 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	in.Stack = taskStack(tid)
 	if checkFreed {
 		after, err := r.peek(addr)
-		if err != nil {
+		var unreadable errUnreadable
+		switch {
+		case errors.As(err, &unreadable):
+			in.Msg = "the window's look at the target failed: " + unreadable.msg
+		case err != nil:
 			return err
+		default:
+			in.InsnAfter = after
+			in.FreedInWindow = after != in.Insn
 		}
-		in.InsnAfter = after
-		in.FreedInWindow = after != in.Insn
 	}
 	// What the window showed, recorded while the task is still held: on
 	// a kernel that frees the image, the task may die the moment it runs.
