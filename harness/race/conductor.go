@@ -152,12 +152,9 @@ func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(even
 // runs on, every vCPU but a held one (a peek while a vCPU is held keeps
 // it held).
 func (c *Conductor) peek(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
-	if err := c.connect(ctx); err != nil {
-		return err
-	}
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	rctx, cancel, err := c.stop(ctx)
 	defer cancel()
-	if _, err := c.gdb.Interrupt(rctx); err != nil {
+	if err != nil {
 		return err
 	}
 	n := m.Size
@@ -173,7 +170,6 @@ func (c *Conductor) peek(ctx context.Context, m event.RaceMsg, reply func(event.
 			break
 		}
 	}
-	var err error
 	if c.held != 0 {
 		err = c.gdb.ResumeExcept(rctx, c.threads, c.held)
 	} else {
@@ -210,15 +206,23 @@ func (c *Conductor) connect(ctx context.Context) error {
 	return nil
 }
 
-// arm sets the breakpoint, lets the VM run, and waits for the stop.
-func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
+// stop connects to the stub if need be and stops the VM for one request,
+// whose time the returned context bounds.
+func (c *Conductor) stop(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if err := c.connect(ctx); err != nil {
-		return err
+		return ctx, func() {}, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
+	_, err := c.gdb.Interrupt(rctx)
+	return rctx, cancel, err
+}
+
+// arm sets the breakpoint, lets the VM run, and waits for the stop.
+func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
 	// After a release the VM runs: stop it to set the breakpoint.
-	if _, err := c.gdb.Interrupt(rctx); err != nil {
+	rctx, cancel, err := c.stop(ctx)
+	defer cancel()
+	if err != nil {
 		return err
 	}
 	size := m.Size
