@@ -53,6 +53,8 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"matrix refuses --arch with the reason", []string{"matrix", "--arch", "x86_64"}, "fth matrix takes --arches"},
 		{"matrix checks boot bounds", []string{"matrix", "--list", "--kernel-src", none, "--cpus", "0"}, "--cpus 0"},
 		{"soak scenario", []string{"soak", "--target", "ssh://root@127.0.0.1:1", "--scenario", "bogus"}, `unknown scenario "bogus"`},
+		{"soak has no race", []string{"soak", "--target", "ssh://root@127.0.0.1:1", "--scenario", "race"}, "a board does not have"},
+		{"soak has no race by agent-arg", []string{"soak", "--target", "ssh://root@127.0.0.1:1", "--agent-arg", "scenario=race"}, "a board does not have"},
 		{"soak has no --arch", []string{"soak", "--target", "ssh://root@127.0.0.1:1", "--arch", "x86_64"}, "the board's uname -m picks the arch"},
 		{"soak agent options", []string{"soak", "--target", "ssh://root@127.0.0.1:1", "--agent-arg", "hot=0"}, "hot=0: want an integer from 1"},
 		{"repro has no --fragments", []string{"repro", "--fragments", "base", "x"}, "come from the recorded cell"},

@@ -21,7 +21,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var (
 		target     = fs.String("target", "", "the board: ssh://user@host[:port] (required)")
 		duration   = fs.Duration("duration", 8*time.Hour, "how long the stress runs, across reboots with --resume")
-		scenario   = fs.String("scenario", "churn", "agent scenario: churn, storm or bench")
+		scenario   = fs.String("scenario", "churn", "agent scenario: churn, storm or bench (race needs a VM)")
 		knownHosts = fs.String("known-hosts", "", "comma-separated known_hosts files (default ~/.ssh/known_hosts)")
 		identity   = fs.String("i", "", "comma-separated identity files (default: ssh-agent, then ~/.ssh/id_ed25519, id_ecdsa, id_rsa)")
 		insecure   = fs.Bool("insecure-host-key", false, "accept any host key (logged as a warning on every connection); never the default")
@@ -75,6 +75,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if err := checkAgentArgs(agent, map[string]string{"scenario": "--scenario"}); err != nil {
 		return err
+	}
+	if agent["scenario"] == string(event.ScenarioRace) {
+		return fmt.Errorf("%w: scenario race: it stops a vCPU at an instruction through QEMU's gdbstub, which a board does not have: run it in a VM (fth run --agent-arg scenario=race)", errUsage)
 	}
 	_, repo, _, err := b.resolve()
 	if err != nil {
