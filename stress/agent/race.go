@@ -753,7 +753,7 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 		if errno != 0 {
 			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
 		}
-		addr, sym, after, err := newImage(before, detached)
+		addr, sym, after, err := newImage(trampolineSyms, before, detached)
 		if err != nil {
 			unix.Close(fd)
 			return err
@@ -885,10 +885,10 @@ const jitKallsyms = "/proc/sys/net/core/bpf_jit_kallsyms"
 // a detached one, the one detached address still listed. While more than
 // one detached image is listed (some not yet freed) it reads kallsyms
 // again, for a few seconds.
-func newImage(before map[uint64]string, detached map[uint64]bool) (uint64, string, map[uint64]string, error) {
+func newImage(scan func() (map[uint64]string, error), before map[uint64]string, detached map[uint64]bool) (uint64, string, map[uint64]string, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		after, err := trampolineSyms()
+		after, err := scan()
 		if err != nil {
 			return 0, "", nil, err
 		}

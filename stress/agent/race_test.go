@@ -42,3 +42,47 @@ func TestJudgeInjection(t *testing.T) {
 		})
 	}
 }
+
+func TestNewImage(t *testing.T) {
+	const a, b, c = 0xa000, 0xb000, 0xc000
+	syms := func(addrs ...uint64) map[uint64]string {
+		m := map[uint64]string{}
+		for _, x := range addrs {
+			m[x] = "bpf_trampoline_1"
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name     string
+		before   map[uint64]string
+		detached map[uint64]bool
+		scans    []map[uint64]string
+		want     uint64
+		wantErr  bool
+	}{
+		{name: "a fresh place", before: syms(a), detached: map[uint64]bool{a: true}, scans: []map[uint64]string{syms(a, b)}, want: b},
+		{name: "the place of the image detached last", before: syms(a), detached: map[uint64]bool{a: true}, scans: []map[uint64]string{syms(a)}, want: a},
+		// arm64: the new image took the place of an earlier one while a
+		// later one still waited to be freed; the next look decides.
+		{name: "two detached places listed, then one", before: syms(a, b), detached: map[uint64]bool{a: true, b: true},
+			scans: []map[uint64]string{syms(a, b), syms(a)}, want: a},
+		// riscv64 with replace: the second image, never listed before,
+		// must not pass for the new one once the agent has listed it.
+		{name: "a listed second image is not fresh", before: syms(a, c), detached: map[uint64]bool{a: true, c: true},
+			scans: []map[uint64]string{syms(a, c, b)}, want: b},
+		{name: "nothing new", before: syms(), detached: map[uint64]bool{}, scans: []map[uint64]string{syms()}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i := 0
+			scan := func() (map[uint64]string, error) {
+				m := tc.scans[min(i, len(tc.scans)-1)]
+				i++
+				return m, nil
+			}
+			got, _, _, err := newImage(scan, tc.before, tc.detached)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("newImage = %#x, %v; want %#x (error %v)", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
