@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The race scenario's helper processes: the racer, which calls the target
+// function from the held CPU, and the preemptor, which takes that CPU from
+// it. Both are the agent binary under another subcommand.
+
+// helper is a running racer or preemptor: its stdin and its answers.
+type helper struct {
+	name string
+	cmd  *exec.Cmd
+	in   *os.File
+	out  *bufio.Reader
+	outF *os.File
+}
+
+func startHelper(mode string, args ...string) (*helper, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append([]string{mode}, args...)...)
+	// u-root's busybox dispatches on the name it is run as.
+	cmd.Args[0] = "agent"
+	// One P, no asynchronous preemption, no collector: nothing in a
+	// helper wakes another thread or sleeps behind the caller's back.
+	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1", "GOGC=off")
+	cmd.Stderr = os.Stderr
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent %s: %w", mode, err)
+	}
+	inR.Close()
+	outW.Close()
+	h := &helper{name: mode, cmd: cmd, in: inW, out: bufio.NewReader(outR), outF: outR}
+	// Each helper says "ready" once pinned and scheduled as asked.
+	line, err := h.read(5 * time.Second)
+	if err != nil || line != "ready" {
+		h.stop()
+		return nil, fmt.Errorf("agent %s did not start: %q %v", mode, line, err)
+	}
+	return h, nil
+}
+
+// poke sends one command byte (the racer's call, the preemptor's start
+// and stop).
+func (h *helper) poke(b byte) error {
+	// A raw write: it must not go through a goroutine that could wait
+	// behind the held CPU.
+	_, err := unix.Write(int(h.in.Fd()), []byte{b})
+	return err
+}
+
+// read returns the helper's next answer, or an error after d.
+func (h *helper) read(d time.Duration) (string, error) {
+	_ = h.outF.SetReadDeadline(time.Now().Add(d))
+	line, err := h.out.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("agent %s: %w", h.name, err)
+	}
+	return strings.TrimSpace(line), nil
+}
+
+func (h *helper) stop() {
+	_ = h.in.Close()
+	_ = h.cmd.Process.Kill()
+	_ = h.cmd.Wait()
+	_ = h.outF.Close()
+}
+
+// pinProcess pins every thread of the process to cpu and, with prio > 0,
+// makes each SCHED_FIFO at prio. The helpers do not lock their goroutine
+// to a thread: the runtime's cooperative preemption of a locked goroutine
+// hands the process's only P to another thread and parks the locked one
+// on a futex, a voluntary sleep (traced: the preemptor left the CPU 18 ms
+// into its window and the preempted task ran). Unlocked, a preempted
+// goroutine is picked up again by the same thread at once; and whichever
+// thread runs it, that thread is pinned and real-time. Threads the
+// runtime starts later inherit both from the thread that starts them.
+//
+// Every thread is also named comm, so that a kernel report whose task is
+// a helper says which (the runtime's threads would show the binary's name).
+func pinProcess(cpu, prio int, comm string) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := setProcessCPUs(&set, prio); err != nil {
+		return err
+	}
+	tids, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tids {
+		_ = os.WriteFile("/proc/self/task/"+t.Name()+"/comm", []byte(comm), 0)
+	}
+	return nil
+}
+
+// setProcessCPUs gives every thread of the process the CPU set and, with
+// prio > 0, SCHED_FIFO at prio.
+func setProcessCPUs(set *unix.CPUSet, prio int) error {
+	tids, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	cpu := -1 // for messages only
+	for i := 0; i < 1024; i++ {
+		if set.IsSet(i) {
+			cpu = i
+			break
+		}
+	}
+	for _, t := range tids {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, set); err != nil {
+			return fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
+		}
+		if prio > 0 {
+			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+			if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
+				return fmt.Errorf("thread %d SCHED_FIFO %d: %w", tid, prio, err)
+			}
+		}
+	}
+	return nil
+}
+
+// racerMain is `agent racer <cpu> <path>`. Its answer also counts the
+// involuntary context switches the call took (RUSAGE_THREAD's nivcsw):
+// a preempted call took at least one.
+func racerMain(args []string) error {
+	if len(args) != 2 {
+		return errors.New("agent racer: want <cpu> <path>")
+	}
+	cpu, err := strconv.Atoi(args[0])
+	if err != nil {
+		return fmt.Errorf("agent racer: cpu %q", args[0])
+	}
+	if err := pinProcess(cpu, 0, racerComm); err != nil {
+		return fmt.Errorf("agent racer: %w", err)
+	}
+	fd, err := unix.Open(args[1], unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("agent racer: %s: %w", args[1], err)
+	}
+	fmt.Println("ready")
+	buf := make([]byte, 1)
+	one := []byte("1")
+	for {
+		if n := rawRead(0, buf); n <= 0 {
+			return nil
+		}
+		var ru0, ru1 unix.Rusage
+		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+		// The calling thread's id first, so that the controller can read
+		// its kernel stack while it is held.
+		fmt.Printf("call %d\n", unix.Gettid())
+		t0 := time.Now()
+		// Raw, like the preemptor's waits: the call is timed alone.
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one[0])), 1)
+		d := time.Since(t0)
+		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
+		fmt.Printf("done %d %d %d %d %d\n", d.Nanoseconds(), int(errno), ru1.Nivcsw-ru0.Nivcsw, ru1.Nvcsw-ru0.Nvcsw, getcpu())
+	}
+}
+
+// preemptMain is `agent preempt <cpu> <priority> <max-ns>`.
+func preemptMain(args []string) error {
+	if len(args) != 3 {
+		return errors.New("agent preempt: want <cpu> <priority> <max-ns>")
+	}
+	cpu, err1 := strconv.Atoi(args[0])
+	prio, err2 := strconv.Atoi(args[1])
+	maxNS, err3 := strconv.ParseInt(args[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return fmt.Errorf("agent preempt %q: want three integers", args)
+	}
+	if err := pinProcess(cpu, prio, "uinit"); err != nil {
+		return fmt.Errorf("agent preempt: %w", err)
+	}
+	fmt.Println("ready")
+	buf := make([]byte, 16)
+	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
+	var zero unix.Timespec
+	for {
+		if n := rawRead(0, buf[:1]); n <= 0 {
+			return nil
+		}
+		if buf[0] != preemptStart {
+			continue // a stop that came after the bound ended a spin
+		}
+		t0 := time.Now()
+		// Spin, never sleep, until told to stop or the bound: the held
+		// task must stay preempted, off the CPU, the whole window.
+		stopped := 0
+		for stopped == 0 && time.Since(t0).Nanoseconds() < maxNS {
+			n, _, _ := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+			if int(n) > 0 && rawRead(0, buf[:1]) == 1 && buf[0] == preemptStop {
+				stopped = 1
+			}
+		}
+		fmt.Printf("spun %d %d %d\n", time.Since(t0).Nanoseconds(), getcpu(), stopped)
+	}
+}
+
+// The preemptor's commands: distinct bytes, so that a stop arriving after
+// the bound ended a spin is never taken for the next start.
+const (
+	preemptStart = 's'
+	preemptStop  = 'x'
+)
+
+func getcpu() int {
+	var cpu, node uint32
+	unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&node)), 0)
+	return int(cpu)
+}
+
+// rawRead is read(2) without the Go scheduler: a blocking Syscall lets the
+// runtime hand the process's only P to another thread, and the locked
+// thread then waits on a futex for it when the syscall returns, which
+// is a voluntary switch that lets the preempted task run (measured: the
+// preemptor "spun" 1.2 s while the held task's call returned after 110
+// ms). RawSyscall keeps the P, so the thread runs on at once.
+func rawRead(fd int, b []byte) int {
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if errno != 0 {
+		return -1
+	}
+	return int(n)
+}
+
+// racerComm names the racer in the guest: a task name of its own, so that
+// a report whose task is the racer says so. The preemptor is "uinit", one
+// of the harness's own real-time threads (cell.GuestHarness).
+const racerComm = "fth-racer"

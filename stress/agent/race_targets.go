@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/tracefs"
+)
+
+// The race scenario's targets: where the task is held and what races it.
+
+// trampolines injects at the first instruction of the trampoline image of
+// a fentry program on fth_target_counted, and detaches its only link
+// during the window: the image may be freed only after the preempted task
+// left it (RCU-tasks).
+func (r *raceAgent) trampolines(ctx context.Context) error {
+	// Trampoline images are in kallsyms only with BPF JIT symbols on,
+	// which is the default only where the JIT is (x86_64, not riscv64).
+	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
+		report.Logf(r.a.w, "race: %s: %v", jitKallsyms, err)
+	}
+	cache := btf.NewCache()
+	m, err := oracle.NewMap(4)
+	if err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	defer m.Close()
+	loader := &oracle.Loader{Map: m, Cache: cache}
+	ld, err := loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted))
+	if err != nil {
+		return fmt.Errorf("race: load a fentry program on %s: %w", targetCounted, err)
+	}
+	// One program for every injection: only the trampoline image comes
+	// and goes, so a crash is the image's, not the program's.
+	defer ld.Prog.Close()
+	var second *oracle.Loaded
+	if r.a.opts.RaceAction == options.RaceReplace {
+		if second, err = loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted)+"#2"); err != nil {
+			return fmt.Errorf("race: load a second fentry program on %s: %w", targetCounted, err)
+		}
+		defer second.Prog.Close()
+	}
+	size := insnSize()
+	// One read of kallsyms per injection (4 s under TCG): the images
+	// listed after one attach are the ones to ignore after the next.
+	before, err := trampolineSyms()
+	if err != nil {
+		return err
+	}
+	// detached holds every image address a past injection detached: the
+	// allocator gives a new image the place of a freed one.
+	detached := map[uint64]bool{}
+	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil; i++ {
+		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
+		if errno != 0 {
+			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
+		}
+		addr, sym, after, err := newImage(trampolineSyms, before, detached)
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		before = after
+		detached[addr] = true
+		in := &event.Injection{Target: options.RaceTrampoline, Symbol: sym + "+0x0", Function: targetCounted, Action: r.a.opts.RaceAction}
+		// The action runs beside the window (inject): links is shared.
+		var mu sync.Mutex
+		links := []int{fd}
+		var act func() error
+		switch r.a.opts.RaceAction {
+		case options.RaceReplace:
+			act = func() error {
+				fd2, errno := attach.LinkCreate(second.Prog.FD(), oracle.FEntry.LinkType())
+				if errno != 0 {
+					return fmt.Errorf("attach a second fentry: %w", errno)
+				}
+				mu.Lock()
+				links = append(links, fd2)
+				mu.Unlock()
+				return nil
+			}
+		default:
+			act = func() error {
+				mu.Lock()
+				links = links[1:]
+				mu.Unlock()
+				return unix.Close(fd)
+			}
+		}
+		err = r.inject(in, addr, size, act, true)
+		// Whatever is still attached goes now, outside the window.
+		mu.Lock()
+		for _, l := range links {
+			unix.Close(l)
+		}
+		links = nil
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if r.a.opts.RaceAction == options.RaceReplace {
+			// The replacement made an image this agent never listed;
+			// listed now, and detached like every image here, it cannot
+			// pass for the next attach's while it waits to be freed.
+			if before, err = trampolineSyms(); err != nil {
+				return err
+			}
+			for a := range before {
+				detached[a] = true
+			}
+		}
+	}
+	return nil
+}
+
+// callsites injects at the second instruction of fth_target_counted's
+// patchable entry while it is disabled, and enables the function tracer
+// on it during the window: a kernel that rewrites both instructions of
+// the callsite under a preempted task (riscv's AUIPC+JALR before Linux
+// 6.16) sends it through a half-old pair.
+func (r *raceAgent) callsites(ctx context.Context) error {
+	off, err := secondInsnOffset()
+	if err != nil {
+		return err
+	}
+	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetCounted})
+	if err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	fn, ok := addrs.Addr(targetCounted)
+	if !ok {
+		return fmt.Errorf("race: no kallsyms address for %s", targetCounted)
+	}
+	top := tracefs.New(tracefs.DefaultRoot)
+	inst, err := top.Instance("fth_race")
+	if err != nil {
+		return fmt.Errorf("race: tracefs instance: %w", err)
+	}
+	defer func() {
+		_ = inst.Reset()
+		_ = top.RemoveInstance("fth_race")
+	}()
+	if err := inst.SetFilter(targetCounted); err != nil {
+		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
+	}
+	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil; i++ {
+		if err := inst.SetTracer(tracefs.Nop); err != nil {
+			return fmt.Errorf("race: tracer off: %w", err)
+		}
+		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Function: targetCounted, Action: "enable"}
+		enable := func() error { return inst.SetTracer(tracefs.Function) }
+		if err := r.inject(in, fn+off, 2, enable, false); err != nil {
+			return err
+		}
+	}
+	return inst.SetTracer(tracefs.Nop)
+}
+
+// targetCaller is the function that calls the target, fth_target's
+// debugfs write handler: it is on the held task's stack wherever inside
+// fth_target_counted or its trampoline the task was preempted.
+const targetCaller = "call_write"
+
+// taskStack reads /proc/<tid>/stack: the kernel frames of a task that is
+// not running (CONFIG_STACKTRACE), without addresses ("call_write+0x4c/0x64
+// [fth_target]"); nil when the kernel does not say.
+func taskStack(tid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stack", tid))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		// "[<0>] call_write+0x4c/0x64 [fth_target]"
+		if _, f, ok := strings.Cut(l, "] "); ok {
+			out = append(out, strings.TrimSpace(f))
+		}
+	}
+	return out
+}
+
+// jitKallsyms makes the kernel list BPF images in kallsyms.
+const jitKallsyms = "/proc/sys/net/core/bpf_jit_kallsyms"
+
+// newImage finds the image the last attach made: a bpf_trampoline_ symbol
+// that was not listed before it, or, when the new image took the place of
+// a detached one, the one detached address still listed. While more than
+// one detached image is listed (some not yet freed) it reads kallsyms
+// again, for a few seconds.
+func newImage(scan func() (map[uint64]string, error), before map[uint64]string, detached map[uint64]bool) (uint64, string, map[uint64]string, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after, err := scan()
+		if err != nil {
+			return 0, "", nil, err
+		}
+		var fresh, reused []uint64
+		for a := range after {
+			switch _, old := before[a]; {
+			case !old:
+				fresh = append(fresh, a)
+			case detached[a]:
+				reused = append(reused, a)
+			}
+		}
+		switch {
+		case len(fresh) == 1:
+			return fresh[0], after[fresh[0]], after, nil
+		case len(fresh) == 0 && len(reused) == 1:
+			return reused[0], after[reused[0]], after, nil
+		case len(fresh) == 0 && len(reused) == 0:
+			return 0, "", nil, fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or %s off)", ksyms.DefaultPath, jitKallsyms)
+		}
+		if time.Now().After(deadline) {
+			return 0, "", nil, fmt.Errorf("race: cannot tell the new trampoline image among %d new and %d reused places", len(fresh), len(reused))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// trampolineSyms reads the bpf_trampoline_ symbols of kallsyms by address.
+func trampolineSyms() (map[uint64]string, error) {
+	f, err := os.Open(ksyms.DefaultPath)
+	if err != nil {
+		return nil, fmt.Errorf("race: %w", err)
+	}
+	defer f.Close()
+	out := map[uint64]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, " bpf_trampoline_") {
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) < 3 {
+			continue
+		}
+		a, err := strconv.ParseUint(fs[0], 16, 64)
+		if err != nil || a == 0 {
+			continue
+		}
+		out[a] = fs[2]
+	}
+	return out, sc.Err()
+}
+
+// insnSize is the breakpoint's kind for the first instruction of a
+// trampoline: x86 counts bytes (1 does), the others a word.
+func insnSize() int {
+	if runtime.GOARCH == "amd64" {
+		return 1
+	}
+	return 4
+}
+
+// secondInsnOffset is where the second instruction of a patchable function
+// entry lies: riscv64 patches AUIPC+JALR (Linux 7.x only the JALR), arm64
+// a MOV and a BL. x86 patches one 5-byte call: it has no second
+// instruction to stop at.
+func secondInsnOffset() (uint64, error) {
+	switch runtime.GOARCH {
+	case "riscv64", "arm64":
+		return 4, nil
+	}
+	return 0, fmt.Errorf("race: racetarget=callsite needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", runtime.GOARCH)
+}
