@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/options"
@@ -94,13 +94,17 @@ type raceAgent struct {
 	outcomes map[int]string
 }
 
-// executeRace runs the race scenario in a controller process of its own,
-// started with every thread of the agent kept off the held CPU, and
-// forwards its events. A fresh process is the only way to an address space
-// that has never run on the held CPU: on riscv64 (ASID allocator) an mm
-// keeps every CPU it ever ran on in its cpumask, so any TLB flush of the
-// agent's own memory (the Go runtime returning pages) waited for the held
-// vCPU and the protocol stalled for the host's whole hold limit.
+// executeRace becomes the race scenario's controller: with every thread
+// kept off the held CPU, the agent execs itself as `agent racectl`, which
+// reopens the event channel, runs the injections and finishes the run
+// (Done, poweroff). Exec is the only way to an address space that has never
+// run on the held CPU. On riscv64 (ASID allocator) an mm keeps every CPU it
+// ever ran on in its cpumask, and a TLB flush of it is an SBI remote fence
+// that spins in firmware until every such hart answers: a flush by the
+// agent's own Go runtime (returning pages) froze CPU 0 while CPU 1 was held,
+// the release never came, and both CPUs reported soft lockups (injection
+// 14 of 50). A child process would not do: its parent's mm, the agent's,
+// still carries the held CPU.
 func (a *agent) executeRace(ctx context.Context) error {
 	if a.sys.numCPU < 2 {
 		return fmt.Errorf("race: needs at least 2 CPUs (one held, one racing), have %d: boot with --cpus 2", a.sys.numCPU)
@@ -110,8 +114,8 @@ func (a *agent) executeRace(ctx context.Context) error {
 	for c := 0; c < held; c++ {
 		rest.Set(c)
 	}
-	// No agent thread may wait on the held CPU's runqueue either: a
-	// read parked on the netpoller needs another thread to wake it.
+	// Exec keeps the calling thread's affinity; every thread gets it, so
+	// that whichever one calls exec passes it on.
 	if err := setProcessCPUs(&rest, 0); err != nil {
 		return fmt.Errorf("race: keep the agent off cpu %d: %w", held, err)
 	}
@@ -119,50 +123,20 @@ func (a *agent) executeRace(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var args []string
+	argv := []string{"agent", modeRaceCtl, strconv.Itoa(held)}
 	for k, v := range a.opts.Args() {
-		args = append(args, "-"+k+"="+v)
+		argv = append(argv, "-"+k+"="+v)
 	}
-	cmd := exec.CommandContext(ctx, exe, append([]string{modeRaceCtl, strconv.Itoa(held)}, args...)...)
-	cmd.Args[0] = "agent"
-	cmd.Env = append(os.Environ(), "FTH_NO_CMDLINE=1")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("race: start the controller: %w", err)
-	}
-	latest := map[int]string{}
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev event.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			report.Logf(a.w, "race: controller: %s", sc.Text())
-			continue
-		}
-		if ev.Kind == event.KindInjection {
-			latest[ev.Injection.Seq] = ev.Injection.Outcome
-		}
-		_ = a.w.Emit(ev)
-	}
-	a.race = countOutcomes(latest)
-	if err := cmd.Wait(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndex(msg, "\n"); i >= 0 {
-			msg = msg[i+1:]
-		}
-		return fmt.Errorf("%s (controller: %w)", strings.TrimPrefix(msg, "agent: "), err)
-	}
-	return nil
+	report.Logf(a.w, "race: the agent becomes the race controller (exec, off cpu %d)", held)
+	// The event channel is close-on-exec: the controller opens it again.
+	err = unix.Exec(exe, argv, append(os.Environ(), "FTH_NO_CMDLINE=1"))
+	return fmt.Errorf("race: exec the controller: %w", err)
 }
 
 // raceCtlMain is `agent racectl <held-cpu> <agent flags>`: the race
-// scenario's controller (executeRace), born with every CPU but the held
-// one (which its own affinity therefore cannot tell it).
+// scenario's controller (executeRace), with every CPU but the held one
+// (which its own affinity therefore cannot tell it). It ends the run as the
+// agent would: Done, then poweroff when asked.
 func raceCtlMain(ctx context.Context, args []string, sys system) error {
 	if len(args) < 1 {
 		return errors.New("agent racectl: want <held-cpu> <agent flags>")
@@ -171,16 +145,24 @@ func raceCtlMain(ctx context.Context, args []string, sys system) error {
 	if err != nil {
 		return fmt.Errorf("agent racectl: held cpu %q", args[0])
 	}
-	opts, err := options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
+	// The harness's own task name (cell.GuestHarness), as before the exec.
+	tids, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tids {
+		_ = os.WriteFile("/proc/self/task/"+t.Name()+"/comm", []byte("uinit"), 0)
+	}
+	opts, optErr := options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
+	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
 	if err != nil {
-		return err
+		fmt.Fprintf(sys.stderr, "agent: %v; writing events to stdout\n", err)
+		ch, _ = report.Open("-", "", "", sys.stdout)
 	}
-	a := &agent{sys: sys, opts: opts, w: report.NewWriter(sys.stdout)}
-	if err := a.controlRace(ctx, held); err != nil {
-		fmt.Fprintf(sys.stderr, "agent: %v\n", err)
-		return err
+	defer ch.Close()
+	a := &agent{sys: sys, opts: opts, w: report.NewWriter(ch.W), set: attach.NewSet()}
+	runErr := optErr
+	if runErr == nil {
+		runErr = a.controlRace(ctx, held)
 	}
-	return nil
+	return a.finish(runErr)
 }
 
 // controlRace is the controller's whole run, holding cpu held.
@@ -230,7 +212,8 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	default:
 		err = r.trampolines(ctx)
 	}
-	report.Logf(a.w, "race: outcomes %v", countOutcomes(r.outcomes))
+	a.race = countOutcomes(r.outcomes)
+	report.Logf(a.w, "race: outcomes %v", a.race)
 	return err
 }
 
