@@ -146,10 +146,7 @@ func raceCtlMain(ctx context.Context, args []string, sys system) error {
 		return fmt.Errorf("agent racectl: held cpu %q", args[0])
 	}
 	// The harness's own task name (cell.GuestHarness), as before the exec.
-	tids, _ := os.ReadDir("/proc/self/task")
-	for _, t := range tids {
-		_ = os.WriteFile("/proc/self/task/"+t.Name()+"/comm", []byte("uinit"), 0)
-	}
+	nameThreads("uinit")
 	opts, optErr := options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
 	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
 	if err != nil {

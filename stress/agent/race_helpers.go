@@ -107,11 +107,17 @@ func pinProcess(cpu, prio int, comm string) error {
 	if err := setProcessCPUs(&set, prio); err != nil {
 		return err
 	}
+	nameThreads(comm)
+	return nil
+}
+
+// nameThreads gives every thread of the process the task name comm, best
+// effort: threads started later inherit it.
+func nameThreads(comm string) {
 	tids, _ := os.ReadDir("/proc/self/task")
 	for _, t := range tids {
 		_ = os.WriteFile("/proc/self/task/"+t.Name()+"/comm", []byte(comm), 0)
 	}
-	return nil
 }
 
 // setProcessCPUs gives every thread of the process the CPU set and, with
@@ -121,20 +127,13 @@ func setProcessCPUs(set *unix.CPUSet, prio int) error {
 	if err != nil {
 		return err
 	}
-	cpu := -1 // for messages only
-	for i := 0; i < 1024; i++ {
-		if set.IsSet(i) {
-			cpu = i
-			break
-		}
-	}
 	for _, t := range tids {
 		tid, err := strconv.Atoi(t.Name())
 		if err != nil {
 			continue
 		}
 		if err := unix.SchedSetaffinity(tid, set); err != nil {
-			return fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
+			return fmt.Errorf("pin thread %d to %d CPU(s): %w", tid, set.Count(), err)
 		}
 		if prio > 0 {
 			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
