@@ -278,6 +278,17 @@ func (a *agent) execute(ctx context.Context) error {
 		}
 		report.Logf(a.w, "crash=rt-inversion: the RCU-tasks grace period ended despite the starved thread")
 	}
+	if strings.HasPrefix(a.opts.Crash, options.CrashLKDTMPrefix) || strings.HasPrefix(a.opts.Crash, options.CrashBugPrefix) {
+		report.Logf(a.w, "crash=%s: %d trampolines attached; asking the kernel for the report", a.opts.Crash, a.attached)
+		if err := a.sys.provoke(a.opts.Crash); err != nil {
+			// Still blocked is what a fatal report does to its writer:
+			// the host ends the cell on the report, not on this.
+			if !errors.Is(err, errLeftWriting) {
+				return fmt.Errorf("crash=%s: %w", a.opts.Crash, err)
+			}
+			report.Logf(a.w, "crash=%s: %v", a.opts.Crash, err)
+		}
+	}
 	if a.opts.Crash == options.CrashHungTask {
 		if err := a.sys.hangTask(); err != nil {
 			return fmt.Errorf("crash=hung-task: %w", err)

@@ -52,6 +52,8 @@ type system struct {
 	sysrqCrash func() error
 	// hangTask leaves one thread in D state (crash=hung-task).
 	hangTask func() error
+	// provoke makes the kernel print one report (crash=lkdtm:*, bug:*).
+	provoke func(mode string) error
 	// consoleLevel sets the kernel's console log level.
 	consoleLevel func(int) error
 	// kmsgPath is the kernel log device the kmsgstream option reads.
@@ -86,6 +88,7 @@ func realSystem() system {
 			return os.WriteFile(sysrqPath, []byte("c"), 0)
 		},
 		hangTask: func() error { return injectHungTask(kmods.DefaultDir) },
+		provoke:  func(mode string) error { return provoke(kmods.DefaultDir, mode) },
 		// One value sets only the first of printk's four: the console's.
 		consoleLevel: func(n int) error { return os.WriteFile(printkPath, []byte(strconv.Itoa(n)), 0) },
 		kmsgPath:     kmsgDev,

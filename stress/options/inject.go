@@ -1,5 +1,12 @@
 package options
 
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Test-only modes: faults the agent injects on purpose, so that the
 // host's crash, hang and oracle detection can be shown to work.
 
@@ -20,9 +27,54 @@ const (
 	// for good: a stall the harness causes itself (RCU-tasks waits for the
 	// starved thread), which the host must classify as harness-induced.
 	CrashRTInversion = "rt-inversion"
+	// CrashLKDTMPrefix, followed by an LKDTM crash type (lkdtm:WARNING),
+	// writes the type to /sys/kernel/debug/provoke-crash/DIRECT after the
+	// attach phase: the kernel's own catalogue of faults and reports
+	// (CONFIG_LKDTM, kconfigs/debug/triage), for the console parser's
+	// captured fixtures.
+	CrashLKDTMPrefix = "lkdtm:"
+	// CrashBugPrefix, followed by one of Bugs (bug:bad-unlock), commits
+	// that injected bug of fth_target.ko (stress/kmod/bugs.c) after the
+	// attach phase.
+	CrashBugPrefix = "bug:"
 )
 
-const crashModes = `want "none", "sysrq-c", "hung-task" or "rt-inversion"`
+const crashModes = `want "none", "sysrq-c", "hung-task", "rt-inversion", "lkdtm:<TYPE>" (an LKDTM crash type such as lkdtm:WARNING) or "bug:<name>" (` + "`fth_target`'s injected bugs: bad-unlock, held-lock-freed, ...)"
+
+// Bugs are the injected bugs of fth_target.ko, as its bugs.c names them
+// (a test keeps the two lists equal).
+var Bugs = []string{
+	"bad-unlock", "held-lock-freed", "locks-held-at-exit", "recursive-lock",
+	"circular-lock", "non-static-key", "uninit-mutex", "rcu-outside-reader",
+	"inconsistent-lock", "sleep-in-atomic", "smp-processor-id",
+	"this-cpu-read", "free-active-timer", "leak",
+}
+
+// BugLeak is the bug whose report needs a kmemleak scan after it.
+const BugLeak = "leak"
+
+// parseCrash checks a crash mode, the prefixed ones included.
+func parseCrash(v string) (string, error) {
+	switch v {
+	case "", "none":
+		return CrashNone, nil
+	case CrashSysrqC, CrashHungTask, CrashRTInversion:
+		return v, nil
+	}
+	if t, ok := strings.CutPrefix(v, CrashLKDTMPrefix); ok {
+		if t == "" || strings.TrimLeft(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != "" {
+			return "", fmt.Errorf("LKDTM type %q: want upper case letters, digits and _, e.g. lkdtm:WARNING (reading /sys/kernel/debug/provoke-crash/DIRECT in the guest lists the kernel's types)", t)
+		}
+		return v, nil
+	}
+	if b, ok := strings.CutPrefix(v, CrashBugPrefix); ok {
+		if !slices.Contains(Bugs, b) {
+			return "", fmt.Errorf("no injected bug %q: want one of %s", b, strings.Join(Bugs, ", "))
+		}
+		return v, nil
+	}
+	return "", errors.New(crashModes)
+}
 
 // HungTaskTimeout is what crash=hung-task sets kernel.hung_task_timeout_secs
 // to, in seconds, so the report comes within seconds rather than minutes.

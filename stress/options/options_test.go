@@ -140,7 +140,28 @@ func TestParse(t *testing.T) {
 				}
 			},
 		},
-		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none", "sysrq-c", "hung-task" or "rt-inversion"`},
+		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none", "sysrq-c", "hung-task", "rt-inversion", "lkdtm:<TYPE>"`},
+		{
+			name:    "crash lkdtm",
+			cmdline: "fth.crash=lkdtm:REFCOUNT_DEC_ZERO",
+			check: func(t *testing.T, o Options) {
+				if o.Crash != "lkdtm:REFCOUNT_DEC_ZERO" {
+					t.Errorf("Crash = %q", o.Crash)
+				}
+			},
+		},
+		{name: "lkdtm lower case", cmdline: "fth.crash=lkdtm:warning", wantErr: `LKDTM type "warning": want upper case`},
+		{name: "lkdtm empty", cmdline: "fth.crash=lkdtm:", wantErr: `LKDTM type "": want upper case`},
+		{
+			name:    "crash bug",
+			cmdline: "fth.crash=bug:bad-unlock",
+			check: func(t *testing.T, o Options) {
+				if o.Crash != "bug:bad-unlock" {
+					t.Errorf("Crash = %q", o.Crash)
+				}
+			},
+		},
+		{name: "unknown bug", cmdline: "fth.crash=bug:double-free", wantErr: `no injected bug "double-free": want one of bad-unlock, held-lock-freed`},
 		{name: "loglevel too high", cmdline: "fth.loglevel=9", wantErr: `fth.loglevel="9": want an integer from 0 to 8`},
 		{
 			name:    "loglevel 0 keeps init's",

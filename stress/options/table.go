@@ -102,17 +102,10 @@ var fields = []field{
 	},
 	{
 		name:  "crash",
-		usage: "`mode`: \"none\"; \"sysrq-c\" to crash the kernel after attaching, \"hung-task\" to leave one agent thread in D state then, or \"rt-inversion\" to starve one agent thread behind another at SCHED_FIFO (tests crash, hang and harness-induced stall detection)",
-		set: func(o *Options, v string) error {
-			switch v {
-			case "", "none":
-				o.Crash = CrashNone
-			case CrashSysrqC, CrashHungTask, CrashRTInversion:
-				o.Crash = v
-			default:
-				return errors.New(crashModes)
-			}
-			return nil
+		usage: "`mode`: \"none\"; \"sysrq-c\" to crash the kernel after attaching, \"hung-task\" to leave one agent thread in D state then, \"rt-inversion\" to starve one agent thread behind another at SCHED_FIFO (tests crash, hang and harness-induced stall detection); \"lkdtm:<TYPE>\" or \"bug:<name>\" to make the kernel print one report (LKDTM, or fth_target.ko's injected bugs: kconfigs/debug/triage)",
+		set: func(o *Options, v string) (err error) {
+			o.Crash, err = parseCrash(v)
+			return err
 		},
 		get: func(o *Options) string {
 			if o.Crash == CrashNone {

@@ -37,7 +37,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		hold       = fs.Duration("hold", 5*time.Second, "how long to keep every trampoline attached with the hammer running")
 		detach     = fs.String("detach", matrix.DefaultParams().Agent["detach"], "how many trampolines to detach one by one with timing ('all', or a number; the rest go with the guest)")
 		seed       = fs.Int64("seed", 0, "random seed for function selection and the hammer (0: the agent picks and reports one)")
-		crash      = fs.String("crash", "", "inject a fault after attaching: sysrq-c (a panic), hung-task (one agent thread left in D state) or rt-inversion (one agent thread starved behind another at SCHED_FIFO: a harness-induced stall)")
+		crash      = fs.String("crash", "", "inject a fault after attaching: sysrq-c (a panic), hung-task (one agent thread left in D state), rt-inversion (one agent thread starved behind another at SCHED_FIFO: a harness-induced stall), lkdtm:<TYPE> or bug:<name> (one kernel report from LKDTM or fth_target.ko's injected bugs, with kconfigs/debug/triage)")
 		pauseAfter = fs.Duration("pause-after", 0, "stop the VM over QMP this long after the agent starts (hang injection)")
 		deadline   = fs.Duration("deadline", 30*time.Minute, "overall deadline for the boot (scaled per arch; a churn longer than it gets its duration plus 15m)")
 		silence    = fs.Duration("silence", 90*time.Second, "no-output watchdog (scaled per arch)")

@@ -16,6 +16,8 @@
  *
  * A write of M to /sys/kernel/debug/fth_target/dsleep sleeps M ms in D
  * state: the agent's crash=hung-task.
+ *
+ * /sys/kernel/debug/fth_target/bug commits one injected bug by name (bugs.c).
  */
 #include <linux/atomic.h>
 #include <linux/debugfs.h>
@@ -26,6 +28,8 @@
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+
+#include "bugs.h"
 
 static unsigned int nthreads = 2;
 module_param(nthreads, uint, 0444);
@@ -161,6 +165,7 @@ static int __init fth_target_init(void)
 	dir = debugfs_create_dir("fth_target", NULL);
 	debugfs_create_file("call", 0600, dir, NULL, &call_fops);
 	debugfs_create_file("dsleep", 0200, dir, NULL, &dsleep_fops);
+	fth_bugs_init(dir);
 	return 0;
 }
 

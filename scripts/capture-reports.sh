@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Captures real kernel reports for results/console's corpus: boots the
+# debug/triage kernel of an arch once per report kind, asks the kernel for
+# that report (--crash lkdtm:<TYPE> or bug:<name>, after a small attach
+# storm, so trampolines are live when it prints), and copies each console
+# log into results/console/testdata/<arch>/ behind the corpus's blank
+# header line. The first cell of every arch is the negative one: the same
+# debug kernel, a 200-trampoline storm, and no injection, whose log must
+# give no finding.
+#
+#   scripts/capture-reports.sh x86_64 [mode ...]
+#
+# Then `go test ./results/console -run TestCorpus -update` writes each
+# fixture's TITLE/KIND header from the parser; check every header by hand
+# against the log before committing (results/console/testdata/SOURCES.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+arch=${1:?usage: capture-reports.sh <arch> [mode ...]}
+shift
+
+case $arch in
+x86_64) ftrace=ftrace/direct-calls ;;
+arm64 | riscv64) ftrace=ftrace/call-ops ;;
+ppc64le) ftrace=ftrace/direct-calls ;;
+*) echo "capture-reports: unknown arch $arch" >&2; exit 3 ;;
+esac
+fragments="base,arch/$arch,$ftrace,preempt/full,debug/lockdep,debug/kasan,debug/selftest,debug/vmap-stack,debug/triage"
+
+# The kinds, in the order they run: the non-fatal ones first.
+bugs="bad-unlock held-lock-freed locks-held-at-exit recursive-lock circular-lock
+non-static-key uninit-mutex rcu-outside-reader inconsistent-lock sleep-in-atomic
+smp-processor-id this-cpu-read free-active-timer leak"
+lkdtm_common="WARNING REFCOUNT_DEC_ZERO REFCOUNT_ADD_ZERO USERCOPY_SLAB_SIZE_TO
+READ_AFTER_FREE SLAB_LINEAR_OVERFLOW SLAB_FREE_DOUBLE CORRUPT_LIST_ADD BUG
+EXCEPTION ACCESS_NULL EXEC_DATA WRITE_RO EXHAUST_STACK CORRUPT_STACK SOFTLOCKUP"
+
+if [ $# -gt 0 ]; then
+	modes="$*"
+else
+	modes="none"
+	for b in $bugs; do modes="$modes bug:$b"; done
+	for t in $lkdtm_common; do modes="$modes lkdtm:$t"; done
+fi
+
+make fth >/dev/null
+release=$(bin/fth build --arch "$arch" --fragments "$fragments" 2>&1 | sed -n 's/.*release=\([^ ]*\).*/\1/p' | tail -1)
+release=${release:-7.3.4}
+out=out/capture
+mkdir -p "$out" "results/console/testdata/$arch"
+for mode in $modes; do
+	slug=$(printf '%s' "$mode" | tr 'A-Z_:' 'a-z--')
+	if [ "$mode" = none ]; then
+		name="clean-debug-triage-storm-fth-$release"
+		args=(-n 200)
+	else
+		name="$slug-fth-$release"
+		args=(-n 20 --hold 1s --crash "$mode")
+	fi
+	id="capture-$arch-$slug-$(date +%s)"
+	echo "capture: $arch $mode -> $name" >&2
+	# Exit 1 (a kernel failure) is what a provoked report gives.
+	rc=0
+	bin/fth run --arch "$arch" --fragments "$fragments" --deadline 6m --out "$out" --run-id "$id" "${args[@]}" >"$out/$id.log" 2>&1 || rc=$?
+	log=$(ls "$out/$id"/*/console.log 2>/dev/null | head -1)
+	if [ -z "$log" ]; then
+		echo "capture: $mode: no console.log (fth exit $rc; see $out/$id.log)" >&2
+		continue
+	fi
+	{ echo; cat "$log"; } >"results/console/testdata/$arch/$name"
+	echo "capture: $mode: fth exit $rc, $(wc -c <"$log") bytes" >&2
+done

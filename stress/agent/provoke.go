@@ -1,0 +1,84 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/options"
+)
+
+// Kernel files of crash=lkdtm:<TYPE> and crash=bug:<name>.
+const (
+	lkdtmPath       = "/sys/kernel/debug/provoke-crash/DIRECT"
+	bugPath         = "/sys/kernel/debug/fth_target/bug"
+	kmemleakPath    = "/sys/kernel/debug/kmemleak"
+	kmemleakVerbose = "/sys/module/kmemleak/parameters/verbose"
+)
+
+// provokeWait bounds the wait for a provoking write. A fatal report kills
+// the writing thread inside the kernel, so its write never returns; the
+// agent goes on talking to the host, which ends the cell on the report.
+const provokeWait = 20 * time.Second
+
+// kmemleakAge outlasts kmemleak's minimum object age (5 s in
+// mm/kmemleak.c): a younger object is never reported.
+const kmemleakAge = 6 * time.Second
+
+// provoke makes the kernel print one report: an LKDTM crash type, or one of
+// fth_target.ko's injected bugs (kconfigs/debug/triage). It returns once
+// the kernel has acted, or after provokeWait if the write never returns.
+func provoke(modDir, mode string) error {
+	if t, ok := strings.CutPrefix(mode, options.CrashLKDTMPrefix); ok {
+		if _, err := os.Stat(lkdtmPath); err != nil {
+			return fmt.Errorf("%w (the kernel needs CONFIG_LKDTM: kconfigs/debug/triage)", err)
+		}
+		return writeOrLeave(lkdtmPath, t)
+	}
+	name, ok := strings.CutPrefix(mode, options.CrashBugPrefix)
+	if !ok {
+		return fmt.Errorf("not a provoking crash mode: %q", mode)
+	}
+	if !kmods.Loaded("fth_target") {
+		ko := filepath.Join(modDir, "fth_target.ko")
+		if err := kmods.Load(ko, ""); err != nil {
+			return fmt.Errorf("load %s, which holds the injected bugs: %w", ko, err)
+		}
+	}
+	if err := writeOrLeave(bugPath, name); err != nil {
+		return err
+	}
+	if name != options.BugLeak {
+		return nil
+	}
+	// kmemleak prints what a scan finds on the console only when verbose;
+	// its scans are otherwise on demand (kconfigs/debug/triage).
+	if err := os.WriteFile(kmemleakVerbose, []byte("1"), 0); err != nil {
+		return fmt.Errorf("%w (the kernel needs CONFIG_DEBUG_KMEMLEAK)", err)
+	}
+	time.Sleep(kmemleakAge)
+	return writeOrLeave(kmemleakPath, "scan")
+}
+
+// errLeftWriting says a provoking write did not return in time.
+var errLeftWriting = errors.New("write still blocked")
+
+// writeOrLeave writes val to path from another goroutine and waits at most
+// provokeWait for it.
+func writeOrLeave(path, val string) error {
+	done := make(chan error, 1)
+	go func() { done <- os.WriteFile(path, []byte(val), 0) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("write %q to %s: %w", val, path, err)
+		}
+		return nil
+	case <-time.After(provokeWait):
+		return fmt.Errorf("%w after %v: %q to %s (the kernel killed or stopped the writer)", errLeftWriting, provokeWait, val, path)
+	}
+}

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Injected bugs: a write of a bug's name to /sys/kernel/debug/fth_target/bug
+ * commits that bug once, so the kernel's own checkers (lockdep, RCU's
+ * lockdep, DEBUG_PREEMPT, DEBUG_ATOMIC_SLEEP, debug objects, kmemleak) print
+ * the report the harness's console parser must detect and title. The agent's
+ * crash=bug:<name> writes it after the attach phase (kconfigs/debug/triage,
+ * scripts/capture-reports.sh); LKDTM covers the faults and KASAN reports.
+ *
+ * Each bug is a named function, so the report's guilty frame is the bug and
+ * not the checker. None of them leaves the kernel unusable: locks are
+ * released where lockdep allows it, and a lock that must stay held is one
+ * nothing else takes.
+ */
+#include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/kthread.h>
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/rcupdate.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/timer.h>
+#include <linux/uaccess.h>
+
+#include "bugs.h"
+
+struct fth_bug_obj {
+	struct mutex m;
+	spinlock_t s;
+	struct timer_list t;
+	int v;
+};
+
+/* Every mutex from here has one lockdep class: this init site. */
+static void fth_bug_mutex_init(struct mutex *m)
+{
+	mutex_init(m);
+}
+
+static noinline int fth_bug_bad_unlock(void)
+{
+	static DEFINE_MUTEX(never_locked);
+
+	mutex_unlock(&never_locked);
+	return 0;
+}
+
+static noinline int fth_bug_held_lock_freed(void)
+{
+	struct fth_bug_obj *o = kzalloc(sizeof(*o), GFP_KERNEL);
+
+	if (!o)
+		return -ENOMEM;
+	mutex_init(&o->m);
+	mutex_lock(&o->m);
+	kfree(o);
+	return 0;
+}
+
+static DEFINE_MUTEX(exit_held);
+
+static int fth_bug_exit_thread(void *arg)
+{
+	/* Nothing else takes exit_held: it stays locked for good. */
+	mutex_lock(&exit_held);
+	return 0;
+}
+
+static noinline int fth_bug_locks_held_at_exit(void)
+{
+	struct task_struct *t = kthread_run(fth_bug_exit_thread, NULL, "fth_bug_exit");
+
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	msleep(200);
+	return 0;
+}
+
+static noinline int fth_bug_recursive_lock(void)
+{
+	struct mutex a, b;
+
+	fth_bug_mutex_init(&a);
+	fth_bug_mutex_init(&b);
+	mutex_lock(&a);
+	mutex_lock(&b);
+	mutex_unlock(&b);
+	mutex_unlock(&a);
+	return 0;
+}
+
+static noinline int fth_bug_circular_lock(void)
+{
+	static DEFINE_MUTEX(first);
+	static DEFINE_MUTEX(second);
+
+	mutex_lock(&first);
+	mutex_lock(&second);
+	mutex_unlock(&second);
+	mutex_unlock(&first);
+	mutex_lock(&second);
+	mutex_lock(&first);
+	mutex_unlock(&first);
+	mutex_unlock(&second);
+	return 0;
+}
+
+static noinline int fth_bug_non_static_key(void)
+{
+	struct fth_bug_obj *o = kzalloc(sizeof(*o), GFP_KERNEL);
+
+	if (!o)
+		return -ENOMEM;
+	/* Never spin_lock_init()ed: lockdep finds no key. */
+	spin_lock(&o->s);
+	spin_unlock(&o->s);
+	kfree(o);
+	return 0;
+}
+
+static noinline int fth_bug_uninit_mutex(void)
+{
+	struct fth_bug_obj *o = kzalloc(sizeof(*o), GFP_KERNEL);
+
+	if (!o)
+		return -ENOMEM;
+	/* Never mutex_init()ed: DEBUG_MUTEXES finds no magic and refuses it. */
+	mutex_lock(&o->m);
+	kfree(o);
+	return 0;
+}
+
+static int __rcu *fth_bug_rcu_ptr;
+static int fth_bug_rcu_val = 1;
+
+static noinline int fth_bug_rcu_outside_reader(void)
+{
+	int *p;
+
+	rcu_assign_pointer(fth_bug_rcu_ptr, &fth_bug_rcu_val);
+	p = rcu_dereference(fth_bug_rcu_ptr);
+	return *p - 1;
+}
+
+static DEFINE_SPINLOCK(softirq_lock);
+static struct timer_list softirq_timer;
+
+static void fth_bug_softirq_fn(struct timer_list *t)
+{
+	spin_lock(&softirq_lock);
+	spin_unlock(&softirq_lock);
+}
+
+static noinline int fth_bug_inconsistent_lock(void)
+{
+	/* Process context with softirqs on, then the same lock in a timer. */
+	spin_lock(&softirq_lock);
+	spin_unlock(&softirq_lock);
+	timer_setup(&softirq_timer, fth_bug_softirq_fn, 0);
+	mod_timer(&softirq_timer, jiffies + 1);
+	msleep(100);
+	timer_delete_sync(&softirq_timer);
+	return 0;
+}
+
+static noinline int fth_bug_sleep_in_atomic(void)
+{
+	static DEFINE_SPINLOCK(atomic_lock);
+
+	spin_lock(&atomic_lock);
+	might_sleep();
+	spin_unlock(&atomic_lock);
+	return 0;
+}
+
+static noinline int fth_bug_smp_processor_id(void)
+{
+	return smp_processor_id() & 0;
+}
+
+static DEFINE_PER_CPU(int, fth_bug_pcpu);
+
+static noinline int fth_bug_this_cpu_read(void)
+{
+	return __this_cpu_read(fth_bug_pcpu) & 0;
+}
+
+static void fth_bug_timer_fn(struct timer_list *t)
+{
+}
+
+static noinline int fth_bug_free_active_timer(void)
+{
+	struct fth_bug_obj *o = kzalloc(sizeof(*o), GFP_KERNEL);
+
+	if (!o)
+		return -ENOMEM;
+	timer_setup(&o->t, fth_bug_timer_fn, 0);
+	mod_timer(&o->t, jiffies + 60 * HZ);
+	/* Debug objects report the armed timer and deactivate it. */
+	kfree(o);
+	return 0;
+}
+
+static void *fth_bug_leak_sink;
+
+static noinline int fth_bug_leak(void)
+{
+	/*
+	 * The only reference is overwritten: kmemleak's next scan (the agent
+	 * asks for it) finds the object unreferenced.
+	 */
+	fth_bug_leak_sink = kmalloc(128, GFP_KERNEL);
+	if (fth_bug_leak_sink)
+		memset(fth_bug_leak_sink, 0x5a, 128);
+	WRITE_ONCE(fth_bug_leak_sink, NULL);
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} fth_bugs[] = {
+	{ "bad-unlock", fth_bug_bad_unlock },
+	{ "held-lock-freed", fth_bug_held_lock_freed },
+	{ "locks-held-at-exit", fth_bug_locks_held_at_exit },
+	{ "recursive-lock", fth_bug_recursive_lock },
+	{ "circular-lock", fth_bug_circular_lock },
+	{ "non-static-key", fth_bug_non_static_key },
+	{ "uninit-mutex", fth_bug_uninit_mutex },
+	{ "rcu-outside-reader", fth_bug_rcu_outside_reader },
+	{ "inconsistent-lock", fth_bug_inconsistent_lock },
+	{ "sleep-in-atomic", fth_bug_sleep_in_atomic },
+	{ "smp-processor-id", fth_bug_smp_processor_id },
+	{ "this-cpu-read", fth_bug_this_cpu_read },
+	{ "free-active-timer", fth_bug_free_active_timer },
+	{ "leak", fth_bug_leak },
+};
+
+static ssize_t bug_write(struct file *file, const char __user *buf,
+			 size_t count, loff_t *ppos)
+{
+	char name[32];
+	size_t i;
+	int err;
+
+	if (count >= sizeof(name))
+		return -EINVAL;
+	if (copy_from_user(name, buf, count))
+		return -EFAULT;
+	name[count] = '\0';
+	strim(name);
+	for (i = 0; i < ARRAY_SIZE(fth_bugs); i++) {
+		if (strcmp(name, fth_bugs[i].name))
+			continue;
+		pr_info("fth_target: injecting bug %s\n", name);
+		err = fth_bugs[i].fn();
+		return err ? err : count;
+	}
+	return -ENOENT;
+}
+
+static ssize_t bug_read(struct file *file, char __user *buf, size_t count,
+			loff_t *ppos)
+{
+	char out[512];
+	size_t i;
+	int len = 0;
+
+	for (i = 0; i < ARRAY_SIZE(fth_bugs); i++)
+		len += scnprintf(out + len, sizeof(out) - len, "%s\n", fth_bugs[i].name);
+	return simple_read_from_buffer(buf, count, ppos, out, len);
+}
+
+static const struct file_operations bug_fops = {
+	.owner = THIS_MODULE,
+	.write = bug_write,
+	.read = bug_read,
+	.llseek = default_llseek,
+};
+
+void fth_bugs_init(struct dentry *dir)
+{
+	debugfs_create_file("bug", 0600, dir, NULL, &bug_fops);
+}
