@@ -59,6 +59,9 @@ type Kernel struct {
 	// Patches names the source patches (mutants, see fth mutate) the kernel
 	// was built with; empty for the tree as it is.
 	Patches []string `json:"patches,omitempty"`
+	// Compiler is the toolchain by its --toolchain name, host resolved:
+	// gcc-12, clang-19, gcc-14 or clang-21.
+	Compiler string `json:"compiler,omitempty"`
 }
 
 // Request is what a cell was asked to run: everything `fth repro` needs to
@@ -85,6 +88,11 @@ type Request struct {
 	// (fth run --patch, fth mutate), text included, so that a repro
 	// builds the same kernel.
 	Patches []RequestPatch `json:"patches,omitempty"`
+	// Toolchain is the --toolchain choice (host, gcc-12, gcc-14,
+	// clang-19, clang-21) and QEMU the --qemu one (host, 7.2, 11.1);
+	// empty in results older than both, which ran on the host's.
+	Toolchain string `json:"toolchain,omitempty"`
+	QEMU      string `json:"qemu,omitempty"`
 }
 
 // RequestPatch is one patch of a Request.
@@ -175,6 +183,9 @@ type Result struct {
 	// Request is what the harness was asked to run (see `fth repro`).
 	Request *Request `json:"request,omitempty"`
 	Kernel  Kernel   `json:"kernel"`
+	// QEMU is the first line of the emulator's --version ("QEMU emulator
+	// version 11.1.3 (Debian ...)"): which QEMU really ran the cell.
+	QEMU string `json:"qemu,omitempty"`
 	// Accel is the QEMU accelerator actually used, and AccelReason why.
 	Accel       string `json:"accel"`
 	AccelReason string `json:"accel_reason,omitempty"`

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything ftrace-harness needs on Debian 12 (bookworm), as root.
+# Installs everything ftrace-harness needs on Debian 12 (bookworm), as root,
+# and builds the trixie toolchain root (scripts/toolroot.sh).
 #
 # Linux 7.3 comes from Debian's trixie-backports suite. That suite is added with a
 # low pin so that nothing else on the machine upgrades from it, and the source
@@ -74,6 +75,11 @@ PKGS=(
 	# Chromium (--dump-dom) and checks the heatmap, tables and SVG plots are
 	# in the DOM a real browser builds; without it that test only skips
 	chromium
+	# the toolchain root (scripts/toolroot.sh): mmdebstrap builds a trixie
+	# root with QEMU 11.1, gcc-14 and clang-21, and fth runs them in it
+	# through bwrap (--toolchain gcc-14|clang-21, --qemu 11.1) rather than
+	# upgrading this machine's libc
+	mmdebstrap bubblewrap
 )
 
 # fetch_source SERIES: Debian's linux-source-SERIES (apt's candidate: 7.x
@@ -122,6 +128,9 @@ main() {
 	for series in $KERNELS; do
 		fetch_source "$series"
 	done
+	# Kept as it is when complete and built from the same package list.
+	log "toolchain root"
+	bash "$(dirname "$0")/toolroot.sh"
 }
 
 main "$@"

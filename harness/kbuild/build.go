@@ -27,6 +27,7 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/internal/proc"
+	"github.com/ftrace-harness/fth/harness/toolroot"
 )
 
 // Request says what to build.
@@ -47,6 +48,10 @@ type Request struct {
 	// Patches change the source for this build only (see Patch): the
 	// kernel is built from the unpatched one's build directory.
 	Patches []Patch
+	// Compiler is the --toolchain choice; "" is host.
+	Compiler Compiler
+	// Root is the toolchain root's directory, for a Compiler in it.
+	Root string
 }
 
 // Progress is a snapshot of a running build.
@@ -94,7 +99,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	if err := Precheck(want, idx); err != nil {
 		return Kernel{}, fmt.Errorf("fragments %s ask for what Linux %s cannot give (nothing was built): %w", strings.Join(req.Fragments, " + "), req.Source.Version, err)
 	}
-	tc, err := DetectToolchain(ctx, req.Arch)
+	tc, err := ResolveToolchain(ctx, req.Arch, req.Compiler, req.Root)
 	if err != nil {
 		return Kernel{}, err
 	}
@@ -190,6 +195,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		Verified:      verified(want, final),
 		Modules:       mods,
 		Toolchain:     tc.Version,
+		Compiler:      string(req.Compiler.For(req.Arch)),
 		BuiltAt:       time.Now().UTC(),
 		BuildTime:     time.Since(start).Seconds(),
 		BuildSteps:    b.steps,
@@ -321,6 +327,24 @@ func (b *builder) make(ctx context.Context, target string) error {
 	return err
 }
 
+// mounts are the host paths a build in the toolchain root sees, each at
+// its own path: the tree, the cache (build directories, ccache, external
+// modules), the fragments, /tmp, and a patched build's files laid over
+// the tree (the root's bwrap binds them, where a host build uses unshare).
+func (b *builder) mounts() []toolroot.Mount {
+	ms := []toolroot.Mount{
+		{Path: b.req.Source.Dir, Mode: toolroot.RW},
+		{Path: b.req.CacheDir, Mode: toolroot.RW},
+		{Path: b.out, Mode: toolroot.RW},
+		{Path: b.req.KconfigDir, Mode: toolroot.RO},
+		{Path: os.TempDir(), Mode: toolroot.RW},
+	}
+	for _, f := range b.ov.files {
+		ms = append(ms, toolroot.Mount{Path: filepath.Join(b.req.Source.Dir, f), Src: filepath.Join(b.ov.dir, f), Mode: toolroot.RO})
+	}
+	return ms
+}
+
 // stepRe matches kbuild's quiet output lines: "  CC      kernel/fork.o".
 var stepRe = regexp.MustCompile(`^\s{2}([A-Z][A-Z0-9_-]*)\s+(\S.*)$`)
 
@@ -329,7 +353,14 @@ const tailLines = 40
 // run runs one build command and returns how many kbuild step lines it
 // printed.
 func (b *builder) run(ctx context.Context, step, name string, args []string, progress func(Progress)) (int, error) {
-	name, args = b.ov.wrap(b.req.Source.Dir, name, args)
+	if b.tc.Root.Dir == "" {
+		name, args = b.ov.wrap(b.req.Source.Dir, name, args)
+	} else {
+		var err error
+		if name, args, err = b.tc.command(b.mounts(), b.req.Source.Dir, name, args); err != nil {
+			return 0, err
+		}
+	}
 	cmd := proc.Command(ctx, 10*time.Second, name, args...)
 	cmd.Dir = b.req.Source.Dir
 	cmd.Env = b.env()

@@ -69,8 +69,11 @@ type Kernel struct {
 	// e.g. "ftrace-direct", to its .ko.
 	Modules   map[string]string `json:"modules,omitempty"`
 	Toolchain string            `json:"toolchain"`
-	BuiltAt   time.Time         `json:"built_at"`
-	BuildTime float64           `json:"build_seconds"`
+	// Compiler is the --toolchain choice it was built with, host resolved
+	// ("gcc-12", "clang-19", "gcc-14" ...); empty in older manifests.
+	Compiler  string    `json:"compiler,omitempty"`
+	BuiltAt   time.Time `json:"built_at"`
+	BuildTime float64   `json:"build_seconds"`
 	// BuildSteps counts the kbuild lines (CC, LD ...) each make target
 	// printed, so that the next build of the arch can show a percentage.
 	BuildSteps map[string]int `json:"build_steps,omitempty"`

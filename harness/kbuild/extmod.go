@@ -70,7 +70,9 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 			return "", fmt.Errorf("module %s: %w", name, err)
 		}
 	}
-	tc, err := DetectToolchain(ctx, req.Arch)
+	// The kernel's own toolchain: a module built by another compiler
+	// may not load (or be refused by the build's compiler checks).
+	tc, err := ResolveToolchain(ctx, req.Arch, req.Compiler, req.Root)
 	if err != nil {
 		return "", err
 	}

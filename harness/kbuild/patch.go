@@ -217,7 +217,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 	if err != nil {
 		return Kernel{}, err
 	}
-	tc, err := DetectToolchain(ctx, req.Arch)
+	tc, err := ResolveToolchain(ctx, req.Arch, req.Compiler, req.Root)
 	if err != nil {
 		return Kernel{}, err
 	}

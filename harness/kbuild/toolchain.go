@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/toolroot"
 )
 
 // ErrMissingTool is wrapped when a build tool is not installed.
@@ -23,9 +24,19 @@ type Toolchain struct {
 	// CC is the compiler make is told to use, with ccache in front when present.
 	CC string
 	// Version is the compiler's first --version line, plus pahole's version:
-	// both change the output, so both are part of the cache key.
+	// both change the output, so both are part of the cache key. A
+	// toolchain in the root ends in rootMark, so that its key can never be
+	// a host toolchain's.
 	Version string
+	// Name is the --toolchain choice this is.
+	Name Compiler
+	// Root, when its Dir is set, is the toolchain root every build command
+	// runs in (gcc-14, clang-21); zero for the host's compilers.
+	Root toolroot.Root
 }
+
+// rootMark ends the Version of a toolchain in the root.
+const rootMark = "; in the toolchain root"
 
 // hostTools are needed for any kernel build, with the package that has each.
 var hostTools = []struct{ bin, pkg string }{

@@ -15,6 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results/event"
 )
@@ -35,6 +37,11 @@ type Spec struct {
 	Variants []string
 	// Custom holds variants a matrix file defines for itself.
 	Custom []Variant
+	// Toolchains and QEMUs are the toolchain and emulator axes: each arch
+	// × variant runs with every toolchain, and each of those under every
+	// QEMU, in the order given. DefaultSpec has the host's alone.
+	Toolchains []kbuild.Compiler
+	QEMUs      []qemu.Emulator
 	// Parallel bounds the cells in flight (builds are serialised anyway).
 	Parallel int
 	Params   Params
@@ -78,7 +85,54 @@ func DefaultParams() Params {
 
 // DefaultSpec is every arch's default variants with DefaultParams.
 func DefaultSpec() Spec {
-	return Spec{Arches: arch.All(), Variants: []string{DefaultVariants}, Parallel: 1, Params: DefaultParams()}
+	return Spec{
+		Arches: arch.All(), Variants: []string{DefaultVariants}, Parallel: 1, Params: DefaultParams(),
+		Toolchains: []kbuild.Compiler{kbuild.CompilerHost}, QEMUs: []qemu.Emulator{qemu.EmulatorHost},
+	}
+}
+
+// ParseToolchains turns --toolchain names into the toolchain axis, in the
+// order given, each once.
+func ParseToolchains(names []string) ([]kbuild.Compiler, error) {
+	var out []kbuild.Compiler
+	for _, n := range names {
+		c, err := kbuild.ParseCompiler(strings.TrimSpace(n))
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: none given", kbuild.ErrBadCompiler)
+	}
+	return out, nil
+}
+
+// ParseQEMUs turns --qemu names into the emulator axis, in the order
+// given, each once.
+func ParseQEMUs(names []string) ([]qemu.Emulator, error) {
+	var out []qemu.Emulator
+	for _, n := range names {
+		e, err := qemu.ParseEmulator(strings.TrimSpace(n))
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: none given", qemu.ErrBadEmulator)
+	}
+	return out, nil
+}
+
+// NeedsRoot reports whether a cell of s runs a toolchain or QEMU from the
+// toolchain root.
+func (s Spec) NeedsRoot() bool {
+	return slices.ContainsFunc(s.Toolchains, kbuild.Compiler.InRoot) || slices.ContainsFunc(s.QEMUs, qemu.Emulator.InRoot)
 }
 
 // ParseArches turns arch names (or AllArches) into arch rows, in the order
@@ -130,20 +184,22 @@ func ParseVariants(names []string, custom []Variant) ([]string, error) {
 }
 
 // fileKeys are fileSpec's yaml keys, for errors.
-var fileKeys = []string{"arches", "variants", "scenario", "agent", "accel", "cpus", "mem", "deadline", "silence", "parallel"}
+var fileKeys = []string{"arches", "variants", "toolchain", "qemu", "scenario", "agent", "accel", "cpus", "mem", "deadline", "silence", "parallel"}
 
 // fileSpec is the matrix file's shape on disk.
 type fileSpec struct {
-	Arches   stringList           `yaml:"arches"`
-	Variants variantList          `yaml:"variants"`
-	Scenario string               `yaml:"scenario"`
-	Agent    map[string]yaml.Node `yaml:"agent"`
-	Accel    string               `yaml:"accel"`
-	CPUs     int                  `yaml:"cpus"`
-	Mem      int                  `yaml:"mem"`
-	Deadline time.Duration        `yaml:"deadline"`
-	Silence  time.Duration        `yaml:"silence"`
-	Parallel int                  `yaml:"parallel"`
+	Arches    stringList           `yaml:"arches"`
+	Variants  variantList          `yaml:"variants"`
+	Toolchain stringList           `yaml:"toolchain"`
+	QEMU      stringList           `yaml:"qemu"`
+	Scenario  string               `yaml:"scenario"`
+	Agent     map[string]yaml.Node `yaml:"agent"`
+	Accel     string               `yaml:"accel"`
+	CPUs      int                  `yaml:"cpus"`
+	Mem       int                  `yaml:"mem"`
+	Deadline  time.Duration        `yaml:"deadline"`
+	Silence   time.Duration        `yaml:"silence"`
+	Parallel  int                  `yaml:"parallel"`
 }
 
 // LoadFile reads a matrix file (see ParseFile).
@@ -162,6 +218,8 @@ func LoadFile(path string) (Spec, error) {
 //	arches: [x86_64, arm64]          # or: all
 //	variants: [default, lazy]        # names, default, all, or definitions:
 //	  # - {name: my-kasan, fragments: [ftrace/direct-calls, debug/kasan], preempt: full}
+//	toolchain: [host, gcc-14]        # host, gcc-12, gcc-14, clang-19, clang-21
+//	qemu: [host, "11.1"]             # host, 7.2, 11.1
 //	scenario: storm
 //	agent: {n: 2000, hold: 5s, detach: all}
 //	accel: auto
@@ -203,6 +261,20 @@ func ParseFile(name string, data []byte) (Spec, error) {
 			return bad("variants: %w", err)
 		}
 		s.Variants = v
+	}
+	if len(f.Toolchain) > 0 {
+		tcs, err := ParseToolchains(f.Toolchain)
+		if err != nil {
+			return bad("toolchain: %w", err)
+		}
+		s.Toolchains = tcs
+	}
+	if len(f.QEMU) > 0 {
+		qs, err := ParseQEMUs(f.QEMU)
+		if err != nil {
+			return bad("qemu: %w", err)
+		}
+		s.QEMUs = qs
 	}
 	if f.Scenario != "" {
 		sc, err := event.ParseScenario(f.Scenario)
@@ -328,40 +400,77 @@ func archNames() string {
 
 // Expand turns a spec into cells, resolved against t: for each arch in order,
 // its variants in order (DefaultVariants and AllVariants expanded for that
-// arch), each once. Skipped cells are included, with their reasons.
+// arch), each once, and each of those with every toolchain and then every
+// QEMU of the axes. Skipped cells are included, with their reasons.
 func Expand(s Spec, t *Tree) ([]Cell, error) {
 	var cells []Cell
+	tcs, qs := s.Toolchains, s.QEMUs
+	if len(tcs) == 0 {
+		tcs = []kbuild.Compiler{kbuild.CompilerHost}
+	}
+	if len(qs) == 0 {
+		qs = []qemu.Emulator{qemu.EmulatorHost}
+	}
 	for _, a := range s.Arches {
 		for _, n := range s.variantsFor(a) {
 			v, err := Lookup(n, s.Custom)
 			if err != nil {
 				return nil, err
 			}
-			c, err := Resolve(a, v, t)
-			if err != nil {
-				return nil, err
-			}
-			p := s.Params
-			c.Run.Scenario = p.Scenario
-			c.Run.AgentArgs = maps.Clone(p.Agent)
-			// The agent's scenario option and the label agree, whichever of
-			// the two the matrix file or --agent-arg set.
-			if sc, ok := c.Run.AgentArgs["scenario"]; ok {
-				if parsed, err := event.ParseScenario(sc); err == nil {
-					c.Run.Scenario = parsed
+			for _, tc := range tcs {
+				for _, q := range qs {
+					c, err := ResolveWith(a, v, t, tc)
+					if err != nil {
+						return nil, err
+					}
+					c.Name += runner.AxesSuffix("", q)
+					c.Run.Name, c.Run.QEMU = c.Name, q
+					if c.Skip == "" {
+						c.Skip = sameAs(a, v, tc, q, tcs, qs)
+					}
+					cells = append(cells, s.withParams(c))
 				}
-			} else if p.Scenario != event.ScenarioStorm {
-				if c.Run.AgentArgs == nil {
-					c.Run.AgentArgs = map[string]string{}
-				}
-				c.Run.AgentArgs["scenario"] = string(p.Scenario)
 			}
-			c.Run.Accel, c.Run.CPUs, c.Run.MemoryMB = p.Accel, p.CPUs, p.MemoryMB
-			c.Run.Deadline, c.Run.Silence = p.Deadline, p.Silence
-			cells = append(cells, c)
 		}
 	}
 	return cells, nil
+}
+
+// sameAs says why the cell of tc and q repeats an earlier cell of the same
+// axes, or "": a toolchain or QEMU named explicitly that is what host
+// already is (gcc-12 on x86_64, clang-19 on riscv64, QEMU 7.2) runs the
+// same kernel on the same emulator as the host cell, so only one of them
+// runs.
+func sameAs(a arch.Arch, v Variant, tc kbuild.Compiler, q qemu.Emulator, tcs []kbuild.Compiler, qs []qemu.Emulator) string {
+	if !tc.IsHost() && tc.For(a) == kbuild.CompilerHost.For(a) && slices.ContainsFunc(tcs, kbuild.Compiler.IsHost) {
+		return fmt.Sprintf("--toolchain %s is what host builds %s with: the same kernel as cell %s", tc, a.Name, CellName(a, v)+runner.AxesSuffix("", q))
+	}
+	if !q.IsHost() && q.Same(qemu.EmulatorHost) && slices.ContainsFunc(qs, qemu.Emulator.IsHost) {
+		return fmt.Sprintf("--qemu %s is the host's QEMU (Debian 12's): the same emulator as cell %s", q, CellName(a, v)+runner.AxesSuffix(tc, ""))
+	}
+	return ""
+}
+
+// withParams fills in what every cell of s runs with.
+func (s Spec) withParams(c Cell) Cell {
+	p := s.Params
+	c.Run.Scenario = p.Scenario
+	c.Run.AgentArgs = maps.Clone(p.Agent)
+	// The agent's scenario option and the label agree, whichever of
+	// the two the matrix file or --agent-arg set.
+	if sc, ok := c.Run.AgentArgs["scenario"]; ok {
+		if parsed, err := event.ParseScenario(sc); err == nil {
+			c.Run.Scenario = parsed
+		}
+	} else if p.Scenario != event.ScenarioStorm {
+		if c.Run.AgentArgs == nil {
+			c.Run.AgentArgs = map[string]string{}
+		}
+		c.Run.AgentArgs["scenario"] = string(p.Scenario)
+	}
+	c.Run.Accel, c.Run.CPUs, c.Run.MemoryMB = p.Accel, p.CPUs, p.MemoryMB
+	c.Run.Deadline, c.Run.Silence = p.Deadline, p.Silence
+	return c
 }
 
 // variantsFor expands the keywords for arch a and drops repeats, keeping the

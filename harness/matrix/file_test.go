@@ -1,8 +1,6 @@
 package matrix
 
 import (
-	"github.com/ftrace-harness/fth/results/event"
-
 	"errors"
 	"os"
 	"slices"
@@ -10,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 func TestParseFile(t *testing.T) {
@@ -110,6 +110,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"agent value with a space", "agent: {n: 'a b'}\n", []string{"agent.n (line 1)"}},
 		{"agent value not a scalar", "agent: {n: [1]}\n", []string{"agent.n"}},
 		{"not yaml", "arches: [x86_64\n", []string{"m.yaml"}},
+		{"bad toolchain", "toolchain: [host, gcc-13]\n", []string{`m.yaml: toolchain: unknown toolchain "gcc-13": choose one of host, gcc-12, gcc-14, clang-19, clang-21`}},
+		{"bad qemu", "qemu: '9.0'\n", []string{`m.yaml: qemu: unknown QEMU "9.0": choose one of host, 7.2, 11.1`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,5 +162,20 @@ func TestNightlyFile(t *testing.T) {
 				t.Errorf("variant %s: %v", v.Name, err)
 			}
 		}
+	}
+}
+
+// The toolchain and QEMU axes come from a file as lists or single values.
+func TestParseFileAxes(t *testing.T) {
+	s, err := ParseFile("m.yaml", []byte("toolchain: [host, gcc-14]\nqemu: '11.1'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Toolchains, []kbuild.Compiler{kbuild.CompilerHost, kbuild.GCC14}) || !slices.Equal(s.QEMUs, []qemu.Emulator{qemu.QEMU111}) {
+		t.Errorf("toolchains %v, qemus %v", s.Toolchains, s.QEMUs)
+	}
+	d, _ := ParseFile("m.yaml", nil)
+	if !slices.Equal(d.Toolchains, []kbuild.Compiler{kbuild.CompilerHost}) || !slices.Equal(d.QEMUs, []qemu.Emulator{qemu.EmulatorHost}) {
+		t.Errorf("defaults: toolchains %v, qemus %v", d.Toolchains, d.QEMUs)
 	}
 }

@@ -98,7 +98,7 @@ func TestNoFalseSkipsOnRealTree(t *testing.T) {
 				if refused[string(a.Name)+" "+s.Symbol] || s.Symbol == "PREEMPT_NONE" || s.Symbol == "PREEMPT_VOLUNTARY" {
 					continue
 				}
-				e := newEvaluator(kc, string(a.Name), append(toolchain(a), settings...), s.Symbol)
+				e := newEvaluator(kc, string(a.Name), append(toolchain(a, kbuild.CompilerHost), settings...), s.Symbol)
 				switch s.Value {
 				case "y", "m":
 					if ok, why := e.possible(s.Symbol); !ok {

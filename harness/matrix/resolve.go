@@ -86,13 +86,23 @@ func CellName(a arch.Arch, v Variant) string { return string(a.Name) + "-" + v.N
 // Kconfig makes impossible: a dependency nothing selects on this arch, or a
 // negated one the arch always selects.
 func Resolve(a arch.Arch, v Variant, t *Tree) (Cell, error) {
+	return ResolveWith(a, v, t, kbuild.CompilerHost)
+}
+
+// ResolveWith is Resolve for a kernel built by the toolchain tc: whether
+// the compiler is clang or gcc decides some of Kconfig's answers (arm64
+// selects CALL_OPS under -Os only with clang). The cell's name and run
+// carry tc.
+func ResolveWith(a arch.Arch, v Variant, t *Tree, tc kbuild.Compiler) (Cell, error) {
 	frags := append([]string{"base", a.Fragment()}, v.Fragments...)
+	name := CellName(a, v) + runner.AxesSuffix(tc, "")
 	c := Cell{
-		Name: CellName(a, v), Arch: a, Variant: v,
+		Name: name, Arch: a, Variant: v,
 		// The Kconfig reading above cannot see compiler probes (ppc64le's
-		// -fpatchable-function-entry check, say): what configure then refuses
-		// is a skip with the verifier's reason too.
-		Run: runner.Cell{Name: CellName(a, v), Arch: a, Fragments: frags, Preempt: v.Preempt, SkipUnconfigurable: true},
+		// -fpatchable-function-entry check, riscv64's
+		// -fmin-function-alignment, which gcc 12 lacks, say): what configure
+		// then refuses is a skip with the verifier's reason too.
+		Run: runner.Cell{Name: name, Arch: a, Fragments: frags, Preempt: v.Preempt, SkipUnconfigurable: true, Toolchain: tc},
 	}
 	for _, f := range v.Needs {
 		if !a.Has(f) {
@@ -131,7 +141,7 @@ func Resolve(a arch.Arch, v Variant, t *Tree) (Cell, error) {
 		return Cell{}, err
 	}
 	for _, want := range requirements(v, settings, own) {
-		if reason := t.impossible(a, kc, settings, want); reason != "" {
+		if reason := t.impossible(a, tc, kc, settings, want); reason != "" {
 			c.Skip = reason
 			return c, nil
 		}
@@ -161,14 +171,14 @@ func requirements(v Variant, settings []kbuild.Setting, own func(kbuild.Setting)
 }
 
 // impossible returns why want cannot hold on a in this tree, or "".
-func (t *Tree) impossible(a arch.Arch, kc *kbuild.ArchKconfig, settings []kbuild.Setting, want kbuild.Setting) string {
+func (t *Tree) impossible(a arch.Arch, tc kbuild.Compiler, kc *kbuild.ArchKconfig, settings []kbuild.Setting, want kbuild.Setting) string {
 	if _, ok := kc.Symbols[want.Symbol]; !ok {
 		if sym, ok := t.Index[want.Symbol]; ok {
 			return fmt.Sprintf("%s does not exist for %s in Linux %s: only other architectures' Kconfig files define it (e.g. %s)", want.Symbol, a.Name, t.Version, sym.Where)
 		}
 		return fmt.Sprintf("Linux %s has no %s", t.Version, want.Symbol)
 	}
-	e := newEvaluator(kc, string(a.Name), append(toolchain(a), settings...), want.Symbol)
+	e := newEvaluator(kc, string(a.Name), append(toolchain(a, tc), settings...), want.Symbol)
 	if want.Value == "n" {
 		if on, why := e.forcedOn(want.Symbol); on {
 			return fmt.Sprintf("%s cannot be turned off on %s in Linux %s (%s asks): %s", want.Symbol, a.Name, t.Version, want.Origin, why)
@@ -181,15 +191,21 @@ func (t *Tree) impossible(a arch.Arch, kc *kbuild.ArchKconfig, settings []kbuild
 	return ""
 }
 
-// toolchain states the compiler the arch row builds with, which kconfig
-// would otherwise learn from a compiler probe (CC_IS_CLANG is a
-// $(success,...) macro): arm64 selects CALL_OPS under -Os only with clang.
-func toolchain(a arch.Arch) []kbuild.Setting {
+// toolchain states the compiler tc builds a with (the arch row's for
+// host), which kconfig would otherwise learn from a compiler probe
+// (CC_IS_CLANG is a $(success,...) macro): arm64 selects CALL_OPS under
+// -Os only with clang.
+func toolchain(a arch.Arch, tc kbuild.Compiler) []kbuild.Setting {
 	clang, gcc := "n", "y"
 	origin := "harness/arch (gcc build)"
-	if a.LLVM != "" {
+	if !tc.IsHost() {
+		origin = "--toolchain " + string(tc)
+	}
+	if tc.Clang(a) {
 		clang, gcc = "y", "n"
-		origin = "harness/arch (LLVM=" + a.LLVM + ")"
+		if tc.IsHost() {
+			origin = "harness/arch (LLVM=" + a.LLVM + ")"
+		}
 	}
 	return []kbuild.Setting{
 		{Symbol: "CC_IS_CLANG", Value: clang, Origin: origin},

@@ -1,8 +1,7 @@
 package matrix
 
 import (
-	"github.com/ftrace-harness/fth/results/event"
-
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 // fixtureTree is the excerpt of Linux 7.3.4's Kconfig in testdata, with the
@@ -319,6 +320,99 @@ func TestExpandScenarioReachesTheAgent(t *testing.T) {
 			if c.Run.Scenario != tt.wantLabel || c.Run.AgentArgs["scenario"] != tt.wantAgent {
 				t.Errorf("%+v: label %q agent %q, want %q %q", tt, c.Run.Scenario, c.Run.AgentArgs["scenario"], tt.wantLabel, tt.wantAgent)
 			}
+		}
+	}
+}
+
+// Toolchain and QEMU are axes: each arch × variant runs with every
+// toolchain and each of those under every QEMU; a choice that is what host
+// already is on the arch skips, naming the cell that runs it.
+func TestExpandAxes(t *testing.T) {
+	tr := fixtureTree(t)
+	arches, err := ParseArches([]string{"x86_64", "riscv64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcs, err := ParseToolchains([]string{"host", "gcc-12", "clang-21", "gcc-12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := ParseQEMUs([]string{"host", " 11.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Arches: arches, Variants: []string{DefaultVariants}, Toolchains: tcs, QEMUs: qs, Params: DefaultParams()}
+	cells, err := Expand(spec, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		name string
+		tc   kbuild.Compiler
+		q    qemu.Emulator
+		skip string
+	}
+	want := []row{
+		{"x86_64-direct-calls-full", "host", "host", ""},
+		{"x86_64-direct-calls-full-qemu-11.1", "host", "11.1", ""},
+		{"x86_64-direct-calls-full-gcc-12", "gcc-12", "host", "--toolchain gcc-12 is what host builds x86_64 with: the same kernel as cell x86_64-direct-calls-full"},
+		{"x86_64-direct-calls-full-gcc-12-qemu-11.1", "gcc-12", "11.1", "the same kernel as cell x86_64-direct-calls-full-qemu-11.1"},
+		{"x86_64-direct-calls-full-clang-21", "clang-21", "host", ""},
+		{"x86_64-direct-calls-full-clang-21-qemu-11.1", "clang-21", "11.1", ""},
+		// riscv64's host is clang 19: gcc-12 is a cell of its own, which
+		// configuring decides (gcc 12 lacks -fmin-function-alignment).
+		{"riscv64-call-ops-full", "host", "host", ""},
+		{"riscv64-call-ops-full-qemu-11.1", "host", "11.1", ""},
+		{"riscv64-call-ops-full-gcc-12", "gcc-12", "host", ""},
+		{"riscv64-call-ops-full-gcc-12-qemu-11.1", "gcc-12", "11.1", ""},
+		{"riscv64-call-ops-full-clang-21", "clang-21", "host", ""},
+		{"riscv64-call-ops-full-clang-21-qemu-11.1", "clang-21", "11.1", ""},
+	}
+	if len(cells) != len(want) {
+		var names []string
+		for _, c := range cells {
+			names = append(names, c.Name)
+		}
+		t.Fatalf("%d cells %v, want %d", len(cells), names, len(want))
+	}
+	for i, w := range want {
+		c := cells[i]
+		if c.Name != w.name || c.Run.Name != w.name || c.Run.Toolchain != w.tc || c.Run.QEMU != w.q || !strings.Contains(c.Skip, w.skip) || (w.skip == "") != (c.Skip == "") {
+			t.Errorf("cell %d = %s (toolchain %q, qemu %q, skip %q), want %+v", i, c.Name, c.Run.Toolchain, c.Run.QEMU, c.Skip, w)
+		}
+		if c.Run.CPUs != 2 || c.Run.AgentArgs["n"] != "2000" || !c.Run.SkipUnconfigurable {
+			t.Errorf("%s: run parameters not filled in: %+v", c.Name, c.Run)
+		}
+	}
+	if !spec.NeedsRoot() || DefaultSpec().NeedsRoot() {
+		t.Error("NeedsRoot wrong")
+	}
+	if _, err := ParseToolchains([]string{"gcc-13"}); !errors.Is(err, kbuild.ErrBadCompiler) {
+		t.Errorf("gcc-13: %v", err)
+	}
+	if _, err := ParseQEMUs([]string{"9.0"}); !errors.Is(err, qemu.ErrBadEmulator) {
+		t.Errorf("9.0: %v", err)
+	}
+}
+
+// The compiler decides CC_IS_CLANG for the Kconfig reading: host follows
+// the arch row, the others their own name.
+func TestToolchainSettings(t *testing.T) {
+	tests := []struct {
+		arch  string
+		tc    kbuild.Compiler
+		clang string
+	}{
+		{"x86_64", kbuild.CompilerHost, "n"},
+		{"x86_64", kbuild.Clang21, "y"},
+		{"riscv64", kbuild.CompilerHost, "y"},
+		{"riscv64", kbuild.GCC12, "n"},
+		{"arm64", kbuild.GCC14, "n"},
+	}
+	for _, tt := range tests {
+		s := toolchain(mustArch(t, tt.arch), tt.tc)
+		if s[0].Symbol != "CC_IS_CLANG" || s[0].Value != tt.clang || s[1].Value == tt.clang {
+			t.Errorf("%s %s: %+v, want CC_IS_CLANG=%s", tt.arch, tt.tc, s, tt.clang)
 		}
 	}
 }

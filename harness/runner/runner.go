@@ -33,7 +33,10 @@ type Env struct {
 	ModuleDir string
 	CacheDir  string
 	Jobs      int
-	Log       *slog.Logger
+	// ToolRoot is the toolchain root's directory (scripts/toolroot.sh
+	// path), for cells whose toolchain or QEMU runs in it.
+	ToolRoot string
+	Log      *slog.Logger
 	// Progress shows builds and the agent's phases as they go (a bar on a
 	// terminal, plain lines in CI); nil logs a line every 5 s.
 	Progress *progress.Reporter
@@ -68,21 +71,27 @@ type Cell struct {
 	Patches []kbuild.Patch
 	// StopAtFinding ends the cell shortly after the first kernel report.
 	StopAtFinding bool
+	// Toolchain builds the kernel and its modules; "" is host.
+	Toolchain kbuild.Compiler
+	// QEMU boots the cell; "" is the host's.
+	QEMU qemu.Emulator
 }
 
 // ErrInfra marks errors that are the harness's or the machine's, not the
 // kernel's.
 var ErrInfra = errors.New("infrastructure error")
 
-// BuildKernel builds (or fetches) the kernel for arch and fragments, and
-// the modules its guest gets (see modules), from one opened source tree.
-func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
+// BuildKernel builds (or fetches) the kernel for arch and fragments with
+// the toolchain tc, and the modules its guest gets (see modules, built
+// with the same toolchain), from one opened source tree.
+func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, tc kbuild.Compiler, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
 	req, err := e.request(ctx, a, frags)
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
 	}
+	req.Compiler, req.Root = tc, e.ToolRoot
 	req.Patches = patches
 	k, err := kbuild.Build(ctx, e.Log, req)
 	if err != nil {
@@ -176,17 +185,18 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		return w.Result(), fmt.Errorf("%s: %s: %w", c.Name, step, err)
 	}
 
-	k, mods, err := e.BuildKernel(ctx, c.Arch, c.Fragments, c.Patches...)
+	k, mods, err := e.BuildKernel(ctx, c.Arch, c.Toolchain, c.Fragments, c.Patches...)
 	if err != nil && c.SkipUnconfigurable && errors.Is(err, kbuild.ErrConfigMismatch) {
 		log.Warn("cell skipped: the kernel cannot be configured as asked", "err", err)
 		_ = w.Update(func(r *results.Result) {
-			r.Verdict, r.Reason = results.Skip, "cannot be configured with this tree and toolchain: "+err.Error()
+			r.Verdict, r.Reason = results.Skip, fmt.Sprintf("cannot be configured with this tree and toolchain (%s): %v", c.Toolchain.For(c.Arch), err)
 			r.Timings.TotalSeconds = time.Since(start).Seconds()
 			r.EndedAt = time.Now().UTC()
 		})
 		return w.Result(), nil
 	}
-	if err != nil && errors.Is(err, kbuild.ErrConfigMismatch) && c.Arch.ToolchainNote != "" {
+	// The note is about the host's compilers.
+	if err != nil && errors.Is(err, kbuild.ErrConfigMismatch) && c.Arch.ToolchainNote != "" && !c.Toolchain.InRoot() {
 		err = fmt.Errorf("%w\n%s: %s", err, c.Arch.Name, c.Arch.ToolchainNote)
 	}
 	if err != nil {
@@ -203,7 +213,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	_ = w.Update(func(r *results.Result) {
 		r.Kernel = results.Kernel{
 			Release: k.Release, SourceVersion: k.SourceVersion, SourceDir: k.SourceDir, ConfigSHA256: k.ConfigSHA256,
-			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Fragments: k.Fragments, Verified: k.Verified, Observed: k.Observed, Cached: k.Cached,
+			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Compiler: string(c.Toolchain.For(c.Arch)), Fragments: k.Fragments, Verified: k.Verified, Observed: k.Observed, Cached: k.Cached,
 			Patches: k.Patches,
 		}
 		r.Timings.KernelSeconds = kernelDone.Sub(start).Seconds()
@@ -218,13 +228,15 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if err := c.Widen.Check(accel); err != nil {
 		return fail("accelerator", err)
 	}
-	qv := 0
-	if c.Widen.Singlestep {
-		if qv, err = qemu.Version(ctx, c.Arch.QEMU); err != nil {
-			return fail("accelerator", err)
-		}
+	// Every cell says which QEMU ran it; the version also picks the
+	// spelling of singlestep, and a --qemu named by version must be it.
+	vm := qemu.Config{Arch: c.Arch, Emulator: c.QEMU, Root: e.ToolRoot}
+	qv, qline, err := vm.ProbeVersion(ctx)
+	if err != nil {
+		return fail("qemu", err)
 	}
-	_ = w.Update(func(r *results.Result) { r.AccelReason = why })
+	log.Info("qemu", "qemu", c.QEMU, "version", qline)
+	_ = w.Update(func(r *results.Result) { r.AccelReason, r.QEMU = why, qline })
 	sockDir, err := os.MkdirTemp("", "fth-vm-")
 	if err != nil {
 		return fail("boot", err)
@@ -238,7 +250,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		VM: qemu.Config{
 			Arch: c.Arch, Kernel: k.Image, Initrd: img.Path, Cmdline: cmdline,
 			CPUs: c.CPUs, MemoryMB: c.MemoryMB, Accel: accel, SocketDir: sockDir,
-			Widen: c.Widen, QEMUVersion: qv,
+			Widen: c.Widen, QEMUVersion: qv, Emulator: c.QEMU, Root: e.ToolRoot,
 			// The race scenario stops vCPUs at exact instructions through
 			// the gdbstub, on the agent's request (harness/race).
 			Race: c.Scenario == event.ScenarioRace,
@@ -267,8 +279,17 @@ func (e *Env) cellRequest(c Cell) *results.Request {
 		AgentArgs: c.AgentArgs, Accel: string(c.Accel), CPUs: c.CPUs, MemoryMB: c.MemoryMB,
 		Deadline: c.Deadline.Seconds(), Silence: c.Silence.Seconds(),
 		Singlestep: c.Widen.Singlestep, Icount: c.Widen.Icount, KernelSrc: e.KernelSrc,
-		Patches: requestPatches(c.Patches),
+		Patches:   requestPatches(c.Patches),
+		Toolchain: string(orHost(c.Toolchain)), QEMU: string(orHost(c.QEMU)),
 	}
+}
+
+// orHost spells an unset choice "host", as the flags do.
+func orHost[T ~string](v T) T {
+	if v == "" {
+		return "host"
+	}
+	return v
 }
 
 func requestPatches(ps []kbuild.Patch) []results.RequestPatch {
@@ -277,6 +298,20 @@ func requestPatches(ps []kbuild.Patch) []results.RequestPatch {
 		out = append(out, results.RequestPatch{Name: p.Name, Text: string(p.Text)})
 	}
 	return out
+}
+
+// AxesSuffix is what a cell's name gets for a toolchain and a QEMU other
+// than the host's ("-gcc-14", "-qemu-11.1"): "" for the defaults, so
+// default cells keep their names.
+func AxesSuffix(tc kbuild.Compiler, q qemu.Emulator) string {
+	s := ""
+	if !tc.IsHost() {
+		s += "-" + string(tc)
+	}
+	if !q.IsHost() {
+		s += "-qemu-" + string(q)
+	}
+	return s
 }
 
 // VariantName names a cell by the fragments beyond base and arch, plus the

@@ -108,6 +108,7 @@ func cmdBenchWidening(ctx context.Context, args []string, stdout, stderr io.Writ
 		c := runner.Cell{
 			Name: m.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: "churn", AgentArgs: agent,
 			Accel: m.accel, CPUs: 2, MemoryMB: 1024, Deadline: *deadline, Silence: 3 * time.Minute, Widen: m.widen,
+			Toolchain: b.toolchain,
 		}
 		log.Info("bench widening", "mode", m.name)
 		r, err := env.Run(ctx, runID, runDir, c)

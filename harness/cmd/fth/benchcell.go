@@ -72,6 +72,7 @@ func cmdBenchCell(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		c := runner.Cell{
 			Name: v.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: def.Scenario, AgentArgs: v.agent,
 			Accel: def.Accel, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Deadline: def.Deadline, Silence: def.Silence,
+			Toolchain: b.toolchain,
 		}
 		log.Info("bench cell", "variant", v.name, "agent", formatAgent(v.agent))
 		r, err := env.Run(ctx, runID, runDir, c)

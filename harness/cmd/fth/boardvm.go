@@ -74,7 +74,7 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	log := newLogger(stderr, b.verbose)
 	env := b.env(log, repo)
-	k, files, err := env.BuildKernel(ctx, a, frags)
+	k, files, err := env.BuildKernel(ctx, a, b.toolchain, frags)
 	if err != nil {
 		return err
 	}

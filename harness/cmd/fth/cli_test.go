@@ -60,6 +60,12 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"repro has no --fragments", []string{"repro", "--fragments", "base", "x"}, "come from the recorded cell"},
 		{"image has no --fragments", []string{"image", "--fragments", "base"}, "does not depend on the kernel's fragments"},
 		{"bench needs a name", []string{"bench"}, "name a benchmark"},
+		{"unknown toolchain", fthRun("--toolchain", "gcc-13"), `--toolchain: unknown toolchain "gcc-13": choose one of host, gcc-12, gcc-14, clang-19, clang-21`},
+		{"unknown QEMU", fthRun("--qemu", "9.0"), `--qemu: unknown QEMU "9.0": choose one of host, 7.2, 11.1`},
+		{"build checks its toolchain", []string{"build", "--kernel-src", none, "--toolchain", "clang"}, `unknown toolchain "clang"`},
+		{"matrix checks its toolchains", []string{"matrix", "--list", "--kernel-src", none, "--toolchain", "host,gcc-13"}, `--toolchain: unknown toolchain "gcc-13"`},
+		{"matrix checks its QEMUs", []string{"matrix", "--list", "--kernel-src", none, "--qemu", "host,12"}, `--qemu: unknown QEMU "12"`},
+		{"repro has no --toolchain", []string{"repro", "--toolchain", "gcc-14", "x"}, "the toolchain comes from the recorded cell"},
 		{"bench cell checks its flags", []string{"bench", "cell", "--nope"}, "flag provided but not defined"},
 	}
 	for _, tt := range tests {
@@ -165,6 +171,28 @@ func TestClosest(t *testing.T) {
 		got, ok := closest(tt.in, tt.cand)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("closest(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// A toolchain or QEMU from the toolchain root, with no root built, fails
+// at once and says how to build it (an error, not a usage error).
+func TestMissingRootSaysMakeDeps(t *testing.T) {
+	t.Setenv("FTH_ROOTS", t.TempDir())
+	for _, args := range [][]string{
+		{"build", "--toolchain", "gcc-14"},
+		{"run", "--qemu", "11.1", "--dry-run"},
+		{"matrix", "--list", "--toolchain", "host,clang-21"},
+	} {
+		var stdout, stderr bytes.Buffer
+		start := time.Now()
+		err := run(t.Context(), args, &stdout, &stderr)
+		code := exitCode(err, &stderr)
+		if code != exitError || !strings.Contains(stderr.String(), "run make deps (or bash scripts/toolroot.sh)") {
+			t.Errorf("fth %s: exit %d, stderr %q; want %d and how to build the root", strings.Join(args, " "), code, stderr.String(), exitError)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("fth %s took %s: the root is checked before any work", strings.Join(args, " "), d)
 		}
 	}
 }

@@ -18,8 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/progress"
 	"github.com/ftrace-harness/fth/harness/runner"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/harness/toolroot"
 )
 
 // defaultKernelSrc is where `make deps` unpacks Debian's linux-source-7.3.
@@ -41,6 +44,12 @@ type buildFlags struct {
 	cache     string
 	jobs      int
 	verbose   bool
+	// toolchainFlag is --toolchain; resolve parses it into toolchain.
+	toolchainFlag string
+	toolchain     kbuild.Compiler
+	// toolRoot is the toolchain root's directory, set by needRoot when a
+	// choice runs in it.
+	toolRoot string
 }
 
 // Which build flags a command honours, beyond --repo, --cache and -v, which
@@ -55,7 +64,10 @@ const (
 	// withKernel: --kernel-src, --kconfigs and -j, for commands that build
 	// kernels.
 	withKernel
-	withAll = withArch | withFragments | withKernel
+	// withToolchain: --toolchain, one toolchain for every kernel the
+	// command builds (fth matrix takes a list of its own).
+	withToolchain
+	withAll = withArch | withFragments | withKernel | withToolchain
 )
 
 func (b *buildFlags) register(fs *flag.FlagSet, which buildFlagSet) {
@@ -69,6 +81,9 @@ func (b *buildFlags) register(fs *flag.FlagSet, which buildFlagSet) {
 		fs.StringVar(&b.kernel, "kernel", "", "Debian kernel `series` (6.12, 7.2, 7.3, ...) instead of --kernel-src: linux-source-X.Y, downloaded and unpacked next to the default tree on first use")
 		fs.StringVar(&b.kconfigs, "kconfigs", "", "kconfig fragment directory (default: <repo>/kconfigs)")
 		fs.IntVar(&b.jobs, "j", 0, "make -j (default: number of CPUs)")
+	}
+	if which&withToolchain != 0 {
+		fs.StringVar(&b.toolchainFlag, "toolchain", string(kbuild.CompilerHost), "kernel toolchain: "+compilerList()+" (host: gcc 12, or clang 19 where the arch row asks; gcc-14 and clang-21 run in the toolchain root, see make deps)")
 	}
 	if which&withFragments != 0 {
 		fs.StringVar(&b.fragments, "fragments", "", "comma-separated fragments, applied in order (default: base,arch/<arch>,ftrace/call-ops where the arch has CALL_OPS else ftrace/direct-calls,preempt/full)")
@@ -151,6 +166,12 @@ func (b *buildFlags) resolve() (arch.Arch, string, []string, error) {
 	if err := b.resolveKernel(); err != nil {
 		return arch.Arch{}, "", nil, err
 	}
+	if b.toolchain, err = kbuild.ParseCompiler(b.toolchainFlag); err != nil {
+		return arch.Arch{}, "", nil, fmt.Errorf("%w: --toolchain: %v", errUsage, err)
+	}
+	if err := b.needRoot(b.toolchain.InRoot(), "--toolchain "+string(b.toolchain)); err != nil {
+		return arch.Arch{}, "", nil, err
+	}
 	ftrace := "ftrace/direct-calls"
 	if a.Has(arch.CallOps) {
 		ftrace = "ftrace/call-ops"
@@ -216,7 +237,44 @@ func findRepo() (string, error) {
 
 func (b *buildFlags) env(log *slog.Logger, repo string) *runner.Env {
 	return &runner.Env{KernelSrc: b.kernelSrc, KconfigDir: b.kconfigs, ModuleDir: repo, CacheDir: b.cache, Jobs: b.jobs, Log: log,
-		Progress: progress.New(os.Stderr, progress.IsTerminal(os.Stderr), log)}
+		ToolRoot: b.toolRoot, Progress: progress.New(os.Stderr, progress.IsTerminal(os.Stderr), log)}
+}
+
+// needRoot finds and checks the toolchain root when need is true (what,
+// e.g. "--qemu 11.1", asks for it), before anything is built: its path is
+// scripts/toolroot.sh's answer (keyed by scripts/toolroot/packages), and a
+// missing or half-built root says how to build it. b.repo must be set.
+func (b *buildFlags) needRoot(need bool, what string) error {
+	if !need || b.toolRoot != "" {
+		return nil
+	}
+	script := filepath.Join(b.repo, "scripts", "toolroot.sh")
+	out, err := exec.Command("bash", script, "path").Output()
+	if err != nil {
+		return fmt.Errorf("%s needs the toolchain root: bash %s path: %w", what, script, err)
+	}
+	root, err := toolroot.Open(strings.TrimSpace(string(out)))
+	if err != nil {
+		return fmt.Errorf("%s needs the toolchain root: %w", what, err)
+	}
+	b.toolRoot = root.Dir
+	return nil
+}
+
+func compilerList() string {
+	var s []string
+	for _, c := range kbuild.Compilers {
+		s = append(s, string(c))
+	}
+	return strings.Join(s, ", ")
+}
+
+func emulatorList() string {
+	var s []string
+	for _, e := range qemu.Emulators {
+		s = append(s, string(e))
+	}
+	return strings.Join(s, ", ")
 }
 
 func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -235,7 +293,7 @@ func cmdBuild(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	start := time.Now()
 	env := b.env(newLogger(stderr, b.verbose), repo)
-	k, mods, err := env.BuildKernel(ctx, a, frags)
+	k, mods, err := env.BuildKernel(ctx, a, b.toolchain, frags)
 	if err != nil {
 		return err
 	}

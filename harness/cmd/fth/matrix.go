@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
@@ -37,6 +38,8 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		seed      = fs.Int64("seed", 0, "random seed for function selection and the hammer (0: each agent picks and reports one)")
 		deadline  = fs.Duration("deadline", def.Deadline, "overall deadline per boot (scaled per arch)")
 		silence   = fs.Duration("silence", def.Silence, "no-output watchdog per boot (scaled per arch)")
+		tcs       = fs.String("toolchain", string(kbuild.CompilerHost), "comma-separated toolchains, an axis: every cell is built with each of "+compilerList())
+		qemus     = fs.String("qemu", string(qemu.EmulatorHost), "comma-separated QEMUs, an axis: every cell boots under each of "+emulatorList())
 		agentArgs multiFlag
 	)
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value for every cell (repeatable)")
@@ -82,6 +85,20 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		spec.Variants = v
 	}
+	if *file == "" || set["toolchain"] {
+		t, err := matrix.ParseToolchains(strings.Split(*tcs, ","))
+		if err != nil {
+			return fmt.Errorf("%w: --toolchain: %w", errUsage, err)
+		}
+		spec.Toolchains = t
+	}
+	if *file == "" || set["qemu"] {
+		q, err := matrix.ParseQEMUs(strings.Split(*qemus, ","))
+		if err != nil {
+			return fmt.Errorf("%w: --qemu: %w", errUsage, err)
+		}
+		spec.QEMUs = q
+	}
 	if err := overrideParams(&spec, set, matrixFlags{
 		parallel: *parallel, accel: *accelFlag, cpus: *cpus, mem: *mem, n: *n, hold: *hold,
 		detach: *detach, seed: *seed, deadline: *deadline, silence: *silence, agentArgs: agentArgs,
@@ -91,6 +108,9 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	_, repo, _, err := b.resolve()
 	if err != nil {
+		return err
+	}
+	if err := b.needRoot(spec.NeedsRoot(), "a --toolchain or --qemu of the matrix"); err != nil {
 		return err
 	}
 	log := newLogger(stderr, b.verbose)
@@ -206,7 +226,7 @@ func printPlan(w io.Writer, cells []matrix.Cell, version string) {
 	}
 	tw.Flush()
 	if run > 0 {
-		fmt.Fprintln(w, "  (a cell listed as run still skips, with the reason, if configuring it shows the toolchain's compiler probes rule a symbol out, as gcc 12 does for ppc64le's CALL_OPS)")
+		fmt.Fprintln(w, "  (a cell listed as run still skips, with the reason, if configuring it shows the toolchain's compiler probes rule a symbol out, as gcc 12 does for ppc64le's CALL_OPS and riscv64's)")
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("mutate")
 	var b buildFlags
-	b.register(fs, withKernel)
+	b.register(fs, withKernel|withToolchain)
 	var (
 		arches   = fs.String("arches", "x86_64", "comma-separated arches to run the mutants of (or 'all')")
 		names    = fs.String("mutants", "", "comma-separated mutant names, or 'all' (default: every mutant marked Default)")
@@ -118,8 +118,9 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				Accel: accelV, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Silence: def.Silence,
 				// The scenario's budget, plus boot, module loading and the
 				// agent's own teardown, scaled per arch by the target.
-				Deadline: *budget + 10*time.Minute,
-				Patches:  patches,
+				Deadline:  *budget + 10*time.Minute,
+				Patches:   patches,
+				Toolchain: b.toolchain,
 				// A mutant's first report is its detection; an oopsed
 				// kernel may limp on until the deadline otherwise.
 				StopAtFinding: true,
@@ -152,7 +153,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *build {
 		for _, j := range jobs {
 			start := time.Now()
-			k, _, err := env.BuildKernel(ctx, j.cell.Arch, j.cell.Fragments, j.cell.Patches...)
+			k, _, err := env.BuildKernel(ctx, j.cell.Arch, j.cell.Toolchain, j.cell.Fragments, j.cell.Patches...)
 			if err != nil {
 				return fmt.Errorf("%s: %w", j.cell.Name, err)
 			}

@@ -37,6 +37,8 @@ func cmdRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Refused: map[string]string{
 			"arch":      "the arch comes from the recorded cell's result.json",
 			"fragments": "the fragments come from the recorded cell's result.json",
+			"toolchain": "the toolchain comes from the recorded cell's result.json",
+			"qemu":      "the QEMU comes from the recorded cell's result.json",
 		},
 	}); err != nil {
 		return err
@@ -61,6 +63,9 @@ func cmdRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	_, repo, _, err := b.resolve()
 	if err != nil {
+		return err
+	}
+	if err := b.needRoot(c.Toolchain.InRoot() || c.QEMU.InRoot(), "the recorded cell's toolchain "+string(c.Toolchain)+" and QEMU "+string(c.QEMU)); err != nil {
 		return err
 	}
 	if orig.Request.KernelSrc != "" && orig.Request.KernelSrc != b.kernelSrc && !flagSet(fs, "kernel-src") {
@@ -103,6 +108,15 @@ func reproCell(r results.Result) (runner.Cell, error) {
 	if err != nil {
 		return runner.Cell{}, err
 	}
+	// Results from before --toolchain and --qemu have neither: the host's.
+	tc, err := kbuild.ParseCompiler(q.Toolchain)
+	if err != nil {
+		return runner.Cell{}, fmt.Errorf("request.toolchain: %w", err)
+	}
+	emu, err := qemu.ParseEmulator(q.QEMU)
+	if err != nil {
+		return runner.Cell{}, fmt.Errorf("request.qemu: %w", err)
+	}
 	agent := make(map[string]string, len(q.AgentArgs)+1)
 	for k, v := range q.AgentArgs {
 		agent[k] = v
@@ -114,8 +128,9 @@ func reproCell(r results.Result) (runner.Cell, error) {
 		Name: r.Cell, Arch: a, Fragments: q.Fragments, Preempt: q.Preempt, Scenario: q.Scenario,
 		AgentArgs: agent, Accel: accel, CPUs: q.CPUs, MemoryMB: q.MemoryMB,
 		Deadline: time.Duration(q.Deadline * float64(time.Second)), Silence: time.Duration(q.Silence * float64(time.Second)),
-		Widen:   qemu.Widening{Singlestep: q.Singlestep, Icount: q.Icount},
-		Patches: cellPatches(q.Patches),
+		Widen:     qemu.Widening{Singlestep: q.Singlestep, Icount: q.Icount},
+		Patches:   cellPatches(q.Patches),
+		Toolchain: tc, QEMU: emu,
 	}, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 )
 
@@ -43,6 +45,19 @@ func TestReproCell(t *testing.T) {
 	if _, err := reproCell(results.Result{}); err == nil || !strings.Contains(err.Error(), "no request") {
 		t.Errorf("old result: err = %v", err)
 	}
+	// The toolchain and QEMU replay; results from before them ran on the host's.
+	if c.Toolchain != kbuild.CompilerHost || c.QEMU != qemu.EmulatorHost {
+		t.Errorf("old result: toolchain %q, qemu %q, want host", c.Toolchain, c.QEMU)
+	}
+	r.Request.Toolchain, r.Request.QEMU = "gcc-14", "11.1"
+	if c, err := reproCell(r); err != nil || c.Toolchain != kbuild.GCC14 || c.QEMU != qemu.QEMU111 {
+		t.Errorf("toolchain %q, qemu %q, %v; want gcc-14 and 11.1", c.Toolchain, c.QEMU, err)
+	}
+	r.Request.Toolchain = "gcc-13"
+	if _, err := reproCell(r); err == nil || !strings.Contains(err.Error(), "request.toolchain") {
+		t.Errorf("bad toolchain: %v", err)
+	}
+	r.Request.Toolchain = ""
 	r.Request.Arch = "sparc"
 	if _, err := reproCell(r); err == nil {
 		t.Error("unknown arch accepted")

@@ -45,6 +45,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		icount     = fs.String("icount", "", "race widening: QEMU -icount value, e.g. shift=auto (needs tcg-single)")
 		inclKnown  = fs.Bool("include-known", false, "attach to and cycle the known findings' triggers (results/known) and count them as failures: for reproducing them")
 		dryRun     = fs.Bool("dry-run", false, "check every input and print the cell that would run, then stop: nothing is built or booted")
+		qemuFlag   = fs.String("qemu", string(qemu.EmulatorHost), "QEMU that boots the cell: "+emulatorList()+" (host: the machine's, Debian 12's 7.2; 11.1 runs in the toolchain root, see make deps)")
 		agentArgs  multiFlag
 		patchFiles multiFlag
 	)
@@ -70,6 +71,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("%w: --accel: %v", errUsage, err)
 	}
+	emu, err := qemu.ParseEmulator(*qemuFlag)
+	if err != nil {
+		return fmt.Errorf("%w: --qemu: %v", errUsage, err)
+	}
 	agent := map[string]string{"n": *n, "hold": hold.String(), "detach": *detach}
 	if *seed != 0 {
 		agent["seed"] = fmt.Sprint(*seed)
@@ -93,6 +98,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := b.needRoot(emu.InRoot(), "--qemu "+string(emu)); err != nil {
+		return err
+	}
 	log := newLogger(stderr, b.verbose)
 	if *runID == "" {
 		*runID = newRunID()
@@ -108,6 +116,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if w := widen.String(); w != "" {
 		name += "-" + w
 	}
+	name += runner.AxesSuffix(b.toolchain, emu)
 	patches, err := readPatches(patchFiles)
 	if err != nil {
 		return err
@@ -116,6 +125,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Name: name, Arch: a, Fragments: frags, Patches: patches,
 		Preempt: *preempt, Scenario: scenarioName(agent), AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
 		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter, Widen: widen,
+		Toolchain: b.toolchain, QEMU: emu,
 	}
 	if *dryRun {
 		printDryRun(stdout, c, b.kernelSrc)
@@ -224,5 +234,9 @@ func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 func printDryRun(w io.Writer, c runner.Cell, kernelSrc string) {
 	fmt.Fprintf(w, "would run cell %s: arch %s, fragments %s, preempt=%q, scenario %s, accel %s, %d vCPUs, %d MiB\n",
 		c.Name, c.Arch.Name, strings.Join(c.Fragments, "+"), c.Preempt, c.Scenario, c.Accel, c.CPUs, c.MemoryMB)
-	fmt.Fprintf(w, "  kernel tree %s; agent %s\n", kernelSrc, formatAgent(c.AgentArgs))
+	q := c.QEMU
+	if q.IsHost() {
+		q = qemu.EmulatorHost
+	}
+	fmt.Fprintf(w, "  kernel tree %s; toolchain %s; qemu %s; agent %s\n", kernelSrc, c.Toolchain.For(c.Arch), q, formatAgent(c.AgentArgs))
 }

@@ -133,6 +133,10 @@ type Config struct {
 	// QEMUVersion is the emulator's major*100+minor (702 for 7.2); 0 means
 	// 7.2, the version Debian 12 ships. It picks the spelling of Singlestep.
 	QEMUVersion int
+	// Emulator is the --qemu choice; "" is the host's QEMU.
+	Emulator Emulator
+	// Root is the toolchain root's directory, for an Emulator in it.
+	Root string
 }
 
 // QMPSocket is the path of the QMP socket.
@@ -235,12 +239,14 @@ func (c Config) args(byHand bool) []string {
 	return args
 }
 
-// Repro is the command line a developer can paste to boot the same VM by hand.
+// Repro is the command line a developer can paste to boot the same VM by
+// hand (through bwrap for a QEMU in the toolchain root).
 // QEMU then waits for a reader on the agent socket: `socat - UNIX-CONNECT:<path>`.
 // It has -no-reboot where Args pauses on shutdown: by hand there is no QMP
 // client to read the registers and quit, and a VM that ends should exit.
 func (c Config) Repro() string {
 	var b strings.Builder
+	b.WriteString(c.reproPrefix())
 	b.WriteString(c.Arch.QEMU)
 	for _, a := range c.args(true) {
 		b.WriteByte(' ')

@@ -58,11 +58,14 @@ func Start(ctx context.Context, log *slog.Logger, cfg Config) (*Instance, error)
 	if cfg.Accel == AccelAuto || cfg.Accel == "" {
 		return nil, fmt.Errorf("%w: accelerator not resolved (probe first)", ErrQEMU)
 	}
-	bin, err := exec.LookPath(cfg.Arch.QEMU)
+	// In the toolchain root, bin is bwrap: it shares QEMU's process group
+	// (no --new-session), so a cancel or Kill signals both, and it dies
+	// with fth and takes QEMU with it (proc's Pdeathsig, --die-with-parent).
+	bin, args, err := cfg.Command()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s not found: apt-get install %s (or run make deps)", ErrQEMU, cfg.Arch.QEMU, cfg.Arch.QEMUPackage)
+		return nil, err
 	}
-	cmd := proc.Command(ctx, 5*time.Second, bin, cfg.Args()...)
+	cmd := proc.Command(ctx, 5*time.Second, bin, args...)
 	console, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
