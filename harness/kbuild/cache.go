@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/internal/atomicfile"
 )
 
 // keyVersion changes when the build recipe changes in a way that invalidates
