@@ -93,6 +93,8 @@ type Request struct {
 	// empty in results older than both, which ran on the host's.
 	Toolchain string `json:"toolchain,omitempty"`
 	QEMU      string `json:"qemu,omitempty"`
+	// KernelArgs are the extra kernel parameters (fth run --kernel-arg).
+	KernelArgs []string `json:"kernel_args,omitempty"`
 }
 
 // RequestPatch is one patch of a Request.

@@ -50,7 +50,10 @@ type Cell struct {
 	Arch      arch.Arch
 	Fragments []string
 	// Preempt is the preempt= boot parameter; "" leaves the build's default.
-	Preempt    string
+	Preempt string
+	// KernelArgs are extra kernel parameters, after the harness's own
+	// (fth run --kernel-arg).
+	KernelArgs []string
 	Scenario   event.Scenario
 	AgentArgs  map[string]string
 	Accel      qemu.Accel
@@ -246,6 +249,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if c.Preempt != "" {
 		cmdline = append(cmdline, "preempt="+c.Preempt)
 	}
+	cmdline = append(cmdline, c.KernelArgs...)
 	spec := cell.Spec{
 		VM: qemu.Config{
 			Arch: c.Arch, Kernel: k.Image, Initrd: img.Path, Cmdline: cmdline,
@@ -281,6 +285,7 @@ func (e *Env) cellRequest(c Cell) *results.Request {
 		Singlestep: c.Widen.Singlestep, Icount: c.Widen.Icount, KernelSrc: e.KernelSrc,
 		Patches:   requestPatches(c.Patches),
 		Toolchain: string(orHost(c.Toolchain)), QEMU: string(orHost(c.QEMU)),
+		KernelArgs: c.KernelArgs,
 	}
 }
 

@@ -131,6 +131,7 @@ func reproCell(r results.Result) (runner.Cell, error) {
 		Widen:     qemu.Widening{Singlestep: q.Singlestep, Icount: q.Icount},
 		Patches:   cellPatches(q.Patches),
 		Toolchain: tc, QEMU: emu,
+		KernelArgs: q.KernelArgs,
 	}, nil
 }
 

@@ -48,7 +48,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		qemuFlag   = fs.String("qemu", string(qemu.EmulatorHost), "QEMU that boots the cell: "+emulatorList()+" (host: the machine's, Debian 12's 7.2; 11.1 runs in the toolchain root, see make deps)")
 		agentArgs  multiFlag
 		patchFiles multiFlag
+		kernelArgs multiFlag
 	)
+	fs.Var(&kernelArgs, "kernel-arg", "an extra kernel `parameter`, after the harness's own, e.g. ftrace=nop (which also turns the ftrace startup self-tests off) (repeatable; recorded for fth repro)")
 	fs.Var(&patchFiles, "patch", "a source `patch` (patch -p1; text before the first --- line is ignored) to build the kernel with, e.g. tests/seeds/*.patch (repeatable; the tree is never written)")
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable; 'fth run --agent-arg help' lists them)")
 	if err := parseFlags(fs, args, stdout, help{
@@ -117,6 +119,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		name += "-" + w
 	}
 	name += runner.AxesSuffix(b.toolchain, emu)
+	if err := checkKernelArgs(kernelArgs); err != nil {
+		return err
+	}
 	patches, err := readPatches(patchFiles)
 	if err != nil {
 		return err
@@ -126,6 +131,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Preempt: *preempt, Scenario: scenarioName(agent), AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
 		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter, Widen: widen,
 		Toolchain: b.toolchain, QEMU: emu,
+		KernelArgs: kernelArgs,
 	}
 	if *dryRun {
 		printDryRun(stdout, c, b.kernelSrc)
@@ -239,4 +245,21 @@ func printDryRun(w io.Writer, c runner.Cell, kernelSrc string) {
 		q = qemu.EmulatorHost
 	}
 	fmt.Fprintf(w, "  kernel tree %s; toolchain %s; qemu %s; agent %s\n", kernelSrc, c.Toolchain.For(c.Arch), q, formatAgent(c.AgentArgs))
+	if len(c.KernelArgs) > 0 {
+		fmt.Fprintf(w, "  kernel args %s\n", strings.Join(c.KernelArgs, " "))
+	}
+}
+
+// checkKernelArgs refuses what the guest's command line cannot carry as
+// one parameter, and the agent's own fth.* namespace.
+func checkKernelArgs(args []string) error {
+	for _, a := range args {
+		switch {
+		case a == "" || strings.ContainsAny(a, " \t\n\""):
+			return fmt.Errorf("%w: --kernel-arg %q: want one kernel parameter without spaces or quotes", errUsage, a)
+		case strings.HasPrefix(a, "fth."):
+			return fmt.Errorf("%w: --kernel-arg %q: fth.* parameters are the agent's: use --agent-arg %s", errUsage, a, strings.TrimPrefix(a, "fth."))
+		}
+	}
+	return nil
 }
