@@ -12,6 +12,10 @@ import (
 	"testing"
 
 	"mvdan.cc/sh/v3/shell"
+
+	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/harness/toolroot"
 )
 
 // coverage says how a README command is run by the tests.
@@ -71,7 +75,12 @@ func readmeLedger() map[string]coverage {
 		"make matrix":                            {check: "list"},
 		"make soak BOARD=user@board DURATION=8h": {tests: e2e("TestBoardSoakSurvivesPanic")},
 		"bin/fth soak --target ssh://user@board:22 --duration 8h [--resume] [--scenario churn] [--agent-arg k=v]": {tests: e2e("TestBoardSoakSurvivesPanic")},
-		"bin/fth boardvm --port 2222": {tests: e2e("TestBoardSoakSurvivesPanic")},
+		"bin/fth boardvm --port 2222":                                                              {tests: e2e("TestBoardSoakSurvivesPanic")},
+		"bash scripts/toolroot.sh":                                                                 {tests: []string{".ci:run", "harness/toolroot:TestCommandRuns"}},
+		"bin/fth run --arch x86_64 --qemu 11.1":                                                    {check: "dry-run", tests: []string{"harness/target/qemu:TestProbeVersion", "harness/target/qemu:TestCommandInRoot"}},
+		"bin/fth build --arch x86_64 --toolchain gcc-14":                                           {tests: []string{"harness/kbuild:TestResolveRootToolchain", "harness/cmd/fth:TestMissingRootSaysMakeDeps"}},
+		"bin/fth run --arch x86_64 --toolchain gcc-14 --qemu 11.1":                                 {check: "dry-run", tests: []string{"harness/kbuild:TestResolveRootToolchain", "harness/target/qemu:TestProbeVersion"}},
+		"bin/fth matrix --arches x86_64,riscv64 --toolchain host,gcc-14,clang-21 --qemu host,11.1": {check: "list", tests: []string{"harness/matrix:TestExpandAxes"}},
 		"bin/fth soak --target ssh://root@127.0.0.1:2222 --known-hosts out/boardvm/known_hosts -i out/boardvm/id_ed25519 --duration 10m": {tests: e2e("TestBoardSoakSurvivesPanic")},
 	}
 }
@@ -190,6 +199,9 @@ func checkCommand(t *testing.T, cmd, check string) {
 	if (check == "list" || strings.Contains(cmd, "matrix")) && !haveKernelTree() {
 		t.Skipf("needs the kernel tree %s (make deps)", defaultKernelSrc)
 	}
+	if needsToolRoot(args) && !haveToolRoot() {
+		t.Skip("needs the toolchain root (make deps)")
+	}
 	// README's paths are relative to the repository root.
 	t.Chdir("../../..")
 	var stdout, stderr bytes.Buffer
@@ -220,5 +232,30 @@ func makeCommand(t *testing.T, args []string) []string {
 
 func haveKernelTree() bool {
 	_, err := os.Stat(filepath.Join(envOr("KERNEL_SRC", defaultKernelSrc), "Makefile"))
+	return err == nil
+}
+
+// needsToolRoot reports whether fth args ask for a toolchain or QEMU from
+// the toolchain root.
+func needsToolRoot(args []string) bool {
+	for i, a := range args {
+		if (a == "--toolchain" || a == "--qemu") && i+1 < len(args) {
+			for _, v := range strings.Split(args[i+1], ",") {
+				if kbuild.Compiler(v).InRoot() || qemu.Emulator(v).InRoot() {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// haveToolRoot reports whether the machine has a complete toolchain root.
+func haveToolRoot() bool {
+	out, err := exec.Command("bash", "../../../scripts/toolroot.sh", "path").Output()
+	if err != nil {
+		return false
+	}
+	_, err = toolroot.Open(strings.TrimSpace(string(out)))
 	return err == nil
 }
