@@ -188,6 +188,17 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		return w.Result(), fmt.Errorf("%s: %s: %w", c.Name, step, err)
 	}
 
+	// Every cell says which QEMU ran it; the version also picks the
+	// spelling of singlestep, and a --qemu named by version must be it:
+	// asked before the kernel is built, so that a wrong one costs nothing.
+	vm := qemu.Config{Arch: c.Arch, Emulator: c.QEMU, Root: e.ToolRoot}
+	qv, qline, err := vm.ProbeVersion(ctx)
+	if err != nil {
+		return fail("qemu", err)
+	}
+	log.Info("qemu", "qemu", orHost(c.QEMU), "version", qline)
+	_ = w.Update(func(r *results.Result) { r.QEMU = qline })
+
 	k, mods, err := e.BuildKernel(ctx, c.Arch, c.Toolchain, c.Fragments, c.Patches...)
 	if err != nil && c.SkipUnconfigurable && errors.Is(err, kbuild.ErrConfigMismatch) {
 		log.Warn("cell skipped: the kernel cannot be configured as asked", "err", err)
@@ -231,15 +242,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if err := c.Widen.Check(accel); err != nil {
 		return fail("accelerator", err)
 	}
-	// Every cell says which QEMU ran it; the version also picks the
-	// spelling of singlestep, and a --qemu named by version must be it.
-	vm := qemu.Config{Arch: c.Arch, Emulator: c.QEMU, Root: e.ToolRoot}
-	qv, qline, err := vm.ProbeVersion(ctx)
-	if err != nil {
-		return fail("qemu", err)
-	}
-	log.Info("qemu", "qemu", c.QEMU, "version", qline)
-	_ = w.Update(func(r *results.Result) { r.AccelReason, r.QEMU = why, qline })
+	_ = w.Update(func(r *results.Result) { r.AccelReason = why })
 	sockDir, err := os.MkdirTemp("", "fth-vm-")
 	if err != nil {
 		return fail("boot", err)
