@@ -33,13 +33,13 @@ non-static-key uninit-mutex rcu-outside-reader inconsistent-lock sleep-in-atomic
 smp-processor-id this-cpu-read free-active-timer leak"
 lkdtm_common="WARNING REFCOUNT_DEC_ZERO REFCOUNT_DEC_NEGATIVE REFCOUNT_ADD_ZERO USERCOPY_SLAB_SIZE_TO
 READ_AFTER_FREE SLAB_LINEAR_OVERFLOW SLAB_FREE_DOUBLE CORRUPT_LIST_ADD BUG
-EXCEPTION ACCESS_NULL EXEC_DATA WRITE_RO EXHAUST_STACK CORRUPT_STACK SOFTLOCKUP"
+EXCEPTION ACCESS_NULL EXHAUST_STACK SOFTLOCKUP"
 
 # Other arches: the faults whose format is the arch's own (oops, BUG, the
 # fault and stack-overflow reports), and one report of each checker.
-short="none bug:smp-processor-id bug:non-static-key bug:circular-lock
-lkdtm:WARNING lkdtm:BUG lkdtm:ACCESS_NULL lkdtm:EXEC_DATA
-lkdtm:REFCOUNT_ADD_ZERO lkdtm:READ_AFTER_FREE lkdtm:EXHAUST_STACK"
+short="none bug:smp-processor-id bug:non-static-key lkdtm:WARNING lkdtm:BUG
+lkdtm:ACCESS_NULL lkdtm:REFCOUNT_ADD_ZERO lkdtm:READ_AFTER_FREE
+lkdtm:EXHAUST_STACK"
 
 if [ $# -gt 0 ]; then
 	modes="$*"
