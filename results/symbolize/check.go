@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -17,16 +18,30 @@ var ErrMismatch = errors.New("vmlinux does not match the log")
 
 // MismatchError says what differs between a log and a vmlinux.
 type MismatchError struct {
-	// What was compared: "build id", "linux_banner" or "release".
+	// What was compared: "build id", "linux_banner", "release" or
+	// "symbol size".
 	What string
-	// Log and Vmlinux are the two values.
+	// Log and Vmlinux are the two values; for "symbol size", the sizes of
+	// Func in hex ("0xc0").
 	Log, Vmlinux string
+	// Func is the first function whose size differs, for "symbol size".
+	Func string
+	// More counts the other functions whose size differs.
+	More int
 	// Path is the vmlinux.
 	Path string
 }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("%s is not the kernel that printed this log: the log's %s is %q, the vmlinux's is %q (pass the vmlinux of the build that printed it)", e.Path, e.What, e.Log, e.Vmlinux)
+	const hint = "(pass the vmlinux of the build that printed it)"
+	if e.Func != "" {
+		more := ""
+		if e.More > 0 {
+			more = fmt.Sprintf(" (and %d more)", e.More)
+		}
+		return fmt.Sprintf("%s is not the kernel that printed this log: %s is %s bytes in it, the log says %s%s %s", e.Path, e.Func, e.Vmlinux, e.Log, more, hint)
+	}
+	return fmt.Sprintf("%s is not the kernel that printed this log: the log's %s is %q, the vmlinux's is %q %s", e.Path, e.What, e.Log, e.Vmlinux, hint)
 }
 
 // Is makes errors.Is(err, ErrMismatch) true.
@@ -137,10 +152,13 @@ func (s *Symbolizer) Banner() (string, error) {
 	return "", nil
 }
 
-// Check tells whether the vmlinux printed log, by the strongest evidence
-// both have: the build id, else linux_banner against the log's "Linux
-// version" line, else the release of the log's "CPU:" line against the
-// banner's. It returns what it compared ("" when the log or the vmlinux
+// Check tells whether the vmlinux printed log. A matching build id is
+// proof enough. Otherwise linux_banner must equal the log's "Linux version"
+// line (else the release of the log's "CPU:" line must match the banner's),
+// and every function of the log's "func+0xOFF/0xLEN" frames must have that
+// size in the vmlinux: reproducible builds of one release and compiler
+// share a banner whatever their config, and their functions' sizes tell
+// them apart. It returns what it compared ("" when the log or the vmlinux
 // offers nothing to compare: the caller should say the match is
 // unchecked), and a *MismatchError (errors.Is ErrMismatch) when they
 // differ.
@@ -156,6 +174,25 @@ func (s *Symbolizer) Check(log string) (string, error) {
 		}
 		return "build id", nil
 	}
+	what, err := s.checkBanner(id)
+	if err != nil {
+		return what, err
+	}
+	sized, err := s.checkSizes(Parse(log))
+	switch {
+	case err != nil:
+		return "symbol size", err
+	case sized && what == "":
+		return "symbol size", nil
+	case sized:
+		return what + " and symbol size", nil
+	}
+	return what, nil
+}
+
+// checkBanner compares linux_banner with the log's banner, else with its
+// release.
+func (s *Symbolizer) checkBanner(id LogIdentity) (string, error) {
 	banner, err := s.Banner()
 	if err != nil || banner == "" {
 		return "", err
@@ -177,4 +214,60 @@ func (s *Symbolizer) Check(log string) (string, error) {
 		return "release", nil
 	}
 	return "", nil
+}
+
+// checkSizes compares the size each frame prints for its function
+// ("up_read+0x1/0xc0": 0xc0) with the vmlinux's. Module frames and
+// functions the vmlinux lacks are skipped; a name several symbols share
+// (static functions of different files) fits if any of them has the size.
+// It reports whether any frame was compared, and a *MismatchError naming
+// the first function that differs.
+func (s *Symbolizer) checkSizes(refs []Ref) (bool, error) {
+	type frame struct {
+		name string
+		size uint64
+	}
+	var frames []frame
+	seen := map[frame]bool{}
+	for _, r := range refs {
+		f := frame{r.Func, r.Size}
+		if r.Func == "" || r.Module != "" || r.Size == 0 || seen[f] {
+			continue
+		}
+		seen[f] = true
+		frames = append(frames, f)
+	}
+	names := make([]string, len(frames))
+	for i, f := range frames {
+		names[i] = f.name
+	}
+	cands := s.syms.candidates(names)
+	var bad []frame
+	var have uint64
+	compared := false
+	for _, f := range frames {
+		syms := cands[f.name]
+		if len(syms) == 0 {
+			continue
+		}
+		compared = true
+		if slices.ContainsFunc(syms, func(sym symbol) bool { return sym.printedSize(f.size) }) {
+			continue
+		}
+		if len(bad) == 0 {
+			have = syms[0].kallsymsSize()
+		}
+		bad = append(bad, f)
+	}
+	if len(bad) == 0 {
+		return compared, nil
+	}
+	// Several sizes of one name in a log are one function that differs.
+	more := map[string]bool{}
+	for _, f := range bad[1:] {
+		if f.name != bad[0].name {
+			more[f.name] = true
+		}
+	}
+	return true, &MismatchError{What: "symbol size", Func: bad[0].name, Log: fmt.Sprintf("%#x", bad[0].size), Vmlinux: fmt.Sprintf("%#x", have), More: len(more), Path: s.path}
 }

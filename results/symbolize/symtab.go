@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -98,7 +99,7 @@ func (t *symtab) lookup(name string, off, size uint64) (sym symbol, ambiguous bo
 	var fits []symbol
 	for _, i := range idx {
 		s := t.byAddr[i]
-		if size != 0 && (s.size == size || s.gap == size) {
+		if size != 0 && s.printedSize(size) {
 			fits = append(fits, s)
 		}
 	}
@@ -113,4 +114,55 @@ func (t *symtab) lookup(name string, off, size uint64) (sym symbol, ambiguous bo
 		fits = []symbol{t.byAddr[idx[0]]}
 	}
 	return fits[0], len(fits) > 1, true
+}
+
+// printedSize reports whether kallsyms could print size after the slash
+// for s: the distance to the next symbol, or the ELF size.
+func (s symbol) printedSize(size uint64) bool { return s.size == size || s.gap == size }
+
+// kallsymsSize is the size kallsyms prints for s: the distance to the next
+// symbol.
+func (s symbol) kallsymsSize() uint64 {
+	if s.gap != 0 {
+		return s.gap
+	}
+	return s.size
+}
+
+// cloneSuffix is a compiler clone suffix (".cold", ".isra.0",
+// ".constprop.0", ".part.3", clang LTO's ".llvm.123"), as results/console
+// cuts it from function names.
+var cloneSuffix = regexp.MustCompile(`(?:\.(?:cold|isra|constprop|part|llvm|lto_priv|\d+))+$`)
+
+// candidates returns, for each name, the symbols a log's frame of that
+// name can be: those of the name, else those whose name is it plus a clone
+// suffix (kallsyms of a clang LTO kernel prints "foo" for "foo.llvm.123").
+// Names the vmlinux has neither way are absent. The second kind costs one
+// pass over the table, and only for names the first misses.
+func (t *symtab) candidates(names []string) map[string][]symbol {
+	out := map[string][]symbol{}
+	missing := map[string]bool{}
+	for _, name := range names {
+		if _, done := out[name]; done || missing[name] {
+			continue
+		}
+		for _, i := range t.byName[name] {
+			out[name] = append(out[name], t.byAddr[i])
+		}
+		if len(out[name]) == 0 {
+			missing[name] = true
+		}
+	}
+	if len(missing) == 0 {
+		return out
+	}
+	for _, s := range t.byAddr {
+		if !strings.Contains(s.name, ".") {
+			continue
+		}
+		if base := cloneSuffix.ReplaceAllString(s.name, ""); base != s.name && missing[base] {
+			out[base] = append(out[base], s)
+		}
+	}
+	return out
 }
