@@ -43,6 +43,7 @@ type report struct {
 	detailsDone  []bool
 	ips          []string
 	workqueue    string
+	heldAt       string
 	stack        stackTracker
 	// who the report is about, -1 / "" until a line says.
 	cpu, pid    int
@@ -366,6 +367,11 @@ func (r *report) collect(l consoleLine, cls lineClass, f frame) {
 			r.workqueue = cleanFunc(m[1])
 		}
 	}
+	if r.heldAt == "" {
+		if m := rules.heldLock.FindStringSubmatch(l.text); m != nil {
+			r.heldAt = cleanFunc(m[1])
+		}
+	}
 	r.stack.add(cls, f, l.text)
 }
 
@@ -441,6 +447,11 @@ func (r *report) function() string {
 		return r.stack.useful(false)
 	case funcWorkqueue:
 		return r.workqueue
+	case funcHeldLock:
+		if r.heldAt != "" {
+			return r.heldAt
+		}
+		return r.stack.useful(false)
 	}
 	return ""
 }

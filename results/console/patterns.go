@@ -34,6 +34,11 @@ const (
 	// funcWorkqueue: the work function of the first "Workqueue:" line, the
 	// only place a workqueue lockup names what is stuck.
 	funcWorkqueue
+	// funcHeldLock: where the first lock of lockdep's held-lock list was
+	// taken (" #0: ... (name){....}, at: func+0x"), for the reports about a
+	// lock still held: their stack is the exit or syscall-return path that
+	// checked, the same for every such bug; the taker is the culprit.
+	funcHeldLock
 )
 
 // patternSpec describes one kind of report header.
@@ -124,9 +129,9 @@ func headerPatterns() []patternSpec {
 		{Kind: KindLockdep, Header: `^WARNING: suspicious RCU usage`, Title: "suspicious RCU usage in {func}", Func: funcStack},
 		{Kind: KindLockdep, Header: `^WARNING: bad unlock balance detected!`, Title: "bad unlock balance in {func}", Func: funcStack},
 		{Kind: KindLockdep, Header: `^WARNING: held lock freed!`, Title: "held lock freed in {func}", Func: funcStack},
-		{Kind: KindLockdep, Header: `^WARNING: lock held when returning to user space!`, Title: "lock held when returning to user space in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^WARNING: lock held when returning to user space!`, Title: "lock held when returning to user space in {func}", Func: funcHeldLock},
 		{Kind: KindLockdep, Header: `^BUG: (?P<what>MAX_LOCKDEP_\w+ too low!)`, Title: "BUG: {what}"},
-		{Kind: KindLockdep, Header: `^WARNING: \S+/\d+ still has locks held!`, Title: "still has locks held in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^WARNING: \S+/\d+ still has locks held!`, Title: "still has locks held in {func}", Func: funcHeldLock},
 		{Kind: KindLockdep, Header: `^INFO: trying to register non-static key`, Title: "trying to register non-static key in {func}", Func: funcStack},
 		{Kind: KindLockdep, Header: `^\[ BUG: Invalid wait context \]`, Title: "BUG: Invalid wait context in {func}", Func: funcStack},
 		// DEBUG_LOCKS_WARN_ON() is a WARN whose message comes first; any
@@ -137,7 +142,11 @@ func headerPatterns() []patternSpec {
 		// WARNs whose message says what broke. The message comes before the
 		// WARNING line, which joins the report; the warning function is a
 		// helper, so the title names its caller.
-		{Kind: KindWarning, Header: `^refcount_t: (?P<what>[^.]+)\.?$`, Title: "refcount_t: {what} in {func}", Func: funcStack, Absorb: []string{`^WARNING: `}},
+		{Kind: KindWarning, Header: `^refcount_t: (?P<fixed>[^.]+)\.?$`, Title: "refcount_t: {fixed} in {func}", Func: funcStack, Absorb: []string{`^WARNING: `}},
+		// DEBUG_LIST's CHECK_DATA_CORRUPTION(): a WARN (a BUG with
+		// BUG_ON_DATA_CORRUPTION) whose message says which list operation
+		// found the list broken; syzkaller's title.
+		{Kind: KindWarning, Header: `^list_(?:add|del) corruption[.,] `, Title: "BUG: corrupted list in {func}", Func: funcStack, Absorb: []string{`^WARNING: `, `^kernel BUG at `, dieLine}},
 		{Kind: KindWarning, Header: `^ODEBUG: (?P<what>[\w ]+?) \(active state \d+\) object: `, Title: "ODEBUG: {what} in {func}", Func: funcStack, Absorb: []string{`^WARNING: `}},
 		// The frame-pointer unwinder's complaint has no call trace of its
 		// own, only a raw stack dump; "in comm:pid" is the task.
@@ -257,5 +266,8 @@ func bodyPrefixes() []string {
 		"Changing ftrace call site", "Unknown ftrace call site", "ftrace record flags:", "expected tramp:",
 		"---[ ", "kmemleak: ", "caller is ", "ODEBUG: ", "refcount_t: ", "usercopy: ", "DEBUG_LOCKS_WARN_ON",
 		"Faulting instruction address:", "Fixing recursive fault", "PANIC: double fault",
+		// __might_resched()'s lines between "BUG: sleeping function called
+		// from invalid context" and its stack (kernel/sched/core.c).
+		"in_atomic(): ", "preempt_count: ", "RCU nest depth: ",
 	}
 }

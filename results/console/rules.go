@@ -68,6 +68,9 @@ type ruleSet struct {
 	ip *regexp.Regexp
 	// workqueue is "Workqueue: events func".
 	workqueue *regexp.Regexp
+	// heldLock is a line of lockdep's held-lock list, with where the lock
+	// was taken.
+	heldLock *regexp.Regexp
 	// skip matches frames that never name the culprit (every class of the
 	// skip list).
 	skip *regexp.Regexp
@@ -156,6 +159,7 @@ func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet
 	rs.boot = c(`^Linux version \d+\.\d+\S* \(`)
 	rs.orderly = c(`^(?:reboot: (?:Restarting system|Power down|System halted)|Restarting system\.?$|kexec_core: Starting new kernel|Starting new kernel|Rebooting in \d+ seconds)`)
 	rs.workqueue = c(`^Workqueue: \S+ ([A-Za-z_][\w.]*)`)
+	rs.heldLock = c(`^ ?#\d+: [0-9a-f]+ \(.*\)\{.*\}(?:-\{\d+:\d+\})?, at: ([A-Za-z_][\w.]*)\+0x`)
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,13 @@ func renderTitle(tmpl string, groups map[string]string, fn string) string {
 	}
 	out := rules.placeholder.ReplaceAllStringFunc(tmpl, func(ph string) string {
 		name := ph[1 : len(ph)-1]
-		if name == "func" {
+		switch name {
+		case "func":
 			return fn
+		case "fixed":
+			// A message the kernel prints verbatim, digits included
+			// ("refcount_t: addition on 0"): nothing in it varies.
+			return groups[name]
 		}
 		return normalizeValue(groups[name])
 	})
