@@ -238,6 +238,11 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if err != nil {
 		return fail("accelerator", err)
 	}
+	if caveat := qemu.AccelCaveat(c.Arch, accel, qv); caveat != "" {
+		// Still run it, as asked, but no verdict of it goes unmarked.
+		log.Warn("accelerator", "accel", accel, "qemu", qline, "caveat", caveat)
+		why += "; " + caveat
+	}
 	log.Info("accelerator", "accel", accel, "why", why)
 	if err := c.Widen.Check(accel); err != nil {
 		return fail("accelerator", err)

@@ -159,6 +159,9 @@ func headerPatterns() []patternSpec {
 		{Kind: KindWarning, Header: `^WARNING: at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup},
 		{Kind: KindWarning, Header: `^WARNING: at ` + funcName + offset + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup},
 
+		// arm64's overflow stack report (panic_bad_stack()): pc is where
+		// the task ran out of stack; the panic that follows is its end.
+		{Kind: KindOops, Header: `^Insufficient stack space to handle exception!`, Title: "kernel stack overflow in {func}", Func: funcIP, Absorb: []string{`^Kernel panic - not syncing: kernel stack overflow`}},
 		{Kind: KindPanic, Header: `^Kernel panic - not syncing: stack-protector: Kernel stack is corrupted in: ` + funcName, Title: "kernel panic: stack is corrupted in {func}", Func: funcGroup},
 		{Kind: KindPanic, Header: `^Kernel panic - not syncing: (?P<msg>.*\S)`, Title: "kernel panic: {msg}"},
 
@@ -269,5 +272,7 @@ func bodyPrefixes() []string {
 		// __might_resched()'s lines between "BUG: sleeping function called
 		// from invalid context" and its stack (kernel/sched/core.c).
 		"in_atomic(): ", "preempt_count: ", "RCU nest depth: ",
+		// panic_bad_stack()'s lines (arm64).
+		"ESR: 0x", "FAR: 0x", "Task stack:", "IRQ stack:", "Overflow stack:",
 	}
 }
