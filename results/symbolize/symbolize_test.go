@@ -240,7 +240,8 @@ func agreeWithAddr2line(t *testing.T, s *Symbolizer, a2l string) {
 // lineless reports whether ours has no line for the address where
 // addr2line's answer is no better than the unit: only the unit's file
 // ("trace.c:?"), or, for the constructors KASAN makes the compiler add
-// (_sub_I_65535_1, _sub_D_65535_0: no DWARF subprogram of their own), the
+// (gcc's _sub_I_65535_1 and _sub_D_65535_0, clang's asan.module_ctor: no
+// DWARF subprogram of their own), the
 // last row of the unit's line program, which is not a line of theirs
 // either. A report never points there: they run once at boot.
 func lineless(ours, theirs []Location) bool {
@@ -248,13 +249,16 @@ func lineless(ours, theirs []Location) bool {
 		return false
 	}
 	o, a := ours[0], theirs[0]
-	if o.Function != a.Function || o.Line != 0 || o.File != "" {
+	// addr2line may name an assembler local label (".Lpcrel_hi6") instead.
+	if (o.Function != a.Function && !strings.HasPrefix(a.Function, ".L")) || o.Line != 0 || o.File != "" {
 		return false
 	}
-	return a.Line == 0 || kasanCtor.MatchString(a.Function)
+	return a.Line == 0 || kasanCtor.MatchString(o.Function)
 }
 
-var kasanCtor = regexp.MustCompile(`^_sub_[ID]_\d+_\d+$`)
+// kasanCtor matches the constructors gcc (_sub_I_65535_1) and clang
+// (asan.module_ctor) add for KASAN's globals.
+var kasanCtor = regexp.MustCompile(`^(?:_sub_[ID]_\d+_\d+|asan\.module_[cd]tor)$`)
 
 // aliases reports whether ours and addr2line's answers differ only in which
 // of several ELF symbols at one address names the function (arm64's
