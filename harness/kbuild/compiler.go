@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/ftrace-harness/fth/harness/internal/choice"
+
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/toolroot"
 )
@@ -37,19 +39,7 @@ var ErrBadCompiler = errors.New("unknown toolchain")
 
 // ParseCompiler validates a --toolchain value; "" is host.
 func ParseCompiler(s string) (Compiler, error) {
-	if s == "" {
-		return CompilerHost, nil
-	}
-	for _, c := range Compilers {
-		if string(c) == s {
-			return c, nil
-		}
-	}
-	names := make([]string, len(Compilers))
-	for i, c := range Compilers {
-		names[i] = string(c)
-	}
-	return "", fmt.Errorf("%w %q: choose one of %s", ErrBadCompiler, s, strings.Join(names, ", "))
+	return choice.Parse(s, Compilers, CompilerHost, ErrBadCompiler)
 }
 
 // IsHost reports whether c is the default (host or unset).

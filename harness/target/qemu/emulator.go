@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/ftrace-harness/fth/harness/internal/choice"
+
 	"github.com/ftrace-harness/fth/harness/internal/shell"
 	"github.com/ftrace-harness/fth/harness/toolroot"
 )
@@ -31,19 +33,7 @@ var ErrBadEmulator = errors.New("unknown QEMU")
 
 // ParseEmulator validates a --qemu value; "" is host.
 func ParseEmulator(s string) (Emulator, error) {
-	if s == "" {
-		return EmulatorHost, nil
-	}
-	for _, e := range Emulators {
-		if string(e) == s {
-			return e, nil
-		}
-	}
-	names := make([]string, len(Emulators))
-	for i, e := range Emulators {
-		names[i] = string(e)
-	}
-	return "", fmt.Errorf("%w %q: choose one of %s", ErrBadEmulator, s, strings.Join(names, ", "))
+	return choice.Parse(s, Emulators, EmulatorHost, ErrBadEmulator)
 }
 
 // IsHost reports whether e is the default (host or unset).
