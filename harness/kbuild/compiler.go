@@ -9,9 +9,8 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/ftrace-harness/fth/harness/internal/choice"
-
 	"github.com/ftrace-harness/fth/harness/arch"
+	"github.com/ftrace-harness/fth/harness/internal/choice"
 	"github.com/ftrace-harness/fth/harness/toolroot"
 )
 

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/harness/internal/choice"
-
 	"github.com/ftrace-harness/fth/harness/internal/shell"
 	"github.com/ftrace-harness/fth/harness/toolroot"
 )
