@@ -176,6 +176,7 @@ var skipCases = []struct {
 	{skipContext, `check_usage\w*`, []string{"check_usage"}},
 	{skipContext, `check_irq_usage`, []string{"check_irq_usage"}},
 	{skipContext, `register_lock_class`, []string{"register_lock_class"}},
+	{skipContext, `assign_lock_key`, []string{"assign_lock_key"}},
 	{skipContext, `look_up_lock_class`, []string{"look_up_lock_class"}},
 	{skipContext, `lockdep_\w+`, []string{"lockdep_init_map_type"}},
 	{skipContext, `debug_check_no_locks\w*`, []string{"debug_check_no_locks_freed"}},
