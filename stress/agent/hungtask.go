@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/options"
 )
 
@@ -26,11 +25,8 @@ func injectHungTask(modDir string) error {
 	if err := os.WriteFile(hungTaskTimeoutPath, []byte(strconv.Itoa(options.HungTaskTimeout)), 0); err != nil {
 		return fmt.Errorf("lower the hung task timeout: %w (the kernel needs CONFIG_DETECT_HUNG_TASK)", err)
 	}
-	if !kmods.Loaded("fth_target") {
-		ko := filepath.Join(modDir, "fth_target.ko")
-		if err := kmods.Load(ko, ""); err != nil {
-			return fmt.Errorf("load %s, which holds the file to sleep in: %w (the kernel needs CONFIG_MODULES)", ko, err)
-		}
+	if err := loadTarget(modDir, ""); err != nil {
+		return fmt.Errorf("load %s, which holds the file to sleep in: %w (the kernel needs CONFIG_MODULES)", filepath.Join(modDir, targetModule+".ko"), err)
 	}
 	f, err := os.OpenFile(dsleepPath, os.O_WRONLY, 0)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -305,4 +306,14 @@ func sleep(ctx context.Context, d time.Duration) {
 // matched to a module that was already unloaded.
 func (a *agent) logModule(name string) {
 	report.Logf(a.w, "module %s loaded, .text at %s", name, kmods.TextAddr(name))
+}
+
+// loadTarget loads fth_target.ko from modDir with params unless it is
+// already loaded; the crash injections and the race scenario need it
+// outside the module cycling.
+func loadTarget(modDir, params string) error {
+	if kmods.Loaded(targetModule) {
+		return nil
+	}
+	return kmods.Load(filepath.Join(modDir, targetModule+".ko"), params)
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/options"
 )
 
@@ -47,11 +46,8 @@ func provoke(modDir, mode string) error {
 	if !ok {
 		return fmt.Errorf("not a provoking crash mode: %q", mode)
 	}
-	if !kmods.Loaded("fth_target") {
-		ko := filepath.Join(modDir, "fth_target.ko")
-		if err := kmods.Load(ko, ""); err != nil {
-			return fmt.Errorf("load %s, which holds the injected bugs: %w", ko, err)
-		}
+	if err := loadTarget(modDir, ""); err != nil {
+		return fmt.Errorf("load %s, which holds the injected bugs: %w", filepath.Join(modDir, targetModule+".ko"), err)
 	}
 	if err := writeOrLeave(bugPath, name, provokeWait); err != nil {
 		return err

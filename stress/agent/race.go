@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -178,11 +177,9 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	}
 	defer port.Close()
 
-	if !kmods.Loaded(targetModule) {
-		// No kthreads: the racer must be the only caller of the target.
-		if err := kmods.Load(filepath.Join(kmods.DefaultDir, targetModule+".ko"), "nthreads=0"); err != nil {
-			return fmt.Errorf("race: load %s: %w", targetModule, err)
-		}
+	// No kthreads: the racer must be the only caller of the target.
+	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
+		return fmt.Errorf("race: load %s: %w", targetModule, err)
 	}
 	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, outcomes: map[int]string{}}
 	if r.racer, err = startHelper(modeRacer, strconv.Itoa(held), targetCall); err != nil {
