@@ -199,7 +199,8 @@ var table = []Arch{
 		// direct-calls-full covers both.
 		DefaultVariants: []string{"direct-calls-full"},
 		TimeoutScale:    3,
-		ToolchainNote: "Linux selects CALL_OPS and DIRECT_CALLS on powerpc only with ARCH_USING_PATCHABLE_FUNCTION_ENTRY; Debian 12's gcc 12 fails the kernel's check-fpatchable-function-entry.sh probe and clang-19 rejects the flag, so no BPF trampoline can be built here (README, Architectures). " +
+		ToolchainNote: "Linux selects CALL_OPS and DIRECT_CALLS on powerpc only with ARCH_USING_PATCHABLE_FUNCTION_ENTRY; Debian 12's gcc 12 fails the kernel's check-fpatchable-function-entry.sh probe and clang-19 rejects the flag, so no BPF trampoline can be built with the host's compilers (README, Architectures). " +
+			"gcc 14 from the toolchain root (make deps) builds them: `make test-arch=ppc64le FTH_RUN_FLAGS=\"--toolchain gcc-14 --qemu 11.1\"` (README, Toolchain root). " +
 			"What runs: the boot, the agent and the hammer without trampolines, `make test-arch=ppc64le FTH_RUN_FLAGS=\"--n 0 --fragments base,arch/ppc64le,preempt/full\"`",
 	},
 }
