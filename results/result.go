@@ -62,6 +62,9 @@ type Kernel struct {
 	// Compiler is the toolchain by its --toolchain name, host resolved:
 	// gcc-12, clang-19, gcc-14 or clang-21.
 	Compiler string `json:"compiler,omitempty"`
+	// NotAsked lists the fragments' settings this kernel version was not
+	// asked for ("# fth: linux >= X.Y" in kconfigs/), each with its reason.
+	NotAsked []string `json:"not_asked,omitempty"`
 }
 
 // Request is what a cell was asked to run: everything `fth repro` needs to

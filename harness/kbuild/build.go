@@ -87,9 +87,12 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	if len(req.Patches) > 0 && !changesKconfig(req.Patches) {
 		return buildPatched(ctx, log, req)
 	}
-	frags, err := LoadFragments(req.KconfigDir, req.Fragments)
+	frags, left, err := LoadForVersion(req.KconfigDir, req.Fragments, req.Source.Version)
 	if err != nil {
 		return Kernel{}, err
+	}
+	for _, g := range left {
+		log.Warn("fragment setting not asked of this kernel", "setting", g.String(), "version", req.Source.Version)
 	}
 	want := Merge(frags)
 	idx, err := IndexTree(req.Source.Dir)
@@ -152,7 +155,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		}
 		log.Info("building a kernel with a Kconfig patch from scratch", "arch", req.Arch.Name, "patches", patchNames(req.Patches), "files", strings.Join(b.ov.files, " "))
 	}
-	if err := b.configure(ctx, frags); err != nil {
+	if err := b.configure(ctx, frags, left); err != nil {
 		return Kernel{}, err
 	}
 	cfgText, err := os.ReadFile(filepath.Join(b.out, ".config"))
@@ -191,6 +194,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		Vmlinux:       filepath.Join(b.out, "vmlinux"),
 		BuildDir:      b.out,
 		Fragments:     req.Fragments,
+		NotAsked:      notAsked(left),
 		ConfigSHA256:  sha256Hex(cfgText),
 		Verified:      verified(want, final),
 		Modules:       mods,
@@ -290,7 +294,7 @@ func (b *builder) env() []string {
 	return env
 }
 
-func (b *builder) configure(ctx context.Context, frags []Fragment) error {
+func (b *builder) configure(ctx context.Context, frags []Fragment, left []Gated) error {
 	if err := os.MkdirAll(b.out, 0o755); err != nil {
 		return err
 	}
@@ -299,7 +303,19 @@ func (b *builder) configure(ctx context.Context, frags []Fragment) error {
 	_ = os.Remove(filepath.Join(b.out, ".config"))
 	args := []string{"-n", "-O", b.out}
 	for _, f := range frags {
-		args = append(args, filepath.Join(b.req.KconfigDir, f.Name))
+		path := filepath.Join(b.req.KconfigDir, f.Name)
+		if len(left) > 0 {
+			// merge_config.sh reads files: the fragment as this
+			// kernel version is asked it.
+			path = filepath.Join(b.out, "fth-fragments", strings.ReplaceAll(f.Name, "/", "_"))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, f.EffectiveText(), 0o644); err != nil {
+				return err
+			}
+		}
+		args = append(args, path)
 	}
 	b.log.Info("configuring", "arch", b.req.Arch.Name, "fragments", strings.Join(b.req.Fragments, " "))
 	_, err := b.run(ctx, "merge_config", filepath.Join(b.req.Source.Dir, "scripts/kconfig/merge_config.sh"), args, nil)
@@ -431,4 +447,13 @@ func findModules(dir string) (map[string]string, error) {
 		return nil
 	})
 	return mods, err
+}
+
+// notAsked says each left-out setting, for the manifest and result.json.
+func notAsked(left []Gated) []string {
+	var out []string
+	for _, g := range left {
+		out = append(out, g.String())
+	}
+	return out
 }

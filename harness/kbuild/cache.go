@@ -34,6 +34,11 @@ func Key(src Source, a arch.Name, frags []Fragment, tc Toolchain, patches ...Pat
 	for _, f := range frags {
 		fmt.Fprintf(h, "fragment %s %d\n", f.Name, len(f.Text))
 		h.Write(f.Text)
+		// Only a version that leaves a setting out hashes more, so every
+		// key of a kernel that is asked for everything stays as it was.
+		for _, g := range f.Left {
+			fmt.Fprintf(h, "not asked %s\n", g.Origin)
+		}
 	}
 	for _, p := range patches {
 		fmt.Fprintf(h, "patch %s %d\n", p.Name, len(p.Text))
@@ -57,6 +62,9 @@ type Kernel struct {
 	VmlinuxSize int64    `json:"vmlinux_size"`
 	BuildDir    string   `json:"build_dir"`
 	Fragments   []string `json:"fragments"`
+	// NotAsked lists the fragments' settings gated on a later kernel
+	// version than this one ("# fth: linux >= X.Y"), each with its reason.
+	NotAsked []string `json:"not_asked,omitempty"`
 	// ConfigSHA256 is the hash of the final .config.
 	ConfigSHA256 string `json:"config_sha256"`
 	// Verified holds every requested symbol with its verified final value.

@@ -23,15 +23,19 @@ type Compiler string
 // and clang-19 name the host's compilers explicitly; gcc-14 and clang-21
 // run inside the trixie toolchain root (scripts/toolroot.sh).
 const (
-	CompilerHost Compiler = "host"
-	GCC12        Compiler = "gcc-12"
-	GCC14        Compiler = "gcc-14"
-	Clang19      Compiler = "clang-19"
-	Clang21      Compiler = "clang-21"
+	// CompilerDefault is the arch row's measured best (arch.Arch's
+	// DefaultToolchain): host everywhere but ppc64le. Resolve turns it
+	// into a real choice before anything is built or recorded.
+	CompilerDefault Compiler = "default"
+	CompilerHost    Compiler = "host"
+	GCC12           Compiler = "gcc-12"
+	GCC14           Compiler = "gcc-14"
+	Clang19         Compiler = "clang-19"
+	Clang21         Compiler = "clang-21"
 )
 
 // Compilers lists every choice, in the order help and errors name them.
-var Compilers = []Compiler{CompilerHost, GCC12, GCC14, Clang19, Clang21}
+var Compilers = []Compiler{CompilerDefault, CompilerHost, GCC12, GCC14, Clang19, Clang21}
 
 // ErrBadCompiler is wrapped by ParseCompiler.
 var ErrBadCompiler = errors.New("unknown toolchain")
@@ -41,7 +45,19 @@ func ParseCompiler(s string) (Compiler, error) {
 	return choice.Parse(s, Compilers, CompilerHost, ErrBadCompiler)
 }
 
-// IsHost reports whether c is the default (host or unset).
+// Resolve turns default into a's DefaultToolchain, or host where the row
+// has none; any other choice is itself.
+func (c Compiler) Resolve(a arch.Arch) Compiler {
+	if c != CompilerDefault {
+		return c
+	}
+	if a.DefaultToolchain != "" {
+		return Compiler(a.DefaultToolchain)
+	}
+	return CompilerHost
+}
+
+// IsHost reports whether c is the host's (host or unset).
 func (c Compiler) IsHost() bool { return c == "" || c == CompilerHost }
 
 // InRoot reports whether c runs inside the toolchain root.

@@ -32,7 +32,7 @@ func TestParseCompiler(t *testing.T) {
 	for _, tt := range tests {
 		got, err := ParseCompiler(tt.in)
 		if tt.bad {
-			if !errors.Is(err, ErrBadCompiler) || !strings.Contains(err.Error(), "choose one of host, gcc-12, gcc-14, clang-19, clang-21") {
+			if !errors.Is(err, ErrBadCompiler) || !strings.Contains(err.Error(), "choose one of default, host, gcc-12, gcc-14, clang-19, clang-21") {
 				t.Errorf("ParseCompiler(%q) = %v, want ErrBadCompiler listing the choices", tt.in, err)
 			}
 			continue

@@ -213,7 +213,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 	if err != nil {
 		return Kernel{}, fmt.Errorf("the unpatched kernel: %w", err)
 	}
-	frags, err := LoadFragments(req.KconfigDir, req.Fragments)
+	frags, _, err := LoadForVersion(req.KconfigDir, req.Fragments, req.Source.Version)
 	if err != nil {
 		return Kernel{}, err
 	}

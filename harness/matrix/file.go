@@ -39,7 +39,8 @@ type Spec struct {
 	Custom []Variant
 	// Toolchains and QEMUs are the toolchain and emulator axes: each arch
 	// × variant runs with every toolchain, and each of those under every
-	// QEMU, in the order given. DefaultSpec has the host's alone.
+	// QEMU, in the order given. DefaultSpec has default alone: each arch's
+	// measured best (arch.Arch.DefaultToolchain, DefaultQEMU).
 	Toolchains []kbuild.Compiler
 	QEMUs      []qemu.Emulator
 	// Parallel bounds the cells in flight (builds are serialised anyway).
@@ -87,7 +88,7 @@ func DefaultParams() Params {
 func DefaultSpec() Spec {
 	return Spec{
 		Arches: arch.All(), Variants: []string{DefaultVariants}, Parallel: 1, Params: DefaultParams(),
-		Toolchains: []kbuild.Compiler{kbuild.CompilerHost}, QEMUs: []qemu.Emulator{qemu.EmulatorHost},
+		Toolchains: []kbuild.Compiler{kbuild.CompilerDefault}, QEMUs: []qemu.Emulator{qemu.EmulatorDefault},
 	}
 }
 
@@ -132,7 +133,38 @@ func ParseQEMUs(names []string) ([]qemu.Emulator, error) {
 // NeedsRoot reports whether a cell of s runs a toolchain or QEMU from the
 // toolchain root.
 func (s Spec) NeedsRoot() bool {
-	return slices.ContainsFunc(s.Toolchains, kbuild.Compiler.InRoot) || slices.ContainsFunc(s.QEMUs, qemu.Emulator.InRoot)
+	for _, a := range s.Arches {
+		tcs, qs := s.axesFor(a)
+		if slices.ContainsFunc(tcs, kbuild.Compiler.InRoot) || slices.ContainsFunc(qs, qemu.Emulator.InRoot) {
+			return true
+		}
+	}
+	return false
+}
+
+// axesFor is the toolchain and QEMU axes for a: default resolved to the
+// arch row's choice, each choice once, in the order given; empty axes are
+// the default.
+func (s Spec) axesFor(a arch.Arch) ([]kbuild.Compiler, []qemu.Emulator) {
+	var tcs []kbuild.Compiler
+	for _, tc := range s.Toolchains {
+		if tc = tc.Resolve(a); !slices.Contains(tcs, tc) {
+			tcs = append(tcs, tc)
+		}
+	}
+	if len(tcs) == 0 {
+		tcs = []kbuild.Compiler{kbuild.CompilerDefault.Resolve(a)}
+	}
+	var qs []qemu.Emulator
+	for _, q := range s.QEMUs {
+		if q = q.Resolve(a); !slices.Contains(qs, q) {
+			qs = append(qs, q)
+		}
+	}
+	if len(qs) == 0 {
+		qs = []qemu.Emulator{qemu.EmulatorDefault.Resolve(a)}
+	}
+	return tcs, qs
 }
 
 // ParseArches turns arch names (or AllArches) into arch rows, in the order
@@ -404,14 +436,8 @@ func archNames() string {
 // QEMU of the axes. Skipped cells are included, with their reasons.
 func Expand(s Spec, t *Tree) ([]Cell, error) {
 	var cells []Cell
-	tcs, qs := s.Toolchains, s.QEMUs
-	if len(tcs) == 0 {
-		tcs = []kbuild.Compiler{kbuild.CompilerHost}
-	}
-	if len(qs) == 0 {
-		qs = []qemu.Emulator{qemu.EmulatorHost}
-	}
 	for _, a := range s.Arches {
+		tcs, qs := s.axesFor(a)
 		for _, n := range s.variantsFor(a) {
 			v, err := Lookup(n, s.Custom)
 			if err != nil {

@@ -110,8 +110,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"agent value with a space", "agent: {n: 'a b'}\n", []string{"agent.n (line 1)"}},
 		{"agent value not a scalar", "agent: {n: [1]}\n", []string{"agent.n"}},
 		{"not yaml", "arches: [x86_64\n", []string{"m.yaml"}},
-		{"bad toolchain", "toolchain: [host, gcc-13]\n", []string{`m.yaml: toolchain: unknown toolchain "gcc-13": choose one of host, gcc-12, gcc-14, clang-19, clang-21`}},
-		{"bad qemu", "qemu: '9.0'\n", []string{`m.yaml: qemu: unknown QEMU "9.0": choose one of host, 7.2, 11.1`}},
+		{"bad toolchain", "toolchain: [host, gcc-13]\n", []string{`m.yaml: toolchain: unknown toolchain "gcc-13": choose one of default, host, gcc-12, gcc-14, clang-19, clang-21`}},
+		{"bad qemu", "qemu: '9.0'\n", []string{`m.yaml: qemu: unknown QEMU "9.0": choose one of default, host, 7.2, 11.1`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,7 +175,7 @@ func TestParseFileAxes(t *testing.T) {
 		t.Errorf("toolchains %v, qemus %v", s.Toolchains, s.QEMUs)
 	}
 	d, _ := ParseFile("m.yaml", nil)
-	if !slices.Equal(d.Toolchains, []kbuild.Compiler{kbuild.CompilerHost}) || !slices.Equal(d.QEMUs, []qemu.Emulator{qemu.EmulatorHost}) {
+	if !slices.Equal(d.Toolchains, []kbuild.Compiler{kbuild.CompilerDefault}) || !slices.Equal(d.QEMUs, []qemu.Emulator{qemu.EmulatorDefault}) {
 		t.Errorf("defaults: toolchains %v, qemus %v", d.Toolchains, d.QEMUs)
 	}
 }

@@ -67,6 +67,9 @@ type Cell struct {
 	Variant Variant
 	// Skip, when set, says why this arch or kernel cannot provide the variant.
 	Skip string
+	// NotAsked lists the fragments' settings this kernel version is not
+	// asked for (kbuild.ForVersion), each with its reason.
+	NotAsked []string
 	// Run is what runner.Env.Run takes. Expand fills in the run parameters
 	// (scenario, agent, accelerator, limits).
 	Run runner.Cell
@@ -110,9 +113,12 @@ func ResolveWith(a arch.Arch, v Variant, t *Tree, tc kbuild.Compiler) (Cell, err
 			return c, nil
 		}
 	}
-	loaded, err := kbuild.LoadFragments(t.KconfigDir, frags)
+	loaded, left, err := kbuild.LoadForVersion(t.KconfigDir, frags, t.Version)
 	if err != nil {
 		return Cell{}, fmt.Errorf("variant %s on %s: %w", v.Name, a.Name, err)
+	}
+	for _, g := range left {
+		c.NotAsked = append(c.NotAsked, g.String())
 	}
 	settings := kbuild.Merge(loaded)
 	own := func(s kbuild.Setting) bool {

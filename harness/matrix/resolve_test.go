@@ -98,6 +98,10 @@ func TestShippedFragmentsHaveHeaders(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
+		if rel == kbuild.GatesFile {
+			_, err := kbuild.LoadGates(dir)
+			return err
+		}
 		if _, err := kbuild.LoadFragments(dir, []string{rel}); err != nil {
 			t.Error(err)
 		}
@@ -384,8 +388,15 @@ func TestExpandAxes(t *testing.T) {
 			t.Errorf("%s: run parameters not filled in: %+v", c.Name, c.Run)
 		}
 	}
-	if !spec.NeedsRoot() || DefaultSpec().NeedsRoot() {
-		t.Error("NeedsRoot wrong")
+	if !spec.NeedsRoot() {
+		t.Error("NeedsRoot: false with gcc-14 and QEMU 11.1 on the axes")
+	}
+	x86 := DefaultSpec()
+	x86.Arches = []arch.Arch{mustArch(t, "x86_64")}
+	ppc := DefaultSpec()
+	ppc.Arches = []arch.Arch{mustArch(t, "ppc64le")}
+	if x86.NeedsRoot() || !ppc.NeedsRoot() {
+		t.Errorf("NeedsRoot by default: x86_64 %v, ppc64le %v; want false, true (ppc64le's row asks for gcc-14 and QEMU 11.1)", x86.NeedsRoot(), ppc.NeedsRoot())
 	}
 	if _, err := ParseToolchains([]string{"gcc-13"}); !errors.Is(err, kbuild.ErrBadCompiler) {
 		t.Errorf("gcc-13: %v", err)
@@ -413,6 +424,48 @@ func TestToolchainSettings(t *testing.T) {
 		s := toolchain(mustArch(t, tt.arch), tt.tc)
 		if s[0].Symbol != "CC_IS_CLANG" || s[0].Value != tt.clang || s[1].Value == tt.clang {
 			t.Errorf("%s %s: %+v, want CC_IS_CLANG=%s", tt.arch, tt.tc, s, tt.clang)
+		}
+	}
+}
+
+// default is each arch row's choice, resolved before the cell is named or
+// recorded; named again explicitly (host on x86_64, gcc-14 on ppc64le) it
+// is one cell, not two.
+func TestExpandDefaultAxes(t *testing.T) {
+	tr := fixtureTree(t)
+	for _, tt := range []struct {
+		arch string
+		tcs  []string
+		qs   []string
+		want []string
+	}{
+		{"x86_64", []string{"default"}, []string{"default"}, []string{"x86_64-direct-calls-full"}},
+		{"x86_64", []string{"default", "host"}, []string{"default", "host"}, []string{"x86_64-direct-calls-full"}},
+		{"ppc64le", []string{"default"}, []string{"default"}, []string{"ppc64le-direct-calls-full-gcc-14-qemu-11.1"}},
+		{"ppc64le", []string{"default", "gcc-14", "host"}, []string{"default"}, []string{"ppc64le-direct-calls-full-gcc-14-qemu-11.1", "ppc64le-direct-calls-full-qemu-11.1"}},
+	} {
+		tcs, err := ParseToolchains(tt.tcs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := ParseQEMUs(tt.qs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := Spec{Arches: []arch.Arch{mustArch(t, tt.arch)}, Variants: []string{DefaultVariants}, Toolchains: tcs, QEMUs: qs, Params: DefaultParams()}
+		cells, err := Expand(spec, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range cells {
+			names = append(names, c.Name)
+			if c.Run.Toolchain == kbuild.CompilerDefault || c.Run.QEMU == qemu.EmulatorDefault {
+				t.Errorf("%s: toolchain %q, qemu %q: default not resolved", c.Name, c.Run.Toolchain, c.Run.QEMU)
+			}
+		}
+		if !slices.Equal(names, tt.want) {
+			t.Errorf("%s %v %v: cells %v, want %v", tt.arch, tt.tcs, tt.qs, names, tt.want)
 		}
 	}
 }

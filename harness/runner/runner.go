@@ -78,6 +78,17 @@ type Cell struct {
 	Toolchain kbuild.Compiler
 	// QEMU boots the cell; "" is the host's.
 	QEMU qemu.Emulator
+	// KernelSrc is this cell's kernel tree when it is not the run's
+	// (Env.KernelSrc): the kernel-version axis of fth matrix.
+	KernelSrc string
+}
+
+// src is the kernel tree c is built from.
+func (e *Env) src(c Cell) string {
+	if c.KernelSrc != "" {
+		return c.KernelSrc
+	}
+	return e.KernelSrc
 }
 
 // ErrInfra marks errors that are the harness's or the machine's, not the
@@ -88,9 +99,14 @@ var ErrInfra = errors.New("infrastructure error")
 // the toolchain tc, and the modules its guest gets (see modules, built
 // with the same toolchain), from one opened source tree.
 func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, tc kbuild.Compiler, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
+	return e.buildKernelFrom(ctx, e.KernelSrc, a, tc, frags, patches...)
+}
+
+// buildKernelFrom is BuildKernel from the tree at src.
+func (e *Env) buildKernelFrom(ctx context.Context, src string, a arch.Arch, tc kbuild.Compiler, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
-	req, err := e.request(ctx, a, frags)
+	req, err := e.request(ctx, src, a, frags)
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
 	}
@@ -107,8 +123,8 @@ func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, tc kbuild.Compiler, 
 	return k, mods, nil
 }
 
-func (e *Env) request(ctx context.Context, a arch.Arch, frags []string) (kbuild.Request, error) {
-	src, err := kbuild.PrepareSource(ctx, e.Log, e.KernelSrc, e.CacheDir)
+func (e *Env) request(ctx context.Context, dir string, a arch.Arch, frags []string) (kbuild.Request, error) {
+	src, err := kbuild.PrepareSource(ctx, e.Log, dir, e.CacheDir)
 	if err != nil {
 		return kbuild.Request{}, fmt.Errorf("kernel source: %w", err)
 	}
@@ -199,7 +215,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	log.Info("qemu", "qemu", orHost(c.QEMU), "version", qline)
 	_ = w.Update(func(r *results.Result) { r.QEMU = qline })
 
-	k, mods, err := e.BuildKernel(ctx, c.Arch, c.Toolchain, c.Fragments, c.Patches...)
+	k, mods, err := e.buildKernelFrom(ctx, e.src(c), c.Arch, c.Toolchain, c.Fragments, c.Patches...)
 	if err != nil && c.SkipUnconfigurable && errors.Is(err, kbuild.ErrConfigMismatch) {
 		log.Warn("cell skipped: the kernel cannot be configured as asked", "err", err)
 		_ = w.Update(func(r *results.Result) {
@@ -227,7 +243,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	_ = w.Update(func(r *results.Result) {
 		r.Kernel = results.Kernel{
 			Release: k.Release, SourceVersion: k.SourceVersion, SourceDir: k.SourceDir, ConfigSHA256: k.ConfigSHA256,
-			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Compiler: string(c.Toolchain.For(c.Arch)), Fragments: k.Fragments, Verified: k.Verified, Observed: k.Observed, Cached: k.Cached,
+			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Compiler: string(c.Toolchain.For(c.Arch)), Fragments: k.Fragments, NotAsked: k.NotAsked, Verified: k.Verified, Observed: k.Observed, Cached: k.Cached,
 			Patches: k.Patches,
 		}
 		r.Timings.KernelSeconds = kernelDone.Sub(start).Seconds()
@@ -290,7 +306,7 @@ func (e *Env) cellRequest(c Cell) *results.Request {
 		Arch: string(c.Arch.Name), Fragments: c.Fragments, Preempt: c.Preempt, Scenario: c.Scenario,
 		AgentArgs: c.AgentArgs, Accel: string(c.Accel), CPUs: c.CPUs, MemoryMB: c.MemoryMB,
 		Deadline: c.Deadline.Seconds(), Silence: c.Silence.Seconds(),
-		Singlestep: c.Widen.Singlestep, Icount: c.Widen.Icount, KernelSrc: e.KernelSrc,
+		Singlestep: c.Widen.Singlestep, Icount: c.Widen.Icount, KernelSrc: e.src(c),
 		Patches:   requestPatches(c.Patches),
 		Toolchain: string(orHost(c.Toolchain)), QEMU: string(orHost(c.QEMU)),
 		KernelArgs: c.KernelArgs,

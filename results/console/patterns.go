@@ -78,6 +78,8 @@ const (
 	funcName = `(?P<func>[A-Za-z_][\w.]*)`
 	// offset is the "+0x1a/0x40" after a symbol.
 	offset = `\+0x[0-9a-f]+/0x[0-9a-f]+`
+	// module is the " [fth_target]" after an offset in a module's text.
+	module = `(?: \[[\w.-]+\])?`
 	// dieLine is the line die() prints: "Oops: 0000 [#1] SMP",
 	// "invalid opcode: 0000 [#1]", "Internal error: Oops - BUG: f2000800 [#1]".
 	dieLine = `^[A-Za-z][^\[]*\[#\d+\]`
@@ -155,9 +157,9 @@ func headerPatterns() []patternSpec {
 		// WARN(): classic, new (v6.15+, optionally with the condition) and
 		// ancient forms. The header names the function that warned.
 		{Kind: KindWarning, Header: `^WARNING: CPU: \d+ PID: \d+ at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup},
-		{Kind: KindWarning, Header: `^WARNING: (?:\[.*\] )?\S+:\d+ at ` + funcName + offset + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup},
+		{Kind: KindWarning, Header: `^WARNING: (?:\[.*\] )?\S+:\d+ at ` + funcName + offset + module + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup},
 		{Kind: KindWarning, Header: `^WARNING: at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup},
-		{Kind: KindWarning, Header: `^WARNING: at ` + funcName + offset + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup},
+		{Kind: KindWarning, Header: `^WARNING: at ` + funcName + offset + module + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup},
 
 		// arm64's overflow stack report (panic_bad_stack()): pc is where
 		// the task ran out of stack; the panic that follows is its end.

@@ -8,14 +8,18 @@
  * scripts/capture-reports.sh); LKDTM covers the faults and KASAN reports.
  *
  * Each bug is a named function, so the report's guilty frame is the bug and
- * not the checker. None of them leaves the kernel unusable: locks are
+ * not the checker. The checkers' bugs leave the kernel usable: locks are
  * released where lockdep allows it, and a lock that must stay held is one
- * nothing else takes.
+ * nothing else takes. The faults (divide-error, gpf-non-canonical,
+ * illegal-instruction) kill the writing task, as an oops does.
  */
 #include <linux/debugfs.h>
 #include <linux/delay.h>
+#include <linux/etherdevice.h>
+#include <linux/ftrace.h>
 #include <linux/kthread.h>
 #include <linux/mutex.h>
+#include <linux/netdevice.h>
 #include <linux/percpu.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
@@ -227,6 +231,169 @@ static noinline int fth_bug_leak(void)
 	return 0;
 }
 
+/*
+ * The faults whose report format is the arch's own trap handler rather than
+ * a checker's: each traps in its own named function.
+ */
+
+/*
+ * An integer division by zero traps (#DE) only on x86: arm64 and riscv
+ * define a result, and powerpc's is undefined without a trap.
+ */
+static noinline int fth_bug_divide_error(void)
+{
+#ifdef CONFIG_X86
+	/* Both volatile: gcc turns 1 / x into a compare, with no division. */
+	volatile int num = 42, zero = 0;
+
+	return num / zero;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/*
+ * A load from LIST_POISON1, a non-canonical address on x86_64: a general
+ * protection fault, not a page fault. In asm so that KASAN does not check
+ * the address's shadow first.
+ */
+static noinline int fth_bug_gpf_non_canonical(void)
+{
+#ifdef CONFIG_X86_64
+	unsigned long v, addr = 0xdead000000000100UL;
+
+	asm volatile("movq (%1), %0" : "=r"(v) : "r"(addr) : "memory");
+	return v & 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/*
+ * An instruction the CPU does not define, outside any BUG() table entry:
+ * x86's ud2 ("invalid opcode"), arm64's udf #0, riscv's all-zero parcel and
+ * powerpc's primary opcode 0.
+ */
+static noinline int fth_bug_illegal_instruction(void)
+{
+#if defined(CONFIG_X86)
+	asm volatile("ud2");
+	/* objtool knows ud2 ends the path. */
+	unreachable();
+#elif defined(CONFIG_ARM64)
+	asm volatile(".inst 0x00000000");
+#elif defined(CONFIG_RISCV)
+	asm volatile(".4byte 0x00000000");
+#elif defined(CONFIG_PPC)
+	asm volatile(".long 0x00000000");
+#else
+	return -EOPNOTSUPP;
+#endif
+	return 0;
+}
+
+/*
+ * A reference to a net_device that is never put: unregistering it waits
+ * for good, printing "unregister_netdevice: waiting for fth0 to become
+ * free" every 10 s. The wait runs in a kthread so the write returns.
+ */
+static const struct net_device_ops fth_bug_netdev_ops;
+
+static int fth_bug_unregister_thread(void *dev)
+{
+	unregister_netdev(dev);
+	free_netdev(dev);
+	return 0;
+}
+
+static noinline int fth_bug_netdev_refcount_leak(void)
+{
+	struct net_device *dev;
+	struct task_struct *t;
+	int err;
+
+	dev = alloc_netdev(0, "fth%d", NET_NAME_ENUM, ether_setup);
+	if (!dev)
+		return -ENOMEM;
+	dev->netdev_ops = &fth_bug_netdev_ops;
+	eth_hw_addr_random(dev);
+	err = register_netdev(dev);
+	if (err) {
+		free_netdev(dev);
+		return err;
+	}
+	dev_hold(dev);
+	t = kthread_run(fth_bug_unregister_thread, dev, "fth_bug_netdev");
+	return PTR_ERR_OR_ZERO(t);
+}
+
+/*
+ * A task that stays runnable in the kernel without a voluntary context
+ * switch holds up an RCU Tasks grace period, the one every trampoline
+ * detach waits for; after 10 s RCU Tasks says so
+ * ("rcu_tasks_wait_gp: ... grace period number N (since boot) is M jiffies
+ * old"), the line this harness's churn printed.
+ */
+#define FTH_BUG_HOLDOUT_SECONDS 14
+
+static int fth_bug_holdout_thread(void *arg)
+{
+	unsigned long end = jiffies + FTH_BUG_HOLDOUT_SECONDS * HZ;
+
+	while (time_before(jiffies, end))
+		cpu_relax();
+	return 0;
+}
+
+static noinline int fth_bug_rcu_tasks_holdout(void)
+{
+#ifdef CONFIG_TASKS_RCU
+	struct task_struct *t = kthread_run(fth_bug_holdout_thread, NULL, "fth_bug_holdout");
+
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	msleep(100);
+	synchronize_rcu_tasks();
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/*
+ * A WARN in an ftrace_ops callback, so the report's stack runs through the
+ * arch's ftrace entry glue (ftrace_caller, an ops trampoline or
+ * ftrace_ops_list_func) between the traced function and the callback.
+ */
+static noinline void fth_bug_traced(void)
+{
+	asm volatile("" ::: "memory");
+}
+
+static void fth_bug_ftrace_callback(unsigned long ip, unsigned long parent_ip,
+				    struct ftrace_ops *op, struct ftrace_regs *fregs)
+{
+	WARN_ONCE(1, "fth_target: injected WARN in an ftrace callback");
+}
+
+static struct ftrace_ops fth_bug_ftrace_ops = {
+	.func = fth_bug_ftrace_callback,
+};
+
+static noinline int fth_bug_warn_in_ftrace_callback(void)
+{
+	int err;
+
+	err = ftrace_set_filter_ip(&fth_bug_ftrace_ops, (unsigned long)fth_bug_traced, 0, 0);
+	if (err)
+		return err;
+	err = register_ftrace_function(&fth_bug_ftrace_ops);
+	if (err)
+		return err;
+	fth_bug_traced();
+	return unregister_ftrace_function(&fth_bug_ftrace_ops);
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -245,6 +412,12 @@ static const struct {
 	{ "this-cpu-read", fth_bug_this_cpu_read },
 	{ "free-active-timer", fth_bug_free_active_timer },
 	{ "leak", fth_bug_leak },
+	{ "divide-error", fth_bug_divide_error },
+	{ "gpf-non-canonical", fth_bug_gpf_non_canonical },
+	{ "illegal-instruction", fth_bug_illegal_instruction },
+	{ "netdev-refcount-leak", fth_bug_netdev_refcount_leak },
+	{ "rcu-tasks-holdout", fth_bug_rcu_tasks_holdout },
+	{ "warn-in-ftrace-callback", fth_bug_warn_in_ftrace_callback },
 };
 
 static ssize_t bug_write(struct file *file, const char __user *buf,
@@ -273,7 +446,7 @@ static ssize_t bug_write(struct file *file, const char __user *buf,
 static ssize_t bug_read(struct file *file, char __user *buf, size_t count,
 			loff_t *ppos)
 {
-	char out[512];
+	char out[1024];
 	size_t i;
 	int len = 0;
 

@@ -47,7 +47,30 @@ var Bugs = []string{
 	"bad-unlock", "held-lock-freed", "locks-held-at-exit", "recursive-lock",
 	"circular-lock", "non-static-key", "uninit-mutex", "rcu-outside-reader",
 	"inconsistent-lock", "sleep-in-atomic", "smp-processor-id",
-	"this-cpu-read", "free-active-timer", "leak",
+	"this-cpu-read", "free-active-timer", "leak", "divide-error",
+	"gpf-non-canonical", "illegal-instruction", "netdev-refcount-leak",
+	"rcu-tasks-holdout", "warn-in-ftrace-callback",
+}
+
+// bugArches names the only arches an injected bug traps on, for the bugs
+// that are not everywhere: arm64 and riscv define a division by zero, and
+// only x86_64 has non-canonical addresses.
+var bugArches = map[string][]string{
+	"divide-error":      {"x86_64"},
+	"gpf-non-canonical": {"x86_64"},
+}
+
+// CheckCrashArch refuses an injected bug that cannot happen on arch (the
+// harness's arch name), so the error comes before the kernel build.
+func CheckCrashArch(crash, arch string) error {
+	b, ok := strings.CutPrefix(crash, CrashBugPrefix)
+	if !ok {
+		return nil
+	}
+	if only, ok := bugArches[b]; ok && !slices.Contains(only, arch) {
+		return fmt.Errorf("injected bug %q happens only on %s, not %s", b, strings.Join(only, ", "), arch)
+	}
+	return nil
 }
 
 // BugLeak is the bug whose report needs a kmemleak scan after it.

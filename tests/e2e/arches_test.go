@@ -91,15 +91,16 @@ func TestARM64CallOpsOnAndOff(t *testing.T) {
 // ppc64le's attach storm cannot exist with Debian 12's compilers: gcc 12 fails
 // the kernel's -fpatchable-function-entry placement probe and clang-19 rejects
 // the flag for powerpc64le, so Linux 7.3 selects neither CALL_OPS nor
-// DIRECT_CALLS. In a matrix that must be a skip that says so, found by
-// configuring alone (seconds), never a silent build of something else.
+// DIRECT_CALLS. With --toolchain host (no longer ppc64le's default) a matrix
+// must say so in a skip, found by configuring alone (seconds), never a silent
+// build of something else.
 func TestPPC64LEAttachStormIsSkippedWithReason(t *testing.T) {
 	if testing.Short() {
 		t.Skip("configures a kernel; skipped with -short")
 	}
 	out, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
 	os.RemoveAll(out)
-	cmd := exec.CommandContext(t.Context(), fthBin, "matrix", "--arches", "ppc64le", "--variants", "direct-calls-full", "--out", out, "--run-id", "r")
+	cmd := exec.CommandContext(t.Context(), fthBin, "matrix", "--arches", "ppc64le", "--variants", "direct-calls-full", "--toolchain", "host", "--qemu", "host", "--out", out, "--run-id", "r")
 	cmd.Dir = "../.."
 	b, err := cmd.CombinedOutput()
 	if err != nil {
@@ -117,11 +118,31 @@ func TestPPC64LEAttachStormIsSkippedWithReason(t *testing.T) {
 	}
 }
 
+// ppc64le's default cell, as a user starts it: `make test-arch=ppc64le`
+// builds with gcc 14 and boots under QEMU 11.1, both from the toolchain
+// root (the arch row's defaults, chosen by measurement), and attaches
+// 2,000 trampolines through powerpc's CALL_OPS.
+func TestPPC64LEDefaultStormPasses(t *testing.T) {
+	r := runMake(t, "ppc64le", 45*time.Minute)
+	t.Logf("seed %s", r.result.Seed)
+	res := archPass(t, r, 2000, map[string]string{
+		"CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS":        "y",
+		"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS":    "y",
+		"CONFIG_ARCH_USING_PATCHABLE_FUNCTION_ENTRY": "y",
+	})
+	if res.Request == nil || res.Request.Toolchain != "gcc-14" || res.Request.QEMU != "11.1" {
+		t.Errorf("request = %+v, want toolchain gcc-14 and qemu 11.1 (ppc64le's defaults)", res.Request)
+	}
+	if !strings.Contains(res.QEMU, "version 11.1") {
+		t.Errorf("result.json qemu = %q, want QEMU 11.1's version line", res.QEMU)
+	}
+}
+
 // What does work on ppc64le: boot pseries, the agent, inventory and the
 // preemption hammer with no trampolines.
 func TestPPC64LEBootsAndHammers(t *testing.T) {
 	requireAll(t)
-	r := runFthArch(t, "ppc64le", 60*time.Minute, "--n", "0", "--fragments", "base,arch/ppc64le,preempt/full")
+	r := runFthArch(t, "ppc64le", 60*time.Minute, "--n", "0", "--toolchain", "host", "--qemu", "host", "--fragments", "base,arch/ppc64le,preempt/full")
 	res := archPass(t, r, 0, nil)
 	if res.Liveness == nil || res.Liveness.Iterations == 0 {
 		t.Errorf("liveness = %+v, want hammer progress", res.Liveness)

@@ -83,7 +83,7 @@ func (b *buildFlags) register(fs *flag.FlagSet, which buildFlagSet) {
 		fs.IntVar(&b.jobs, "j", 0, "make -j (default: number of CPUs)")
 	}
 	if which&withToolchain != 0 {
-		fs.StringVar(&b.toolchainFlag, "toolchain", string(kbuild.CompilerHost), "kernel toolchain: "+compilerList()+" (host: gcc 12, or clang 19 where the arch row asks; gcc-14 and clang-21 run in the toolchain root, see make deps)")
+		fs.StringVar(&b.toolchainFlag, "toolchain", string(kbuild.CompilerDefault), "kernel toolchain: "+compilerList()+" (default: the arch's measured best, host except gcc-14 on ppc64le; host: gcc 12, or clang 19 where the arch row asks; gcc-14 and clang-21 run in the toolchain root, see make deps)")
 	}
 	if which&withFragments != 0 {
 		fs.StringVar(&b.fragments, "fragments", "", "comma-separated fragments, applied in order (default: base,arch/<arch>,ftrace/call-ops where the arch has CALL_OPS else ftrace/direct-calls,preempt/full)")
@@ -169,6 +169,7 @@ func (b *buildFlags) resolve() (arch.Arch, string, []string, error) {
 	if b.toolchain, err = kbuild.ParseCompiler(b.toolchainFlag); err != nil {
 		return arch.Arch{}, "", nil, fmt.Errorf("%w: --toolchain: %v", errUsage, err)
 	}
+	b.toolchain = b.toolchain.Resolve(a)
 	if err := b.needRoot(b.toolchain.InRoot(), "--toolchain "+string(b.toolchain)); err != nil {
 		return arch.Arch{}, "", nil, err
 	}
@@ -199,19 +200,30 @@ func (b *buildFlags) resolveKernel() error {
 	if b.kernelSrc != envOr("KERNEL_SRC", defaultKernelSrc) {
 		return fmt.Errorf("%w: --kernel %s and --kernel-src %s both name a tree: give one", errUsage, b.kernel, b.kernelSrc)
 	}
-	root := filepath.Dir(defaultKernelSrc)
-	b.kernelSrc = filepath.Join(root, "linux-source-"+b.kernel)
-	if _, err := os.Stat(filepath.Join(b.kernelSrc, ".fth-unpacked")); err == nil {
-		return nil
+	dir, err := fetchSeries(b.repo, b.kernel)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(os.Stderr, "fth: linux-source-%s is not unpacked yet: fetching it (bash scripts/deps.sh source %s)\n", b.kernel, b.kernel)
-	cmd := exec.Command("bash", filepath.Join(b.repo, "scripts", "deps.sh"), "source", b.kernel)
+	b.kernelSrc = dir
+	return nil
+}
+
+// fetchSeries returns the tree of Debian's linux-source-<series>, next to
+// the default tree, fetching and unpacking it first if it is not there.
+func fetchSeries(repo, series string) (string, error) {
+	root := filepath.Dir(defaultKernelSrc)
+	dir := filepath.Join(root, "linux-source-"+series)
+	if _, err := os.Stat(filepath.Join(dir, ".fth-unpacked")); err == nil {
+		return dir, nil
+	}
+	fmt.Fprintf(os.Stderr, "fth: linux-source-%s is not unpacked yet: fetching it (bash scripts/deps.sh source %s)\n", series, series)
+	cmd := exec.Command("bash", filepath.Join(repo, "scripts", "deps.sh"), "source", series)
 	cmd.Env = append(os.Environ(), "FTH_SRC_ROOT="+root)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("--kernel %s: fetching linux-source-%s: %w", b.kernel, b.kernel, err)
+		return "", fmt.Errorf("--kernel %s: fetching linux-source-%s: %w", series, series, err)
 	}
-	return nil
+	return dir, nil
 }
 
 // findRepo walks up from the working directory to the ftrace-harness go.mod.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,8 +39,8 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		seed      = fs.Int64("seed", 0, "random seed for function selection and the hammer (0: each agent picks and reports one)")
 		deadline  = fs.Duration("deadline", def.Deadline, "overall deadline per boot (scaled per arch)")
 		silence   = fs.Duration("silence", def.Silence, "no-output watchdog per boot (scaled per arch)")
-		tcs       = fs.String("toolchain", string(kbuild.CompilerHost), "comma-separated toolchains, an axis: every cell is built with each of "+compilerList())
-		qemus     = fs.String("qemu", string(qemu.EmulatorHost), "comma-separated QEMUs, an axis: every cell boots under each of "+emulatorList())
+		tcs       = fs.String("toolchain", string(kbuild.CompilerDefault), "comma-separated toolchains, an axis: every cell is built with each of "+compilerList()+" (default: each arch's measured best)")
+		qemus     = fs.String("qemu", string(qemu.EmulatorDefault), "comma-separated QEMUs, an axis: every cell boots under each of "+emulatorList()+" (default: each arch's measured best)")
 		agentArgs multiFlag
 	)
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value for every cell (repeatable)")
@@ -106,6 +107,12 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 
+	// --kernel is an axis here: every cell on each series given.
+	series, err := parseSeriesList(b.kernel)
+	if err != nil {
+		return err
+	}
+	b.kernel = ""
 	_, repo, _, err := b.resolve()
 	if err != nil {
 		return err
@@ -114,15 +121,28 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log := newLogger(stderr, b.verbose)
-	tree, err := matrix.OpenTree(b.kernelSrc, b.kconfigs)
-	if err != nil {
-		return fmt.Errorf("--kernel-src: %w", err)
-	}
-	cells, err := matrix.Expand(spec, tree)
+	trees, err := matrixTrees(repo, b.kernelSrc, series, b.kconfigs)
 	if err != nil {
 		return err
 	}
-	printPlan(stdout, cells, tree.Version)
+	var cells []matrix.Cell
+	var versions []string
+	for _, t := range trees {
+		cs, err := matrix.Expand(spec, t.tree)
+		if err != nil {
+			return err
+		}
+		if len(trees) > 1 {
+			for i := range cs {
+				cs[i].Name += "-linux-" + t.series
+				cs[i].Run.Name = cs[i].Name
+				cs[i].Run.KernelSrc = t.tree.Dir
+			}
+		}
+		cells = append(cells, cs...)
+		versions = append(versions, t.tree.Version)
+	}
+	printPlan(stdout, cells, strings.Join(versions, ", "))
 	if *list {
 		return nil
 	}
@@ -223,6 +243,9 @@ func printPlan(w io.Writer, cells []matrix.Cell, version string) {
 			boot = "build default"
 		}
 		fmt.Fprintf(tw, "  %s\trun\t%s (preempt: %s)\n", c.Name, strings.Join(c.Run.Fragments, " + "), boot)
+		for _, n := range c.NotAsked {
+			fmt.Fprintf(tw, "  \t\tnot asked: %s\n", n)
+		}
 	}
 	tw.Flush()
 	if run > 0 {
@@ -252,4 +275,58 @@ func matrixVerdict(sum results.Summary, execErr error) error {
 		return fmt.Errorf("matrix results: %w", execErr)
 	}
 	return nil
+}
+
+// seriesTree is one value of the matrix's kernel axis.
+type seriesTree struct {
+	series string // "6.12"; "" for the --kernel-src tree
+	tree   *matrix.Tree
+}
+
+// parseSeriesList checks a comma-separated --kernel list: Debian series,
+// each once.
+func parseSeriesList(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		v = strings.TrimSpace(v)
+		if !seriesRe.MatchString(v) {
+			return nil, fmt.Errorf("%w: --kernel %q: want Debian kernel series such as 6.12,7.3 (linux-source-X.Y), comma-separated", errUsage, v)
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("%w: --kernel: %s given twice", errUsage, v)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// matrixTrees opens the tree of each series (fetching Debian's
+// linux-source-X.Y the first time), or src alone when none is given.
+func matrixTrees(repo, src string, series []string, kconfigs string) ([]seriesTree, error) {
+	if len(series) == 0 {
+		t, err := matrix.OpenTree(src, kconfigs)
+		if err != nil {
+			return nil, fmt.Errorf("--kernel-src: %w", err)
+		}
+		return []seriesTree{{tree: t}}, nil
+	}
+	if src != envOr("KERNEL_SRC", defaultKernelSrc) {
+		return nil, fmt.Errorf("%w: --kernel %s and --kernel-src %s both name trees: give one", errUsage, strings.Join(series, ","), src)
+	}
+	var out []seriesTree
+	for _, s := range series {
+		dir, err := fetchSeries(repo, s)
+		if err != nil {
+			return nil, err
+		}
+		t, err := matrix.OpenTree(dir, kconfigs)
+		if err != nil {
+			return nil, fmt.Errorf("--kernel %s: %w", s, err)
+		}
+		out = append(out, seriesTree{series: s, tree: t})
+	}
+	return out, nil
 }

@@ -47,6 +47,9 @@ func TestMatrixUsageErrors(t *testing.T) {
 		{[]string{"--file", "/nonexistent/m.yaml"}, "--file"},
 		{[]string{"--parallel", "0"}, "--parallel 0"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--kernel", "7.3,latest"}, `--kernel "latest": want Debian kernel series`},
+		{[]string{"--kernel", "7.3,7.3"}, "--kernel: 7.3 given twice"},
+		{[]string{"--kernel", "7.3", "--kernel-src", "/tmp"}, "--kernel 7.3 and --kernel-src /tmp both name trees"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -82,5 +85,35 @@ func TestMatrixList(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// --kernel is an axis: every cell on each series, named after it, with
+// what a version is not asked for (kconfigs/versions) in the plan.
+func TestMatrixKernelAxisList(t *testing.T) {
+	for _, s := range []string{"7.3", "6.12"} {
+		if _, err := os.Stat("/var/cache/fth/src/linux-source-" + s + "/.fth-unpacked"); err != nil {
+			t.Skipf("linux-source-%s is not unpacked (make deps)", s)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"matrix", "--list", "--kernel", "7.3,6.12", "--arches", "x86_64,riscv64"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"matrix: 4 cells on Linux 7.3.4, 6.12.117, 3 to run, 1 skipped",
+		"x86_64-direct-calls-full-linux-7.3   run",
+		"x86_64-direct-calls-full-linux-6.12  run",
+		"not asked: CONFIG_FPROBE=y (ftrace/direct-calls:10) is asked only from Linux 6.14",
+		"riscv64-call-ops-full-linux-6.12     skip  DYNAMIC_FTRACE_WITH_CALL_OPS is not selectable on riscv64 in Linux 6.12.117",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "not asked:"); n != 1 {
+		t.Errorf("%d not-asked lines, want 1 (x86_64 on 6.12):\n%s", n, out)
 	}
 }

@@ -123,3 +123,64 @@ func TestCompareCommand(t *testing.T) {
 		})
 	}
 }
+
+// versionRun is one matrix run over two kernel series, as `fth matrix
+// --kernel 6.12,7.3` writes it: the real failing tcg-multi cell stands in
+// for 6.12's, the real passing tcg-single cell for 7.3's.
+func versionRun(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "versions")
+	for _, c := range []struct{ from, series, version string }{{"tcg-multi-1", "6.12", "6.12.117"}, {"tcg-single-1", "7.3", "7.3.4"}} {
+		src := filepath.Join(realRun(t, c.from), "x86_64-direct-calls-full", "result.json")
+		r, err := results.ReadResult(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Cell += "-linux-" + c.series
+		r.Kernel.SourceVersion = c.version
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cell := filepath.Join(dir, r.Cell)
+		if err := os.MkdirAll(cell, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cell, "result.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestCompareKernels(t *testing.T) {
+	dir := versionRun(t)
+	single := realRun(t, "tcg-single-1")
+	for _, tt := range []struct {
+		name     string
+		args     []string
+		exit     int
+		contains []string
+	}{
+		{"6.12 to 7.3: the oops is gone", []string{"--kernels", "6.12,7.3", dir}, exitPass, []string{"on Linux 6.12, candidate", "on Linux 7.3", "fail→pass: Oops: int3 in __do_sys_newuname gone"}},
+		{"7.3 to 6.12: a regression", []string{"--kernels", "7.3,6.12", dir, dir}, exitFail, []string{"REGRESSION pass→fail: Oops: int3 in __do_sys_newuname"}},
+		{"two one-version runs say their versions", []string{single, single}, exitPass, []string{"on Linux 7.3.4"}},
+		{"a series no cell ran", []string{"--kernels", "6.1,7.3", dir}, exitError, []string{"0 baseline cells ran Linux 6.1"}},
+		{"one series", []string{"--kernels", "7.3", dir}, exitUsage, []string{"want two Debian kernel series"}},
+		{"three directories", []string{"--kernels", "6.12,7.3", dir, dir, dir}, exitUsage, []string{"two run directories"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), append([]string{"compare"}, tt.args...), &out, &out)
+			got := exitCode(err, &out)
+			for _, c := range tt.contains {
+				if !strings.Contains(out.String(), c) && (err == nil || !strings.Contains(err.Error(), c)) {
+					t.Errorf("output and error lack %q (err %v):\n%s", c, err, out.String())
+				}
+			}
+			if got != tt.exit {
+				t.Errorf("exit %d (err %v), want %d", got, err, tt.exit)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/internal/choice"
 	"github.com/ftrace-harness/fth/harness/internal/shell"
 	"github.com/ftrace-harness/fth/harness/toolroot"
@@ -19,13 +20,17 @@ type Emulator string
 // names it explicitly and checks its version; 11.1 is trixie-backports'
 // QEMU inside the toolchain root (scripts/toolroot.sh), run through bwrap.
 const (
-	EmulatorHost Emulator = "host"
-	QEMU72       Emulator = "7.2"
-	QEMU111      Emulator = "11.1"
+	// EmulatorDefault is the arch row's measured best (arch.Arch's
+	// DefaultQEMU): host everywhere but ppc64le. Resolve turns it into a
+	// real choice before anything boots or is recorded.
+	EmulatorDefault Emulator = "default"
+	EmulatorHost    Emulator = "host"
+	QEMU72          Emulator = "7.2"
+	QEMU111         Emulator = "11.1"
 )
 
 // Emulators lists every choice, in the order help and errors name them.
-var Emulators = []Emulator{EmulatorHost, QEMU72, QEMU111}
+var Emulators = []Emulator{EmulatorDefault, EmulatorHost, QEMU72, QEMU111}
 
 // ErrBadEmulator is wrapped by ParseEmulator.
 var ErrBadEmulator = errors.New("unknown QEMU")
@@ -35,7 +40,19 @@ func ParseEmulator(s string) (Emulator, error) {
 	return choice.Parse(s, Emulators, EmulatorHost, ErrBadEmulator)
 }
 
-// IsHost reports whether e is the default (host or unset).
+// Resolve turns default into a's DefaultQEMU, or host where the row has
+// none; any other choice is itself.
+func (e Emulator) Resolve(a arch.Arch) Emulator {
+	if e != EmulatorDefault {
+		return e
+	}
+	if a.DefaultQEMU != "" {
+		return Emulator(a.DefaultQEMU)
+	}
+	return EmulatorHost
+}
+
+// IsHost reports whether e is the host's (host or unset).
 func (e Emulator) IsHost() bool { return e == "" || e == EmulatorHost }
 
 // InRoot reports whether e runs inside the toolchain root.

@@ -29,7 +29,7 @@ func TestParseEmulator(t *testing.T) {
 	for _, tt := range tests {
 		got, err := ParseEmulator(tt.in)
 		if tt.bad {
-			if !errors.Is(err, ErrBadEmulator) || !strings.Contains(err.Error(), "choose one of host, 7.2, 11.1") {
+			if !errors.Is(err, ErrBadEmulator) || !strings.Contains(err.Error(), "choose one of default, host, 7.2, 11.1") {
 				t.Errorf("ParseEmulator(%q) = %v, want ErrBadEmulator listing the choices", tt.in, err)
 			}
 			continue
