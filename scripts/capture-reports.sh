@@ -19,14 +19,13 @@ cd "$(dirname "$0")/.."
 arch=${1:?usage: capture-reports.sh <arch> [mode ...]}
 shift
 
-# ppc64le: trampolines need gcc 14 (the toolchain root), and pseries under
-# QEMU 7.2 cannot run the attach storm; book3s64 has no HAVE_ARCH_VMAP_STACK.
+# ppc64le's trampolines need gcc 14 and QEMU 11.1 from the toolchain root,
+# its defaults; book3s64 has no HAVE_ARCH_VMAP_STACK.
 vmap=,debug/vmap-stack
-cell=()
 case $arch in
 x86_64) ftrace=ftrace/direct-calls ;;
 arm64 | riscv64) ftrace=ftrace/call-ops ;;
-ppc64le) ftrace=ftrace/direct-calls vmap= cell=(--toolchain gcc-14 --qemu 11.1) ;;
+ppc64le) ftrace=ftrace/direct-calls vmap= ;;
 *) echo "capture-reports: unknown arch $arch" >&2; exit 3 ;;
 esac
 fragments="base,arch/$arch,$ftrace,preempt/full,debug/lockdep,debug/kasan,debug/selftest$vmap,debug/triage"
@@ -56,10 +55,18 @@ else
 fi
 
 make fth >/dev/null
-release=$(bin/fth build --arch "$arch" "${cell[@]}" --fragments "$fragments" 2>&1 | sed -n 's/.*release=\([^ ]*\).*/\1/p' | tail -1)
+if ! built=$(bin/fth build --arch "$arch" --fragments "$fragments" 2>&1); then
+	printf '%s\n' "$built" >&2
+	echo "capture-reports: the $arch debug kernel did not build" >&2
+	exit 2
+fi
+release=$(printf '%s\n' "$built" | sed -n 's/.*release=\([^ ]*\).*/\1/p' | tail -1)
 release=${release:-7.3.4}
 out=out/capture
-mkdir -p "$out" "results/console/testdata/$arch"
+# The corpus is by kernel arch: powerpc, not ppc64le.
+corpus=results/console/testdata/$arch
+[ "$arch" = ppc64le ] && corpus=results/console/testdata/powerpc
+mkdir -p "$out" "$corpus"
 for mode in $modes; do
 	slug=$(printf '%s' "$mode" | tr 'A-Z_:' 'a-z--')
 	if [ "$mode" = none ]; then
@@ -74,9 +81,12 @@ for mode in $modes; do
 		# The harness's command line puts RCU Tasks' pre-stall line
 		# 300 s out (75000 jiffies, for TCG); the injected holdout
 		# lasts 14 s, so this capture asks for the kernel's default, 10 s.
-		if [ "$mode" = bug:rcu-tasks-holdout ]; then
-			args+=(--kernel-arg rcupdate.rcu_task_stall_info=2500)
-		fi
+		case $mode in
+		bug:rcu-tasks-holdout) args+=(--kernel-arg rcupdate.rcu_task_stall_info=2500) ;;
+		# HARDENED_USERCOPY_DEFAULT_ON is off in 7.3's defaults: without
+		# this, LKDTM says "FAIL: bad copy_to_user() not detected!".
+		lkdtm:USERCOPY_*) args+=(--kernel-arg hardened_usercopy=1) ;;
+		esac
 	fi
 	id="capture-$arch-$slug-$(date +%s)"
 	echo "capture: $arch $mode -> $name" >&2
@@ -85,12 +95,12 @@ for mode in $modes; do
 	# --silence 10m: the function_graph self-test prints nothing until it
 	# passes (one pr_cont line), and under TCG with KASAN and lockdep it
 	# took 4 min 48 s on x86_64.
-	bin/fth run --arch "$arch" "${cell[@]}" --fragments "$fragments" --silence 10m --deadline 20m --out "$out" --run-id "$id" "${args[@]}" >"$out/$id.log" 2>&1 || rc=$?
+	bin/fth run --arch "$arch" --fragments "$fragments" --silence 10m --deadline 20m --out "$out" --run-id "$id" "${args[@]}" >"$out/$id.log" 2>&1 || rc=$?
 	log=$(ls "$out/$id"/*/console.log 2>/dev/null | head -1)
 	if [ -z "$log" ]; then
 		echo "capture: $mode: no console.log (fth exit $rc; see $out/$id.log)" >&2
 		continue
 	fi
-	{ echo; cat "$log"; } >"results/console/testdata/$arch/$name"
+	{ echo; cat "$log"; } >"$corpus/$name"
 	echo "capture: $mode: fth exit $rc, $(wc -c <"$log") bytes" >&2
 done

@@ -63,7 +63,9 @@ const hangTail = 60 * time.Second
 // start); kernel misbehaviour is a verdict, not an error.
 func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec) error {
 	scale := spec.VM.Arch.TimeoutScale
-	spec.VM.Cmdline = append(spec.VM.Cmdline, rcuTasksStallArgs(scaled(spec.Silence, scale))...)
+	// The harness's defaults first: the kernel takes the last of a
+	// parameter given twice, so a cell's own (fth run --kernel-arg) wins.
+	spec.VM.Cmdline = append(rcuTasksStallArgs(scaled(spec.Silence, scale)), spec.VM.Cmdline...)
 	spec.VM.Cmdline = append(spec.VM.Cmdline, agentCmdline(spec.AgentArgs)...)
 	_ = w.Update(func(r *results.Result) {
 		r.Accel = string(spec.VM.Accel)

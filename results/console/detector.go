@@ -28,6 +28,8 @@ type Detector struct {
 	// has explained a restart since (no report, no orderly restart), so
 	// another boot would be an unexpected one.
 	booted, quiet bool
+	// last is the previous line as logged, for echo.
+	last string
 }
 
 // report is one report being read.
@@ -63,6 +65,15 @@ func (d *Detector) Line(line string) []Finding {
 	d.n++
 	l := splitLine(d.n, line)
 	d.buf = append(d.buf, l.raw)
+	// A line printed twice with one timestamp is one message on two
+	// consoles: powerpc's boot console and hvc0 both print until the
+	// boot console is dropped, and a report header read twice is
+	// neither two reports nor a report of its own second line.
+	echo := l.raw == d.last && l.text != l.raw
+	d.last = l.raw
+	if echo {
+		return nil
+	}
 	if rules.banner.MatchString(l.text) {
 		d.banners = append(d.banners, l)
 	}

@@ -13,6 +13,10 @@ type consoleLine struct {
 	text string
 }
 
+// maxCutShort bounds the cut-short fragment splitLine drops before a
+// second timestamp: longer text before one is a message that quotes it.
+const maxCutShort = 16
+
 func splitLine(num int, raw string) consoleLine {
 	raw = strings.TrimRight(raw, "\r")
 	l := consoleLine{num: num, raw: raw, text: raw}
@@ -21,6 +25,16 @@ func splitLine(num int, raw string) consoleLine {
 			l.ctx = raw[m[2]:m[3]]
 		}
 		l.text = raw[m[1]:]
+		// A line another CPU cut short ("B" of a "BUG: ...") and a
+		// whole new line after it: the message is the new line's.
+		// powerpc's churn oops printed "[ts] B[ts] BUG: Kernel NULL
+		// pointer dereference on read at 0x00000128".
+		if m := rules.prefix.FindStringSubmatchIndex(l.text); m != nil && m[1]-m[0] <= maxCutShort+len("[ 99999.999999] ") {
+			if m[2] >= 0 {
+				l.ctx = l.text[m[2]:m[3]]
+			}
+			l.text = l.text[m[1]:]
+		}
 	}
 	l.text = strings.TrimRight(l.text, " \t")
 	return l

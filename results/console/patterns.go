@@ -274,6 +274,8 @@ func bodyPrefixes() []string {
 		// __might_resched()'s lines between "BUG: sleeping function called
 		// from invalid context" and its stack (kernel/sched/core.c).
 		"in_atomic(): ", "preempt_count: ", "RCU nest depth: ",
+		// powerpc __die()'s second line, after "Oops: ..., sig: N [#1]".
+		"LE PAGE_SIZE=", "BE PAGE_SIZE=",
 		// panic_bad_stack()'s lines (arm64).
 		"ESR: 0x", "FAR: 0x", "Task stack:", "IRQ stack:", "Overflow stack:",
 	}

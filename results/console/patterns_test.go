@@ -97,6 +97,10 @@ func TestHeaders(t *testing.T) {
 		{"Speculative Return Stack Overflow: WARNING: kernel not compiled with CPU_SRSO.", ""},
 		{"[  184.801206][ T1191] IPv6: BUG: Address fc00:: on device lo is missing its host route.", ""},
 		{"[  600.041156] EXT4-fs (loop1): INFO: recovery required on readonly filesystem", ""},
+		// Another CPU's line cut short, then a report's header (ppc64le churn).
+		{"[   48.959314] B[   48.959314] BUG: Kernel NULL pointer dereference on read at 0x00000128", KindOops},
+		// Longer text before a second timestamp is a message quoting one.
+		{"[   48.959314] replaying the console of [   48.959314] BUG: Kernel NULL pointer dereference on read at 0x00000128", ""},
 	}
 	for _, tt := range tests {
 		l := splitLine(1, tt.line)

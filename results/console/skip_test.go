@@ -178,6 +178,7 @@ var skipCases = []struct {
 	{skipContext, `register_lock_class`, []string{"register_lock_class"}},
 	{skipContext, `assign_lock_key`, []string{"assign_lock_key"}},
 	{skipContext, `look_up_lock_class`, []string{"look_up_lock_class"}},
+	{skipContext, `trace_hardirqs_(?:on|off)\w*`, []string{"trace_hardirqs_on", "trace_hardirqs_off_finish"}},
 	{skipContext, `lockdep_\w+`, []string{"lockdep_init_map_type"}},
 	{skipContext, `debug_check_no_locks\w*`, []string{"debug_check_no_locks_freed"}},
 	{skipContext, `__debug_check_no_locks\w*`, []string{"__debug_check_no_locks"}},

@@ -8,7 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/oracle"
 )
 
 // Kernel files of crash=lkdtm:<TYPE> and crash=bug:<name>.
@@ -51,6 +56,9 @@ func provoke(modDir, mode string) error {
 	}
 	if err := loadTarget(modDir, ""); err != nil {
 		return fmt.Errorf("load %s, which holds the injected bugs: %w", filepath.Join(modDir, targetModule+".ko"), err)
+	}
+	if name == options.BugViaTrampoline {
+		return provokeViaTrampoline(name)
 	}
 	if err := writeOrLeave(bugPath, name, provokeWait); err != nil {
 		return err
@@ -96,4 +104,28 @@ func writeOrLeave(path, val string, wait time.Duration) error {
 	case <-time.After(wait):
 		return fmt.Errorf("%w after %v: %q to %s (the kernel killed or stopped the writer)", errLeftWriting, wait, val, path)
 	}
+}
+
+// provokeViaTrampoline attaches a BPF fexit program to the bug's function
+// and commits the bug under it: fexit makes the trampoline call the
+// function, so the function's WARN has the trampoline on its stack.
+func provokeViaTrampoline(name string) error {
+	m, err := oracle.NewMap(1)
+	if err != nil {
+		return fmt.Errorf("crash=bug:%s: %w", name, err)
+	}
+	defer m.Close()
+	loader := &oracle.Loader{Map: m, Cache: btf.NewCache()}
+	fn := options.BugViaTrampolineFunc
+	ld, err := loader.Load(fn, oracle.FExit, oracle.Key(oracle.FExit, fn))
+	if err != nil {
+		return fmt.Errorf("crash=bug:%s: load a fexit program on %s: %w", name, fn, err)
+	}
+	defer ld.Prog.Close()
+	fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FExit.LinkType())
+	if errno != 0 {
+		return fmt.Errorf("crash=bug:%s: attach fexit to %s: %w", name, fn, errno)
+	}
+	defer unix.Close(fd)
+	return writeOrLeave(bugPath, name, provokeWait)
 }

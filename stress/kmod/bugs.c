@@ -394,6 +394,19 @@ static noinline int fth_bug_warn_in_ftrace_callback(void)
 	return unregister_ftrace_function(&fth_bug_ftrace_ops);
 }
 
+/*
+ * A WARN in a function the agent has put a BPF fexit trampoline on
+ * (crash=bug:warn-via-trampoline): the trampoline calls the function, so
+ * the report's stack runs through bpf_trampoline_<id> between this and
+ * its caller. Global, so the module's BTF names it for the attach.
+ */
+noinline int fth_bug_warn_traced(void);
+noinline int fth_bug_warn_traced(void)
+{
+	WARN_ONCE(1, "fth_target: injected WARN under a BPF trampoline");
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -418,6 +431,7 @@ static const struct {
 	{ "netdev-refcount-leak", fth_bug_netdev_refcount_leak },
 	{ "rcu-tasks-holdout", fth_bug_rcu_tasks_holdout },
 	{ "warn-in-ftrace-callback", fth_bug_warn_in_ftrace_callback },
+	{ "warn-via-trampoline", fth_bug_warn_traced },
 };
 
 static ssize_t bug_write(struct file *file, const char __user *buf,

@@ -49,8 +49,15 @@ var Bugs = []string{
 	"inconsistent-lock", "sleep-in-atomic", "smp-processor-id",
 	"this-cpu-read", "free-active-timer", "leak", "divide-error",
 	"gpf-non-canonical", "illegal-instruction", "netdev-refcount-leak",
-	"rcu-tasks-holdout", "warn-in-ftrace-callback",
+	"rcu-tasks-holdout", "warn-in-ftrace-callback", "warn-via-trampoline",
 }
+
+// BugViaTrampoline is the bug the agent first puts a BPF fexit trampoline
+// on: its WARN's stack runs through the trampoline.
+const BugViaTrampoline = "warn-via-trampoline"
+
+// BugViaTrampolineFunc is that bug's function in fth_target.ko.
+const BugViaTrampolineFunc = "fth_bug_warn_traced"
 
 // bugArches names the only arches an injected bug traps on, for the bugs
 // that are not everywhere: arm64 and riscv define a division by zero, and
