@@ -48,13 +48,7 @@ func ParseCompiler(s string) (Compiler, error) {
 // Resolve turns default into a's DefaultToolchain, or host where the row
 // has none; any other choice is itself.
 func (c Compiler) Resolve(a arch.Arch) Compiler {
-	if c != CompilerDefault {
-		return c
-	}
-	if a.DefaultToolchain != "" {
-		return Compiler(a.DefaultToolchain)
-	}
-	return CompilerHost
+	return choice.Resolve(c, CompilerDefault, a.DefaultToolchain, CompilerHost)
 }
 
 // IsHost reports whether c is the host's (host or unset).

@@ -146,25 +146,25 @@ func (s Spec) NeedsRoot() bool {
 // arch row's choice, each choice once, in the order given; empty axes are
 // the default.
 func (s Spec) axesFor(a arch.Arch) ([]kbuild.Compiler, []qemu.Emulator) {
-	var tcs []kbuild.Compiler
-	for _, tc := range s.Toolchains {
-		if tc = tc.Resolve(a); !slices.Contains(tcs, tc) {
-			tcs = append(tcs, tc)
+	return resolveAxis(s.Toolchains, a, kbuild.CompilerDefault), resolveAxis(s.QEMUs, a, qemu.EmulatorDefault)
+}
+
+// resolveAxis resolves each choice of an axis for a, each once, in order;
+// an empty axis is def's.
+func resolveAxis[T interface {
+	~string
+	Resolve(arch.Arch) T
+}](axis []T, a arch.Arch, def T) []T {
+	var out []T
+	for _, c := range axis {
+		if c = c.Resolve(a); !slices.Contains(out, c) {
+			out = append(out, c)
 		}
 	}
-	if len(tcs) == 0 {
-		tcs = []kbuild.Compiler{kbuild.CompilerDefault.Resolve(a)}
+	if len(out) == 0 {
+		out = []T{def.Resolve(a)}
 	}
-	var qs []qemu.Emulator
-	for _, q := range s.QEMUs {
-		if q = q.Resolve(a); !slices.Contains(qs, q) {
-			qs = append(qs, q)
-		}
-	}
-	if len(qs) == 0 {
-		qs = []qemu.Emulator{qemu.EmulatorDefault.Resolve(a)}
-	}
-	return tcs, qs
+	return out
 }
 
 // ParseArches turns arch names (or AllArches) into arch rows, in the order

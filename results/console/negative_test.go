@@ -20,11 +20,12 @@ var debugMarkers = []struct{ variant, marker string }{
 }
 
 // negativeArches need a clean log from a kernel with each debug detector
-// on; noDebugCleanLog excuses an arch, with the reason, until one lands.
+// on; noDebugCleanLog excuses one arch/detector, with the reason, for as
+// long as no clean log of it can exist.
 var (
 	negativeArches  = []string{"x86_64", "arm64", "riscv64", "powerpc"}
 	noDebugCleanLog = map[string]string{
-		"powerpc": "no ppc64le debug kernel has been booted: Debian 12's compilers give ppc64le no trampolines (issue 13)",
+		"powerpc/lockdep": "every ppc64le 7.3.4 boot with lockdep reports DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context()) from the soft-interrupt replay at 0.03 s, a kernel finding (README, Findings 6: 7 of 7 boots), and lockdep is off from then on",
 	}
 )
 
@@ -63,22 +64,19 @@ func TestNegativeSet(t *testing.T) {
 		}
 	}
 	for _, arch := range negativeArches {
-		why, excused := noDebugCleanLog[arch]
-		var missing []string
 		for _, m := range debugMarkers {
-			if len(have[arch][m.variant]) == 0 {
-				missing = append(missing, m.variant)
-			} else {
-				t.Logf("%-8s %-8s %s", arch, m.variant, strings.Join(have[arch][m.variant], ", "))
+			logs := have[arch][m.variant]
+			why, excused := noDebugCleanLog[arch+"/"+m.variant]
+			switch {
+			case len(logs) == 0 && !excused:
+				t.Errorf("%s: no clean log of a kernel with %s (scripts/capture-reports.sh %s)", arch, m.variant, arch)
+			case len(logs) > 0 && excused:
+				t.Errorf("%s has a clean %s log now (%s): drop %s/%s from noDebugCleanLog", arch, m.variant, strings.Join(logs, ", "), arch, m.variant)
+			case excused:
+				t.Logf("%-8s %-8s excused: %s", arch, m.variant, why)
+			default:
+				t.Logf("%-8s %-8s %s", arch, m.variant, strings.Join(logs, ", "))
 			}
-		}
-		switch {
-		case len(missing) > 0 && !excused:
-			t.Errorf("%s: no clean log of a kernel with %s (scripts/capture-reports.sh %s)", arch, strings.Join(missing, ", "), arch)
-		case len(missing) == 0 && excused:
-			t.Errorf("%s has a debug clean log of each kind now: drop it from noDebugCleanLog", arch)
-		case excused:
-			t.Logf("%-8s excused: %s", arch, why)
 		}
 	}
 }

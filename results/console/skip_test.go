@@ -102,7 +102,7 @@ var skipCases = []struct {
 	{skipHelper, `kfree(?:_(?:sensitive|skb\w*|rcu\w*|const|bulk|call_rcu))?`, []string{"kfree"}},
 	{skipHelper, `__kfree\w*`, []string{"__kfree_skb"}},
 	{skipHelper, `kvfree\w*`, []string{"kvfree"}},
-	{skipHelper, `_*kmalloc(?:_(?:trace|node|large|noprof|slab|reserve|array|caller|track)\w*)?`, []string{"kmalloc_trace", "__kmalloc", "__kmalloc_node_track_caller"}},
+	{skipHelper, `_*kmalloc(?:_(?:trace|node|large|noprof|slab|reserve|array|caller|track|cache)\w*)?`, []string{"kmalloc_trace", "__kmalloc", "__kmalloc_node_track_caller", "__kmalloc_cache_noprof"}},
 	{skipHelper, `kmem_cache_\w+`, []string{"kmem_cache_alloc"}},
 	{skipHelper, `_*kmem_cache_\w+`, []string{"__kmem_cache_alloc_node"}},
 	{skipHelper, `kvmalloc\w*`, []string{"kvmalloc_node"}},

@@ -24,3 +24,15 @@ func Parse[T ~string](s string, all []T, def T, base error) (T, error) {
 	var zero T
 	return zero, fmt.Errorf("%w %q: choose one of %s", base, s, strings.Join(names, ", "))
 }
+
+// Resolve returns c itself, except for the choice def ("default"), which
+// becomes row (an arch row's measured choice) or, where row is empty, host.
+func Resolve[T ~string](c, def T, row string, host T) T {
+	if c != def {
+		return c
+	}
+	if row != "" {
+		return T(row)
+	}
+	return host
+}

@@ -27,3 +27,18 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestResolve(t *testing.T) {
+	for _, tc := range []struct {
+		c, row, want color
+	}{
+		{"default", "", "host"},
+		{"default", "green", "green"},
+		{"red", "green", "red"},
+		{"host", "green", "host"},
+	} {
+		if got := Resolve(tc.c, "default", string(tc.row), color("host")); got != tc.want {
+			t.Errorf("Resolve(%q, row %q) = %q, want %q", tc.c, tc.row, got, tc.want)
+		}
+	}
+}

@@ -43,13 +43,7 @@ func ParseEmulator(s string) (Emulator, error) {
 // Resolve turns default into a's DefaultQEMU, or host where the row has
 // none; any other choice is itself.
 func (e Emulator) Resolve(a arch.Arch) Emulator {
-	if e != EmulatorDefault {
-		return e
-	}
-	if a.DefaultQEMU != "" {
-		return Emulator(a.DefaultQEMU)
-	}
-	return EmulatorHost
+	return choice.Resolve(e, EmulatorDefault, a.DefaultQEMU, EmulatorHost)
 }
 
 // IsHost reports whether e is the host's (host or unset).
