@@ -72,6 +72,8 @@ func readmeLedger() map[string]coverage {
 		"bin/fth matrix --list --arches all --variants all": {check: "run"},
 		"bin/fth matrix --arches x86_64,riscv64":            {check: "list", tests: e2e("TestX86AttachStormPasses", "TestRISCV64CallOpsPasses")},
 		"bin/fth matrix --file tests/matrix/nightly.yaml":   {check: "list", tests: []string{"tests/workflows:TestNightlyCoversEveryArchAndValidVariants"}},
+		"bin/fth matrix --kernel 7.3,6.12 --arches x86_64":  {check: "list", tests: append(e2e("TestMatrixKernelVersions"), "harness/cmd/fth:TestMatrixKernelAxisList")},
+		"bin/fth compare --kernels 6.12,7.3 out/runs/<id>":  {tests: append(e2e("TestMatrixKernelVersions"), "harness/cmd/fth:TestCompareKernels")},
 		"make matrix":                            {check: "list"},
 		"make soak BOARD=user@board DURATION=8h": {tests: e2e("TestBoardSoakSurvivesPanic")},
 		"bin/fth soak --target ssh://user@board:22 --duration 8h [--resume] [--scenario churn] [--agent-arg k=v]": {tests: e2e("TestBoardSoakSurvivesPanic")},
