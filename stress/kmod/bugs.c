@@ -10,13 +10,15 @@
  * Each bug is a named function, so the report's guilty frame is the bug and
  * not the checker. The checkers' bugs leave the kernel usable: locks are
  * released where lockdep allows it, and a lock that must stay held is one
- * nothing else takes. The faults (divide-error, gpf-non-canonical,
- * illegal-instruction) kill the writing task, as an oops does.
+ * nothing else takes. The faults (divide-error, the gpf-*s, double-fault,
+ * external-abort, illegal-instruction) kill the writing task, as an oops
+ * does, or the kernel.
  */
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/etherdevice.h>
 #include <linux/ftrace.h>
+#include <linux/io.h>
 #include <linux/kthread.h>
 #include <linux/mutex.h>
 #include <linux/netdevice.h>
@@ -270,6 +272,55 @@ static noinline int fth_bug_gpf_non_canonical(void)
 }
 
 /*
+ * The two rarer general protection faults of x86_64: an aligned SSE load
+ * from a canonical address that is not 16-byte aligned ("general protection
+ * fault, maybe for address"), and a data segment loaded with a selector the
+ * GDT does not have ("segment-related general protection fault", the error
+ * code being the selector).
+ */
+static noinline int fth_bug_gpf_maybe_for_address(void)
+{
+#ifdef CONFIG_X86_64
+	static u8 buf[64] __aligned(16);
+
+	asm volatile("movaps (%0), %%xmm0" : : "r"(buf + 1) : "memory");
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+static noinline int fth_bug_gpf_segment(void)
+{
+#ifdef CONFIG_X86_64
+	asm volatile("mov %0, %%ds" : : "r"(0xfff8) : "memory");
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/*
+ * arm64: a load from a physical address QEMU's virt machine leaves
+ * unassigned (between the virtio-mmio and platform-bus windows): the bus
+ * error comes back as a synchronous external abort.
+ */
+static noinline int fth_bug_external_abort(void)
+{
+#ifdef CONFIG_ARM64
+	void __iomem *p = ioremap(0x0b000000, PAGE_SIZE);
+
+	if (!p)
+		return -ENOMEM;
+	readl(p);
+	iounmap(p);
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/*
  * An instruction the CPU does not define, outside any BUG() table entry:
  * x86's ud2 ("invalid opcode"), arm64's udf #0, riscv's all-zero parcel and
  * powerpc's primary opcode 0.
@@ -432,6 +483,10 @@ static const struct {
 	{ "rcu-tasks-holdout", fth_bug_rcu_tasks_holdout },
 	{ "warn-in-ftrace-callback", fth_bug_warn_in_ftrace_callback },
 	{ "warn-via-trampoline", fth_bug_warn_traced },
+	{ "gpf-maybe-for-address", fth_bug_gpf_maybe_for_address },
+	{ "gpf-segment", fth_bug_gpf_segment },
+	{ "double-fault", fth_bug_double_fault },
+	{ "external-abort", fth_bug_external_abort },
 };
 
 static ssize_t bug_write(struct file *file, const char __user *buf,

@@ -7,4 +7,7 @@ struct dentry;
 /* fth_bugs_init adds the "bug" file (bugs.c) under dir. */
 void fth_bugs_init(struct dentry *dir);
 
+/* fth_bug_double_fault is in df.c, which objtool does not check. */
+int fth_bug_double_fault(void);
+
 #endif

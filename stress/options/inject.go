@@ -50,6 +50,7 @@ var Bugs = []string{
 	"this-cpu-read", "free-active-timer", "leak", "divide-error",
 	"gpf-non-canonical", "illegal-instruction", "netdev-refcount-leak",
 	"rcu-tasks-holdout", "warn-in-ftrace-callback", "warn-via-trampoline",
+	"gpf-maybe-for-address", "gpf-segment", "double-fault", "external-abort",
 }
 
 // BugViaTrampoline is the bug the agent first puts a BPF fexit trampoline
@@ -63,8 +64,12 @@ const BugViaTrampolineFunc = "fth_bug_warn_traced"
 // that are not everywhere: arm64 and riscv define a division by zero, and
 // only x86_64 has non-canonical addresses.
 var bugArches = map[string][]string{
-	"divide-error":      {"x86_64"},
-	"gpf-non-canonical": {"x86_64"},
+	"divide-error":          {"x86_64"},
+	"gpf-non-canonical":     {"x86_64"},
+	"gpf-maybe-for-address": {"x86_64"},
+	"gpf-segment":           {"x86_64"},
+	"double-fault":          {"x86_64"},
+	"external-abort":        {"arm64"},
 }
 
 // CheckCrashArch refuses an injected bug that cannot happen on arch (the
