@@ -119,9 +119,9 @@ func TestPPC64LEAttachStormIsSkippedWithReason(t *testing.T) {
 }
 
 // ppc64le's default cell, as a user starts it: `make test-arch=ppc64le`
-// builds with gcc 14 and boots under QEMU 11.1, both from the toolchain
-// root (the arch row's defaults, chosen by measurement), and attaches
-// 2,000 trampolines through powerpc's CALL_OPS.
+// builds with gcc 14 from the toolchain root (the arch row's default,
+// chosen by measurement) and attaches 2,000 trampolines through powerpc's
+// CALL_OPS, under the host's QEMU.
 func TestPPC64LEDefaultStormPasses(t *testing.T) {
 	r := runMake(t, "ppc64le", 45*time.Minute)
 	t.Logf("seed %s", r.result.Seed)
@@ -130,11 +130,8 @@ func TestPPC64LEDefaultStormPasses(t *testing.T) {
 		"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS":    "y",
 		"CONFIG_ARCH_USING_PATCHABLE_FUNCTION_ENTRY": "y",
 	})
-	if res.Request == nil || res.Request.Toolchain != "gcc-14" || res.Request.QEMU != "11.1" {
-		t.Errorf("request = %+v, want toolchain gcc-14 and qemu 11.1 (ppc64le's defaults)", res.Request)
-	}
-	if !strings.Contains(res.QEMU, "version 11.1") {
-		t.Errorf("result.json qemu = %q, want QEMU 11.1's version line", res.QEMU)
+	if res.Request == nil || res.Request.Toolchain != "gcc-14" || res.Request.QEMU != "host" {
+		t.Errorf("request = %+v, want toolchain gcc-14 and qemu host (ppc64le's defaults)", res.Request)
 	}
 }
 
