@@ -250,7 +250,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		r.Timings.ImageSeconds = time.Since(kernelDone).Seconds()
 	})
 
-	accel, why, err := qemu.ResolveAccel(ctx, log, c.Accel, c.Arch, k.Image, e.CacheDir)
+	accel, why, err := qemu.ResolveAccel(ctx, log, c.Accel, c.Arch, k.Image, e.CacheDir, qv)
 	if err != nil {
 		return fail("accelerator", err)
 	}

@@ -41,3 +41,15 @@ func TestAccelCaveat(t *testing.T) {
 		})
 	}
 }
+
+// auto's TCG mode follows the QEMU version: multi from 11.1, single before.
+func TestTCGFor(t *testing.T) {
+	for _, tt := range []struct {
+		v    int
+		want Accel
+	}{{702, AccelTCGSingle}, {1100, AccelTCGSingle}, {1101, AccelTCGMulti}, {1200, AccelTCGMulti}} {
+		if got, why := TCGFor(tt.v); got != tt.want || (got == AccelTCGMulti) != (why != "") {
+			t.Errorf("TCGFor(%d) = %s, %q; want %s", tt.v, got, why, tt.want)
+		}
+	}
+}
