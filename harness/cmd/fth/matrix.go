@@ -30,7 +30,7 @@ func cmdMatrix(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		list      = fs.Bool("list", false, "print the cells, with every skip and its reason, and run nothing")
 		out       = fs.String("out", "out/runs", "directory for run results")
 		runID     = fs.String("run-id", "", "run id (default: time stamp plus random suffix)")
-		accelFlag = fs.String("accel", string(def.Accel), "QEMU accelerator: auto (KVM if a probe boot works, else tcg-single), kvm, tcg-single, tcg-multi")
+		accelFlag = fs.String("accel", string(def.Accel), "QEMU accelerator: auto (KVM if a probe boot works, else tcg-single, or tcg-multi on QEMU 11.1 and later), kvm, tcg-single, tcg-multi")
 		cpus      = fs.Int("cpus", def.CPUs, "guest vCPUs")
 		mem       = fs.Int("mem", def.MemoryMB, "guest memory in MiB")
 		n         = fs.String("n", def.Agent["n"], "trampolines to attach, or 'all'")

@@ -30,7 +30,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var (
 		out        = fs.String("out", "out/runs", "directory for run results")
 		runID      = fs.String("run-id", "", "run id (default: time stamp plus random suffix)")
-		accelFlag  = fs.String("accel", "auto", "QEMU accelerator: auto (KVM if a probe boot works, else tcg-single), kvm, tcg-single, tcg-multi")
+		accelFlag  = fs.String("accel", "auto", "QEMU accelerator: auto (KVM if a probe boot works, else tcg-single, or tcg-multi on QEMU 11.1 and later), kvm, tcg-single, tcg-multi")
 		cpus       = fs.Int("cpus", 2, "guest vCPUs")
 		mem        = fs.Int("mem", 1024, "guest memory in MiB")
 		preempt    = fs.String("preempt", "full", "preempt= boot parameter (PREEMPT_DYNAMIC); empty to leave the build default")
