@@ -181,7 +181,7 @@ func headerPatterns() []patternSpec {
 		{Kind: KindWorkqueueStall, Header: `^BUG: workqueue lockup - pool`, Title: "BUG: workqueue lockup in {func}", Func: funcWorkqueue, MaxLines: 250},
 
 		{Kind: KindOops, Header: `^(?:Oops: )?(?:segment-related )?general protection fault\b`, Title: "general protection fault in {func}", Func: funcFault},
-		{Kind: KindOops, Header: `^PANIC: double fault, error_code: 0x[0-9a-f]+`, Title: "PANIC: double fault in {func}", Func: funcFault, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^(?:traps: )?PANIC: double fault, error_code: 0x[0-9a-f]+`, Title: "PANIC: double fault in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^BUG: \w+ stack guard page was hit at`, Title: "BUG: stack guard page was hit in {func}", Func: funcFault, Absorb: oopsDie},
 		// powerpc's bad_page_fault(): "BUG: Kernel NULL pointer dereference on read at 0x00000000",
 		// then "Faulting instruction address:" and die()'s "Oops: Kernel access of bad area, sig: 11 [#1]".
@@ -270,7 +270,7 @@ func bodyPrefixes() []string {
 		"Initializing ftrace call sites", "Setting ftrace call site", "Updating ftrace call site",
 		"Changing ftrace call site", "Unknown ftrace call site", "ftrace record flags:", "expected tramp:",
 		"---[ ", "kmemleak: ", "caller is ", "ODEBUG: ", "refcount_t: ", "usercopy: ", "DEBUG_LOCKS_WARN_ON",
-		"Faulting instruction address:", "Fixing recursive fault", "PANIC: double fault",
+		"Faulting instruction address:", "Fixing recursive fault", "PANIC: double fault", "traps: PANIC: double fault",
 		// __might_resched()'s lines between "BUG: sleeping function called
 		// from invalid context" and its stack (kernel/sched/core.c).
 		"in_atomic(): ", "preempt_count: ", "RCU nest depth: ",
