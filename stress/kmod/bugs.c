@@ -301,6 +301,30 @@ static noinline int fth_bug_gpf_segment(void)
 }
 
 /*
+ * x86_64 with the frame-pointer unwinder (kconfigs/debug/fp-unwinder): the
+ * saved frame pointer of this frame points off every stack while
+ * dump_stack() walks it, so the unwinder warns "kernel stack frame pointer
+ * ... has bad value" and dumps the stack it read. Restored afterwards; with
+ * ORC the dump is all that happens.
+ */
+static unsigned long fth_bug_not_a_stack[4];
+
+static noinline int fth_bug_bad_frame_pointer(void)
+{
+#ifdef CONFIG_X86_64
+	unsigned long *fp = __builtin_frame_address(0);
+	unsigned long saved = READ_ONCE(*fp);
+
+	WRITE_ONCE(*fp, (unsigned long)&fth_bug_not_a_stack[2]);
+	dump_stack();
+	WRITE_ONCE(*fp, saved);
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/*
  * arm64: a load from a physical address QEMU's virt machine leaves
  * unassigned (between the virtio-mmio and platform-bus windows): the bus
  * error comes back as a synchronous external abort.
@@ -487,6 +511,7 @@ static const struct {
 	{ "gpf-segment", fth_bug_gpf_segment },
 	{ "double-fault", fth_bug_double_fault },
 	{ "external-abort", fth_bug_external_abort },
+	{ "bad-frame-pointer", fth_bug_bad_frame_pointer },
 };
 
 static ssize_t bug_write(struct file *file, const char __user *buf,

@@ -51,6 +51,7 @@ var Bugs = []string{
 	"gpf-non-canonical", "illegal-instruction", "netdev-refcount-leak",
 	"rcu-tasks-holdout", "warn-in-ftrace-callback", "warn-via-trampoline",
 	"gpf-maybe-for-address", "gpf-segment", "double-fault", "external-abort",
+	"bad-frame-pointer",
 }
 
 // BugViaTrampoline is the bug the agent first puts a BPF fexit trampoline
@@ -70,6 +71,7 @@ var bugArches = map[string][]string{
 	"gpf-segment":           {"x86_64"},
 	"double-fault":          {"x86_64"},
 	"external-abort":        {"arm64"},
+	"bad-frame-pointer":     {"x86_64"},
 }
 
 // CheckCrashArch refuses an injected bug that cannot happen on arch (the
