@@ -126,9 +126,8 @@ func TestPPC64LEDefaultStormPasses(t *testing.T) {
 	r := runMake(t, "ppc64le", 45*time.Minute)
 	t.Logf("seed %s", r.result.Seed)
 	res := archPass(t, r, 2000, map[string]string{
-		"CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS":        "y",
-		"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS":    "y",
-		"CONFIG_ARCH_USING_PATCHABLE_FUNCTION_ENTRY": "y",
+		"CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS":     "y",
+		"CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS": "y",
 	})
 	if res.Request == nil || res.Request.Toolchain != "gcc-14" || res.Request.QEMU != "host" {
 		t.Errorf("request = %+v, want toolchain gcc-14 and qemu host (ppc64le's defaults)", res.Request)
