@@ -63,7 +63,7 @@ type Kernel struct {
 	// gcc-12, clang-19, gcc-14 or clang-21.
 	Compiler string `json:"compiler,omitempty"`
 	// NotAsked lists the fragments' settings this kernel version was not
-	// asked for ("# fth: linux >= X.Y" in kconfigs/), each with its reason.
+	// asked for (kconfigs/versions), each with its reason.
 	NotAsked []string `json:"not_asked,omitempty"`
 }
 

@@ -155,7 +155,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		}
 		log.Info("building a kernel with a Kconfig patch from scratch", "arch", req.Arch.Name, "patches", patchNames(req.Patches), "files", strings.Join(b.ov.files, " "))
 	}
-	if err := b.configure(ctx, frags, left); err != nil {
+	if err := b.configure(ctx, frags); err != nil {
 		return Kernel{}, err
 	}
 	cfgText, err := os.ReadFile(filepath.Join(b.out, ".config"))
@@ -294,7 +294,7 @@ func (b *builder) env() []string {
 	return env
 }
 
-func (b *builder) configure(ctx context.Context, frags []Fragment, left []Gated) error {
+func (b *builder) configure(ctx context.Context, frags []Fragment) error {
 	if err := os.MkdirAll(b.out, 0o755); err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func (b *builder) configure(ctx context.Context, frags []Fragment, left []Gated)
 	args := []string{"-n", "-O", b.out}
 	for _, f := range frags {
 		path := filepath.Join(b.req.KconfigDir, f.Name)
-		if len(left) > 0 {
+		if len(f.Left) > 0 {
 			// merge_config.sh reads files: the fragment as this
 			// kernel version is asked it.
 			path = filepath.Join(b.out, "fth-fragments", strings.ReplaceAll(f.Name, "/", "_"))

@@ -63,7 +63,7 @@ type Kernel struct {
 	BuildDir    string   `json:"build_dir"`
 	Fragments   []string `json:"fragments"`
 	// NotAsked lists the fragments' settings gated on a later kernel
-	// version than this one ("# fth: linux >= X.Y"), each with its reason.
+	// version than this one (kconfigs/versions), each with its reason.
 	NotAsked []string `json:"not_asked,omitempty"`
 	// ConfigSHA256 is the hash of the final .config.
 	ConfigSHA256 string `json:"config_sha256"`

@@ -71,13 +71,12 @@ var (
 // ParseFragment parses a fragment's text. name is used in errors.
 func ParseFragment(name string, text []byte) (Fragment, error) {
 	f := Fragment{Name: name, Text: text}
-	add := func(s Setting) { f.Settings = append(f.Settings, s) }
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		origin := fmt.Sprintf("%s:%d", name, n)
 		if m := unsetRe.FindStringSubmatch(line); m != nil {
-			add(Setting{Symbol: m[1], Value: "n", Origin: origin})
+			f.Settings = append(f.Settings, Setting{Symbol: m[1], Value: "n", Origin: origin})
 			continue
 		}
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -90,7 +89,7 @@ func ParseFragment(name string, text []byte) (Fragment, error) {
 		if !valueRe.MatchString(m[2]) {
 			return Fragment{}, fmt.Errorf("%w: %s: CONFIG_%s has value %q; use y, m, n, a number or a \"quoted string\"", ErrBadFragment, origin, m[1], m[2])
 		}
-		add(Setting{Symbol: m[1], Value: m[2], Origin: origin})
+		f.Settings = append(f.Settings, Setting{Symbol: m[1], Value: m[2], Origin: origin})
 	}
 	return f, sc.Err()
 }

@@ -197,14 +197,23 @@ func (b *buildFlags) resolveKernel() error {
 	if !seriesRe.MatchString(b.kernel) {
 		return fmt.Errorf("%w: --kernel %q: want a Debian kernel series such as 6.12 or 7.3 (linux-source-X.Y), or --kernel-src for any tree", errUsage, b.kernel)
 	}
-	if b.kernelSrc != envOr("KERNEL_SRC", defaultKernelSrc) {
-		return fmt.Errorf("%w: --kernel %s and --kernel-src %s both name a tree: give one", errUsage, b.kernel, b.kernelSrc)
+	if err := oneTree(b.kernel, b.kernelSrc); err != nil {
+		return err
 	}
 	dir, err := fetchSeries(b.repo, b.kernel)
 	if err != nil {
 		return err
 	}
 	b.kernelSrc = dir
+	return nil
+}
+
+// oneTree refuses --kernel (one series or a list) beside a --kernel-src
+// (or KERNEL_SRC) that is not the default tree: both name trees.
+func oneTree(kernel, src string) error {
+	if src != envOr("KERNEL_SRC", defaultKernelSrc) {
+		return fmt.Errorf("%w: --kernel %s and --kernel-src %s both name trees: give one", errUsage, kernel, src)
+	}
 	return nil
 }
 

@@ -313,8 +313,8 @@ func matrixTrees(repo, src string, series []string, kconfigs string) ([]seriesTr
 		}
 		return []seriesTree{{tree: t}}, nil
 	}
-	if src != envOr("KERNEL_SRC", defaultKernelSrc) {
-		return nil, fmt.Errorf("%w: --kernel %s and --kernel-src %s both name trees: give one", errUsage, strings.Join(series, ","), src)
+	if err := oneTree(strings.Join(series, ","), src); err != nil {
+		return nil, err
 	}
 	var out []seriesTree
 	for _, s := range series {
