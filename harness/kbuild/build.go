@@ -82,8 +82,21 @@ func (e *BuildError) Error() string {
 func (e *BuildError) Unwrap() error { return e.Err }
 
 // Build returns the kernel req describes, from the cache when an intact entry
-// exists, building it otherwise.
+// exists, building it otherwise. A kernel whose own BTF it will refuse at
+// boot is an error wrapping ErrUnusableBTF, cached or not: the entry is
+// kept (the build is sound), and the check costs a read of its BTF.
 func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
+	k, err := build(ctx, log, req)
+	if err != nil {
+		return k, err
+	}
+	if err := CheckBTF(k.Vmlinux); err != nil {
+		return Kernel{}, fmt.Errorf("%s kernel built with %s (%s): %w; no BPF program could load in it, so it is not booted: choose another --toolchain", k.Arch, k.Compiler, k.Toolchain, err)
+	}
+	return k, nil
+}
+
+func build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	if len(req.Patches) > 0 && !changesKconfig(req.Patches) {
 		return buildPatched(ctx, log, req)
 	}

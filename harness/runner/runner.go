@@ -216,10 +216,16 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	_ = w.Update(func(r *results.Result) { r.QEMU = qline })
 
 	k, mods, err := e.buildKernelFrom(ctx, e.src(c), c.Arch, c.Toolchain, c.Fragments, c.Patches...)
-	if err != nil && c.SkipUnconfigurable && errors.Is(err, kbuild.ErrConfigMismatch) {
-		log.Warn("cell skipped: the kernel cannot be configured as asked", "err", err)
+	// A matrix cell the tree and toolchain cannot give is a skip with the
+	// reason: Kconfig's verdict, or a kernel whose BTF it would refuse.
+	if err != nil && c.SkipUnconfigurable && (errors.Is(err, kbuild.ErrConfigMismatch) || errors.Is(err, kbuild.ErrUnusableBTF)) {
+		why := "cannot be configured with this tree and toolchain"
+		if errors.Is(err, kbuild.ErrUnusableBTF) {
+			why = "this tree and toolchain give a kernel that refuses its own BTF"
+		}
+		log.Warn("cell skipped: "+why, "err", err)
 		_ = w.Update(func(r *results.Result) {
-			r.Verdict, r.Reason = results.Skip, fmt.Sprintf("cannot be configured with this tree and toolchain (%s): %v", c.Toolchain.For(c.Arch), err)
+			r.Verdict, r.Reason = results.Skip, fmt.Sprintf("%s (%s): %v", why, c.Toolchain.For(c.Arch), err)
 			r.Timings.TotalSeconds = time.Since(start).Seconds()
 			r.EndedAt = time.Now().UTC()
 		})
