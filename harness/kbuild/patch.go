@@ -209,7 +209,8 @@ func repath(dir, from, to string) error {
 func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	base := req
 	base.Patches = nil
-	bk, err := Build(ctx, log, base)
+	// build, not Build: the BTF check is the patched kernel's, once.
+	bk, err := build(ctx, log, base)
 	if err != nil {
 		return Kernel{}, fmt.Errorf("the unpatched kernel: %w", err)
 	}

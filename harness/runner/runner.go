@@ -218,11 +218,14 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	k, mods, err := e.buildKernelFrom(ctx, e.src(c), c.Arch, c.Toolchain, c.Fragments, c.Patches...)
 	// A matrix cell the tree and toolchain cannot give is a skip with the
 	// reason: Kconfig's verdict, or a kernel whose BTF it would refuse.
-	if err != nil && c.SkipUnconfigurable && (errors.Is(err, kbuild.ErrConfigMismatch) || errors.Is(err, kbuild.ErrUnusableBTF)) {
-		why := "cannot be configured with this tree and toolchain"
-		if errors.Is(err, kbuild.ErrUnusableBTF) {
-			why = "this tree and toolchain give a kernel that refuses its own BTF"
-		}
+	why := ""
+	switch {
+	case errors.Is(err, kbuild.ErrConfigMismatch):
+		why = "cannot be configured with this tree and toolchain"
+	case errors.Is(err, kbuild.ErrUnusableBTF):
+		why = "this tree and toolchain give a kernel that refuses its own BTF"
+	}
+	if c.SkipUnconfigurable && why != "" {
 		log.Warn("cell skipped: "+why, "err", err)
 		_ = w.Update(func(r *results.Result) {
 			r.Verdict, r.Reason = results.Skip, fmt.Sprintf("%s (%s): %v", why, c.Toolchain.For(c.Arch), err)

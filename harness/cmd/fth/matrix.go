@@ -249,7 +249,7 @@ func printPlan(w io.Writer, cells []matrix.Cell, version string) {
 	}
 	tw.Flush()
 	if run > 0 {
-		fmt.Fprintln(w, "  (a cell listed as run still skips, with the reason, if configuring it shows the toolchain's compiler probes rule a symbol out, as gcc 12 does for ppc64le's CALL_OPS and riscv64's)")
+		fmt.Fprintln(w, "  (a cell listed as run still skips, with the reason, if configuring it shows the toolchain's compiler probes rule a symbol out, as gcc 12 does for ppc64le's CALL_OPS and riscv64's, or if the built kernel would refuse its own BTF, as riscv64's does with clang 21)")
 	}
 }
 
