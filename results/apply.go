@@ -45,7 +45,7 @@ func Apply(r *Result, ev event.Event) {
 		r.Liveness = mergeLiveness(r.Liveness, ev.Liveness)
 	case event.KindDone:
 		ok := ev.Done.OK
-		r.AgentOK, r.AgentReason = &ok, ev.Done.Reason
+		r.AgentOK, r.AgentReason, r.AgentUnjudged = &ok, ev.Done.Reason, ev.Done.Unjudged
 	}
 }
 

@@ -229,6 +229,8 @@ type Result struct {
 	// the console and liveness.
 	AgentOK     *bool  `json:"agent_ok,omitempty"`
 	AgentReason string `json:"agent_reason,omitempty"`
+	// AgentUnjudged: the agent stopped at a limit of its own (event.Done).
+	AgentUnjudged bool `json:"agent_unjudged,omitempty"`
 
 	Findings []Finding `json:"findings"`
 	// InFlight is the agent operation that had started but not finished when

@@ -712,7 +712,11 @@ func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (
 	if o, ok := results.FailedOracle(r.Oracles); ok {
 		return results.Fail, o
 	}
-	if r.AgentOK != nil && !*r.AgentOK {
+	switch {
+	case r.AgentOK == nil || *r.AgentOK:
+	case r.AgentUnjudged:
+		return results.Error, "agent: " + r.AgentReason
+	default:
 		return results.Fail, "agent: " + r.AgentReason
 	}
 	return results.Pass, ""

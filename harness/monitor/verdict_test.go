@@ -34,6 +34,8 @@ func TestVerdict(t *testing.T) {
 		{"hung task, then its tail", results.Result{Findings: []results.Finding{{Kind: console.KindHungTask, Title: "INFO: task hung in dsleep_write"}}}, HangReport, false, results.Fail, "INFO: task hung in dsleep_write"},
 		{"interrupted", results.Result{}, Interrupted, false, results.Error, "interrupted"},
 		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, Done, true, results.Fail, "agent: 0 of 2000"},
+		// The agent's own limit is the harness's, not the kernel's.
+		{"agent unjudged", results.Result{AgentOK: &no, AgentUnjudged: true, AgentReason: "race: cannot tell the new trampoline image"}, Done, true, results.Error, "agent: race: cannot tell"},
 		{"oracle failure beats agent ok", results.Result{AgentOK: &yes, Oracles: []event.Oracle{
 			{Name: event.OracleCalibration, OK: true, Checks: 1},
 			{Name: event.OracleExact, Function: "__x64_sys_getppid", Expected: 1000, Got: 999},

@@ -183,10 +183,14 @@ type StalledThread struct {
 }
 
 // Done is the agent's summary. OK false means the agent saw something wrong
-// (an oracle failed, a phase could not run); Reason says what.
+// (an oracle failed, a phase could not run); Reason says what. Unjudged
+// means the agent stopped at a limit of its own, not at anything the
+// kernel did (it could not tell which trampoline image an attach made):
+// the host makes that an error, never a kernel failure.
 type Done struct {
-	OK     bool   `json:"ok"`
-	Reason string `json:"reason,omitempty"`
+	OK       bool   `json:"ok"`
+	Reason   string `json:"reason,omitempty"`
+	Unjudged bool   `json:"unjudged,omitempty"`
 }
 
 // OracleName names an oracle in Oracle events; host and guest share these.

@@ -377,7 +377,8 @@ func (a *agent) finish(runErr error) error {
 // stalls are the hammer threads ever seen stalled, by TID.
 func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done {
 	if runErr != nil {
-		return event.Done{Reason: runErr.Error()}
+		var u *unjudgedError
+		return event.Done{Reason: runErr.Error(), Unjudged: errors.As(runErr, &u)}
 	}
 	var reasons []string
 	if a.selected > 0 && a.attached == 0 {

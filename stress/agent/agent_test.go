@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"slices"
@@ -72,22 +73,26 @@ func TestVerdict(t *testing.T) {
 		stalls map[int64]time.Duration
 		ok     bool
 		reason string
+		// unjudged: the agent's own limit, an error on the host.
+		unjudged bool
 	}{
-		{"clean", agent{selected: 10, attached: 3}, nil, nil, true, ""},
-		{"attach failures alone are fine", agent{selected: 10, attached: 1}, nil, map[int64]time.Duration{}, true, ""},
-		{"nothing selected", agent{selected: 0, attached: 0}, nil, nil, true, ""},
-		{"nothing attached", agent{selected: 10, attached: 0}, nil, nil, false, "no trampoline attached (0 of 10 selected)"},
-		{"phase error", agent{selected: 10, attached: 10}, errors.New("attach phase: context canceled"), stall, false, "attach phase: context canceled"},
+		{"clean", agent{selected: 10, attached: 3}, nil, nil, true, "", false},
+		{"attach failures alone are fine", agent{selected: 10, attached: 1}, nil, map[int64]time.Duration{}, true, "", false},
+		{"nothing selected", agent{selected: 0, attached: 0}, nil, nil, true, "", false},
+		{"nothing attached", agent{selected: 10, attached: 0}, nil, nil, false, "no trampoline attached (0 of 10 selected)", false},
+		{"phase error", agent{selected: 10, attached: 10}, errors.New("attach phase: context canceled"), stall, false, "attach phase: context canceled", false},
+		{"a limit of the agent's", agent{}, fmt.Errorf("race scenario: %w", &unjudgedError{errors.New("race: cannot tell the new trampoline image")}), nil, false,
+			"race scenario: race: cannot tell the new trampoline image", true},
 		{"stall", agent{selected: 10, attached: 10, opts: options.Options{Stall: 20 * time.Second}}, nil, stall, false,
-			"2 hammer thread(s) stalled beyond 20s: tid 3 for 21.5s, tid 7 for 25s"},
+			"2 hammer thread(s) stalled beyond 20s: tid 3 for 21.5s, tid 7 for 25s", false},
 		{"stall and nothing attached", agent{selected: 1, opts: options.Options{Stall: time.Second}}, nil, map[int64]time.Duration{1: 2 * time.Second}, false,
-			"no trampoline attached (0 of 1 selected); 1 hammer thread(s) stalled beyond 1s: tid 1 for 2s"},
+			"no trampoline attached (0 of 1 selected); 1 hammer thread(s) stalled beyond 1s: tid 1 for 2s", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := tt.a.verdict(tt.runErr, tt.stalls)
-			if d.OK != tt.ok || d.Reason != tt.reason {
-				t.Errorf("verdict = %+v, want ok=%v reason=%q", d, tt.ok, tt.reason)
+			if d.OK != tt.ok || d.Reason != tt.reason || d.Unjudged != tt.unjudged {
+				t.Errorf("verdict = %+v, want ok=%v reason=%q unjudged=%v", d, tt.ok, tt.reason, tt.unjudged)
 			}
 		})
 	}

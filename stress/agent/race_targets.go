@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +65,7 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	report.Logf(r.a.w, "race: %d bpf_trampoline_ images listed before the first attach", len(before))
 	// detached holds every image address a past injection detached: the
 	// allocator gives a new image the place of a freed one.
 	detached := map[uint64]bool{}
@@ -75,6 +78,9 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 		if err != nil {
 			unix.Close(fd)
 			return err
+		}
+		if _, listed := before[addr]; listed {
+			report.Logf(r.a.w, "race: injection %d: the new image took the place of a detached one (%#x)", i+1, addr)
 		}
 		before = after
 		detached[addr] = true
@@ -228,28 +234,64 @@ func newImage(scan func() (map[uint64]string, error), before map[uint64]string, 
 			return 0, "", nil, fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or %s off)", ksyms.DefaultPath, jitKallsyms)
 		}
 		if time.Now().After(deadline) {
-			return 0, "", nil, fmt.Errorf("race: cannot tell the new trampoline image among %d new and %d reused places", len(fresh), len(reused))
+			return 0, "", nil, &unjudgedError{fmt.Errorf("race: cannot tell the new trampoline image among %d new and %d reused places (%s)", len(fresh), len(reused), listPlaces(after, append(fresh, reused...)))}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// trampolineSyms reads the bpf_trampoline_ symbols of kallsyms by address.
+// unjudgedError is a run that stopped at a limit of the agent's, not at
+// anything the kernel did: the host calls the cell an error.
+type unjudgedError struct{ error }
+
+func (e *unjudgedError) Unwrap() error { return e.error }
+
+// listPlaces names addrs as kallsyms does, for an error a developer can
+// check against the guest's kallsyms.
+func listPlaces(syms map[uint64]string, addrs []uint64) string {
+	slices.Sort(addrs)
+	var b strings.Builder
+	for i, a := range addrs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s@%#x", syms[a], a)
+	}
+	return b.String()
+}
+
+// trampolineSyms reads the trampoline images of kallsyms by address.
 func trampolineSyms() (map[uint64]string, error) {
 	f, err := os.Open(ksyms.DefaultPath)
 	if err != nil {
 		return nil, fmt.Errorf("race: %w", err)
 	}
 	defer f.Close()
+	out, err := parseTrampolineSyms(f)
+	if err != nil {
+		return nil, fmt.Errorf("race: %s: %w", ksyms.DefaultPath, err)
+	}
+	return out, nil
+}
+
+// parseTrampolineSyms keeps the lines of kallsyms that are BPF trampoline
+// images: "bpf_trampoline_<key>" in the [bpf] pseudo-module. The kernel's
+// own functions share the prefix (bpf_trampoline_put, _update, ...): taken
+// for images, they were listed at every look, and once a new image took
+// the place of the last one they made it one of thirteen.
+func parseTrampolineSyms(r io.Reader) (map[uint64]string, error) {
 	out := map[uint64]string{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		line := sc.Text()
-		if !strings.Contains(line, " bpf_trampoline_") {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 4 || fs[3] != "[bpf]" {
 			continue
 		}
-		fs := strings.Fields(line)
-		if len(fs) < 3 {
+		key, ok := strings.CutPrefix(fs[2], "bpf_trampoline_")
+		if !ok {
+			continue
+		}
+		if _, err := strconv.ParseUint(key, 10, 64); err != nil {
 			continue
 		}
 		a, err := strconv.ParseUint(fs[0], 16, 64)
