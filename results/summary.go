@@ -3,11 +3,12 @@ package results
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"io"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ftrace-harness/fth/internal/atomicfile"
 )
 
 // CellSummary is one row of a run summary.

@@ -3,11 +3,12 @@ package gdbstub_test
 import (
 	"context"
 	"encoding/binary"
-	"github.com/ftrace-harness/fth/harness/gdbstub"
-	"github.com/ftrace-harness/fth/harness/gdbstub/gdbstubtest"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ftrace-harness/fth/harness/gdbstub"
+	"github.com/ftrace-harness/fth/harness/gdbstub/gdbstubtest"
 )
 
 func TestParseStop(t *testing.T) {

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/ftrace-harness/fth/harness/gdbstub/gdbstubtest"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ftrace-harness/fth/harness/gdbstub/gdbstubtest"
 
 	"github.com/ftrace-harness/fth/harness/gdbstub"
 	"github.com/ftrace-harness/fth/results/event"
