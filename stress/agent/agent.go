@@ -269,14 +269,18 @@ func (a *agent) execute(ctx context.Context) error {
 		return fmt.Errorf("crash=sysrq-c: the kernel survived writing 'c' to %s", sysrqPath)
 	}
 	if a.opts.Crash == options.CrashRTInversion {
-		if err := injectRTInversion(0); err != nil {
+		stop, err := injectRTInversion(0)
+		if err != nil {
 			return fmt.Errorf("crash=rt-inversion: %w", err)
 		}
-		report.Logf(a.w, "crash=rt-inversion: %d trampolines attached; two agent threads now spin at SCHED_FIFO 1 and 2 on cpu 0; waiting for an RCU-tasks grace period", a.attached)
+		defer stop()
+		report.Logf(a.w, "crash=rt-inversion: %d trampolines attached; two agent processes spin at SCHED_FIFO 1 and 2 on cpu 0, the first off the CPU; waiting for an RCU-tasks grace period", a.attached)
 		if err := waitTasksRCU(); err != nil {
 			return fmt.Errorf("crash=rt-inversion: wait for RCU-tasks: %w", err)
 		}
-		report.Logf(a.w, "crash=rt-inversion: the RCU-tasks grace period ended despite the starved thread")
+		// The injection did not do what it was asked: no judgement of
+		// the kernel, which ended a grace period it had no reason to hold.
+		return &unjudgedError{errors.New("crash=rt-inversion: the RCU-tasks grace period ended despite the starved spinner")}
 	}
 	if strings.HasPrefix(a.opts.Crash, options.CrashLKDTMPrefix) || strings.HasPrefix(a.opts.Crash, options.CrashBugPrefix) {
 		report.Logf(a.w, "crash=%s: %d trampolines attached; asking the kernel for the report", a.opts.Crash, a.attached)

@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
+	"strings"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/tracefs"
 )
@@ -22,38 +19,80 @@ import (
 // must report the stall as harness-induced, with the runqueue rows that
 // show why, never as a kernel hang.
 //
-// They are processes of their own, not threads of the agent: the Go
-// runtime parks a locked thread whose goroutine it preempts, a voluntary
-// context switch that ends the stall at once. A spin process runs with
-// asynchronous preemption off and one P, so nothing in it ever sleeps.
-func injectRTInversion(cpu int) error {
-	exe, err := os.Executable()
+// They are the race scenario's helper processes (startHelper, pinProcess):
+// asynchronous preemption off, one P, and every thread pinned and
+// real-time, so that whichever thread runs the spin is the one starved.
+// Each says "ready" only once it is. A spinner that ran on after the hog
+// took the CPU (once its spin ran on a thread nobody had pinned, or the
+// hog had not taken over before the next sleep) passes a quiescent state
+// at its next tick in user space and the grace period ends: the injection
+// checks the victim is off the CPU and says so when it is not.
+func injectRTInversion(cpu int) (stop func(), err error) {
+	victim, err := startHelper(modeSpin, strconv.Itoa(cpu), "1")
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("start the SCHED_FIFO 1 spinner: %w", err)
 	}
-	start := func(prio int) error {
-		cmd := exec.Command(exe, modeSpin, strconv.Itoa(cpu), strconv.Itoa(prio))
-		// u-root's busybox dispatches on the name it is run as.
-		cmd.Args[0] = "agent"
-		cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1")
-		cmd.Stderr = os.Stderr
-		return cmd.Start()
+	hog, err := startHelper(modeSpin, strconv.Itoa(cpu), "2")
+	if err != nil {
+		victim.stop()
+		return nil, fmt.Errorf("start the SCHED_FIFO 2 spinner: %w", err)
 	}
-	if err := start(1); err != nil {
-		return fmt.Errorf("start the SCHED_FIFO 1 spinner: %w", err)
+	stop = func() { hog.stop(); victim.stop() }
+	ticks, err := cpuTicks(victim.cmd.Process.Pid, time.Second)
+	if err != nil {
+		stop()
+		return nil, err
 	}
-	// The victim must be running, not asleep, when the hog preempts it.
-	time.Sleep(time.Second)
-	if err := start(2); err != nil {
-		return fmt.Errorf("start the SCHED_FIFO 2 spinner: %w", err)
+	if ticks > 0 {
+		stop()
+		return nil, &unjudgedError{fmt.Errorf("the SCHED_FIFO 1 spinner ran %d ticks in the second after the SCHED_FIFO 2 one took cpu %d: nothing is starved", ticks, cpu)}
 	}
-	time.Sleep(time.Second)
-	return nil
+	return stop, nil
 }
 
-// spinMain is `agent spin <cpu> <priority>`: pin to cpu, take SCHED_FIFO
-// at priority, and spin in user space forever, under the agent's task name
-// so that the host counts it among the harness's threads.
+// cpuTicks is how many clock ticks the process pid ran (user and system,
+// every thread) during d.
+func cpuTicks(pid int, d time.Duration) (int64, error) {
+	read := func() (int64, error) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, err
+		}
+		return statTicks(string(b))
+	}
+	t0, err := read()
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(d)
+	t1, err := read()
+	return t1 - t0, err
+}
+
+// statTicks adds utime and stime (fields 14 and 15) of a /proc/<pid>/stat
+// line; the task name, field 2, may hold spaces and parentheses.
+func statTicks(stat string) (int64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("stat %q: no task name", stat)
+	}
+	// After ")": field 3 (state) is fs[0], so field n is fs[n-3].
+	fs := strings.Fields(stat[i+1:])
+	if len(fs) < 13 {
+		return 0, fmt.Errorf("stat %q: %d fields after the name", stat, len(fs))
+	}
+	u, err1 := strconv.ParseInt(fs[11], 10, 64)
+	s, err2 := strconv.ParseInt(fs[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("stat utime/stime: %w", err)
+	}
+	return u + s, nil
+}
+
+// spinMain is `agent spin <cpu> <priority>`: every thread pinned to cpu at
+// SCHED_FIFO priority, then a spin in user space forever, under the
+// agent's task name so that the host counts it among the harness's
+// threads.
 func spinMain(args []string) error {
 	if len(args) != 2 {
 		return errors.New("agent spin: want <cpu> <priority>")
@@ -63,16 +102,10 @@ func spinMain(args []string) error {
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("agent spin %q: want two integers", args)
 	}
-	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&guestComm[0])), 0, 0, 0)
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("agent spin: pin to cpu %d: %w", cpu, err)
+	if err := pinProcess(cpu, prio, guestComm); err != nil {
+		return fmt.Errorf("agent spin: %w", err)
 	}
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
-	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
-		return fmt.Errorf("agent spin: SCHED_FIFO %d: %w", prio, err)
-	}
+	fmt.Println("ready")
 	for n := uint64(0); ; n++ {
 		spinSink = n
 	}
@@ -82,8 +115,8 @@ func spinMain(args []string) error {
 var spinSink uint64
 
 // guestComm is the agent's task name in the guest (u-root starts it as
-// uinit), NUL-terminated for prctl.
-var guestComm = []byte("uinit\x00")
+// uinit).
+const guestComm = "uinit"
 
 // waitTasksRCU makes the agent wait, as a kernel developer's tool would,
 // for an RCU-tasks grace period: a function tracer on a tracefs instance,
