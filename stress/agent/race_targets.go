@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -281,26 +280,16 @@ func trampolineSyms() (map[uint64]string, error) {
 // the place of the last one they made it one of thirteen.
 func parseTrampolineSyms(r io.Reader) (map[uint64]string, error) {
 	out := map[uint64]string{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) != 4 || fs[3] != "[bpf]" {
-			continue
+	err := ksyms.Each(r, func(s ksyms.Sym) {
+		key, ok := strings.CutPrefix(s.Name, "bpf_trampoline_")
+		if !ok || s.Module != "bpf" || s.Addr == 0 {
+			return
 		}
-		key, ok := strings.CutPrefix(fs[2], "bpf_trampoline_")
-		if !ok {
-			continue
+		if _, err := strconv.ParseUint(key, 10, 64); err == nil {
+			out[s.Addr] = s.Name
 		}
-		if _, err := strconv.ParseUint(key, 10, 64); err != nil {
-			continue
-		}
-		a, err := strconv.ParseUint(fs[0], 16, 64)
-		if err != nil || a == 0 {
-			continue
-		}
-		out[a] = fs[2]
-	}
-	return out, sc.Err()
+	})
+	return out, err
 }
 
 // insnSize is the breakpoint's kind for the first instruction of a

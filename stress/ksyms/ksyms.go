@@ -23,44 +23,80 @@ var ErrHidden = errors.New("ksyms: /proc/kallsyms shows zero addresses (needs CA
 // than once maps to 0, because no single address is the right one.
 type Table map[string]uint64
 
-// Parse reads kallsyms text ("addr type name [module]") and keeps the
-// built-in symbols among want (all of them if want is nil). Module symbols
-// are skipped: the agent traces vmlinux only.
-func Parse(r io.Reader, want map[string]bool) (Table, error) {
-	t := Table{}
-	nonzero, seen := false, false
+// Sym is one line of kallsyms: "addr type name [module]".
+type Sym struct {
+	Addr uint64
+	Name string
+	// Module is the module's name without its brackets ("bpf" for BPF
+	// programs and trampoline images), or "" for vmlinux.
+	Module string
+}
+
+// Each calls fn for every line of kallsyms text that has a hexadecimal
+// address, a type, a name and at most a bracketed module; other lines are
+// skipped. Its error is the reader's.
+func Each(r io.Reader, fn func(Sym)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 {
-			continue // malformed, or a module symbol
+		var mod string
+		switch len(f) {
+		case 3:
+		case 4:
+			// A module is never nameless: "[]" would pass for vmlinux.
+			m := f[3]
+			if len(m) < 3 || m[0] != '[' || m[len(m)-1] != ']' {
+				continue
+			}
+			mod = m[1 : len(m)-1]
+		default:
+			continue
 		}
 		addr, err := strconv.ParseUint(f[0], 16, 64)
 		if err != nil {
 			continue
 		}
+		fn(Sym{Addr: addr, Name: f[2], Module: mod})
+	}
+	return sc.Err()
+}
+
+// Parse reads kallsyms text and keeps the built-in symbols among want (all
+// of them if want is nil). Module symbols are skipped: the agent traces
+// vmlinux only.
+func Parse(r io.Reader, want map[string]bool) (Table, error) {
+	t := Table{}
+	nonzero, seen := false, false
+	err := Each(r, func(s Sym) {
+		if s.Module != "" {
+			return
+		}
 		seen = true
-		if addr != 0 {
+		if s.Addr != 0 {
 			nonzero = true
 		}
-		name := f[2]
-		if want != nil && !want[name] {
-			continue
+		if want != nil && !want[s.Name] {
+			return
 		}
-		if _, dup := t[name]; dup {
-			t[name] = 0
-			continue
-		}
-		t[name] = addr
-	}
-	if err := sc.Err(); err != nil {
+		t.add(s)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("ksyms.Parse: %w", err)
 	}
 	if seen && !nonzero {
 		return nil, ErrHidden
 	}
 	return t, nil
+}
+
+// add records s, or 0 for a name seen twice.
+func (t Table) add(s Sym) {
+	if _, dup := t[s.Name]; dup {
+		t[s.Name] = 0
+		return
+	}
+	t[s.Name] = s.Addr
 }
 
 // Read parses the kallsyms file at path, keeping the names in want.
@@ -103,26 +139,13 @@ func ParseModule(r io.Reader, module string, want []string) (Table, error) {
 	for _, w := range want {
 		keep[w] = true
 	}
-	tag := "[" + module + "]"
 	t := Table{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 4 || f[3] != tag || (want != nil && !keep[f[2]]) {
-			continue
+	err := Each(r, func(s Sym) {
+		if s.Module == module && (want == nil || keep[s.Name]) {
+			t.add(s)
 		}
-		addr, err := strconv.ParseUint(f[0], 16, 64)
-		if err != nil {
-			continue
-		}
-		if _, dup := t[f[2]]; dup {
-			t[f[2]] = 0
-			continue
-		}
-		t[f[2]] = addr
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("ksyms.ParseModule: %w", err)
 	}
 	return t, nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,5 +74,30 @@ ffffffffc0201080 t fth_target_thread	[fth_target]
 	want := Table{"fth_target_hot": 0xffffffffc0201000, "fth_target_counted": 0xffffffffc0201040}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseModule = %v, want %v", got, want)
+	}
+}
+
+func TestEach(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		want       []Sym
+	}{
+		{"vmlinux", "ffffffff811cacf0 T bpf_trampoline_put", []Sym{{Addr: 0xffffffff811cacf0, Name: "bpf_trampoline_put"}}},
+		{"a module", "ffffffffa0800100 t bpf_trampoline_10737479715\t[bpf]", []Sym{{Addr: 0xffffffffa0800100, Name: "bpf_trampoline_10737479715", Module: "bpf"}}},
+		{"hidden address", "0000000000000000 T up_read", []Sym{{Name: "up_read"}}},
+		{"a nameless module", "ffffffffa0800100 t x\t[]", nil},
+		{"no brackets", "ffffffffa0800100 t x bpf", nil},
+		{"not hex", "zz T up_read", nil},
+		{"too short", "ffffffff811cacf0 T", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []Sym
+			if err := Each(strings.NewReader(tc.line+"\n"), func(s Sym) { got = append(got, s) }); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%q: %+v, want %+v", tc.line, got, tc.want)
+			}
+		})
 	}
 }
