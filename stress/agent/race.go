@@ -145,7 +145,7 @@ func raceCtlMain(ctx context.Context, args []string, sys system) error {
 		return fmt.Errorf("agent racectl: held cpu %q", args[0])
 	}
 	// The harness's own task name (cell.GuestHarness), as before the exec.
-	nameThreads("uinit")
+	nameThreads(guestComm)
 	opts, optErr := options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
 	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
 	if err != nil {

@@ -195,7 +195,7 @@ func preemptMain(args []string) error {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return fmt.Errorf("agent preempt %q: want three integers", args)
 	}
-	if err := pinProcess(cpu, prio, "uinit"); err != nil {
+	if err := pinProcess(cpu, prio, guestComm); err != nil {
 		return fmt.Errorf("agent preempt: %w", err)
 	}
 	fmt.Println("ready")
@@ -251,6 +251,10 @@ func rawRead(fd int, b []byte) int {
 }
 
 // racerComm names the racer in the guest: a task name of its own, so that
-// a report whose task is the racer says so. The preemptor is "uinit", one
-// of the harness's own real-time threads (cell.GuestHarness).
+// a report whose task is the racer says so. The preemptor is guestComm,
+// one of the harness's own real-time threads.
 const racerComm = "fth-racer"
+
+// guestComm is the agent's task name in the guest (u-root starts it as
+// uinit), which the host counts as the harness's (cell.GuestHarness).
+const guestComm = "uinit"

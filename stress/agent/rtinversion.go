@@ -114,10 +114,6 @@ func spinMain(args []string) error {
 // spinSink keeps the spin loop from being optimised away.
 var spinSink uint64
 
-// guestComm is the agent's task name in the guest (u-root starts it as
-// uinit).
-const guestComm = "uinit"
-
 // waitTasksRCU makes the agent wait, as a kernel developer's tool would,
 // for an RCU-tasks grace period: a function tracer on a tracefs instance,
 // switched off, ends in ftrace_shutdown(), whose ops is dynamic and so
