@@ -73,6 +73,9 @@ type Arch struct {
 	GDBPC int
 	// KVMCapable says whether KVM can run this guest on this host arch at all.
 	KVMCapable bool
+	// NoRace says why the race injection (the race scenario, the
+	// campaign's race stage) cannot run on the arch; "" where it can.
+	NoRace string
 
 	// BoardCmdline is added when the arch boots as a stand-in board (fth
 	// boardvm): ramoops where the machine keeps RAM across a reboot, so
@@ -200,6 +203,7 @@ var table = []Arch{
 		Console:      "hvc0",
 		VirtioSerial: "virtio-serial-pci",
 		GDBPC:        64, // pc, after r0-r31 and f0-f31
+		NoRace:       "the race's trampoline and callsite targets do not know powerpc's image and mflr/bl callsite layout yet, so the campaign skips its race stage here",
 		Features:     []Feature{CallOps, DirectCalls},
 		// Direct calls come only with CALL_OPS on powerpc, so
 		// direct-calls-full covers both.

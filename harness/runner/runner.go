@@ -283,6 +283,9 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		cmdline = append(cmdline, "preempt="+c.Preempt)
 	}
 	cmdline = append(cmdline, c.KernelArgs...)
+	if c.Scenario == event.ScenarioCampaign && c.Arch.NoRace != "" {
+		log.Warn("campaign: no race stage on this arch", "arch", c.Arch.Name, "why", c.Arch.NoRace)
+	}
 	spec := cell.Spec{
 		VM: qemu.Config{
 			Arch: c.Arch, Kernel: k.Image, Initrd: img.Path, Cmdline: cmdline,
@@ -290,7 +293,9 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			Widen: c.Widen, QEMUVersion: qv, Emulator: c.QEMU, Root: e.ToolRoot,
 			// The race scenario stops vCPUs at exact instructions through
 			// the gdbstub, on the agent's request (harness/race).
-			Race: c.Scenario == event.ScenarioRace,
+			// The campaign's race stage is skipped, with the reason, on
+			// an arch that cannot inject (Arch.NoRace).
+			Race: c.Scenario == event.ScenarioRace || (c.Scenario == event.ScenarioCampaign && c.Arch.NoRace == ""),
 		},
 		AgentArgs:     c.AgentArgs,
 		Deadline:      c.Deadline,

@@ -82,6 +82,8 @@ type Event struct {
 	Bench      *Bench   `json:"bench,omitempty"`
 	// Injection is KindInjection's payload (race.go).
 	Injection *Injection `json:"injection,omitempty"`
+	// Stage is KindStage's payload (campaign.go).
+	Stage *Stage `json:"stage,omitempty"`
 }
 
 // Hello describes the guest as the agent found it.
@@ -510,6 +512,11 @@ const (
 	// trampoline's first, a callsite's second) through the host's gdbstub,
 	// and races a detach or a repatch against the preempted task.
 	ScenarioRace Scenario = "race"
+	// ScenarioCampaign is the default cell: in one boot, the storm's
+	// background trampolines attached and kept, the churn with its
+	// oracles on top of them, race injections, then the timed detach
+	// sample (campaign.go names the stages).
+	ScenarioCampaign Scenario = "campaign"
 )
 
 // legacyStorm is how results and matrix files before the one spelling
@@ -518,7 +525,7 @@ const legacyStorm = "attach-storm"
 
 // Scenarios lists every scenario, storm first. It is a new slice.
 func Scenarios() []Scenario {
-	return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace}
+	return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign}
 }
 
 // ParseScenario reads a scenario name; "" is the storm, the default.
@@ -532,5 +539,5 @@ func ParseScenario(s string) (Scenario, error) {
 			return sc, nil
 		}
 	}
-	return "", fmt.Errorf("unknown scenario %q: want storm, churn, bench or race", s)
+	return "", fmt.Errorf("unknown scenario %q: want storm, churn, bench, race or campaign", s)
 }

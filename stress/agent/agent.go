@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -39,6 +40,11 @@ type agent struct {
 	churn *churnVerdict
 	// race counts the race scenario's injection outcomes; nil elsewhere.
 	race map[string]int
+	// raceUntil bounds the injections of the campaign's race stage.
+	raceUntil time.Time
+	// events is the event channel under w: the campaign's race stage
+	// writes to it directly.
+	events io.Writer
 }
 
 // The agent's modes are subcommands: what the binary is for, apart from
@@ -66,7 +72,7 @@ const (
 func splitMode(args []string) (string, []string) {
 	if len(args) > 0 {
 		switch args[0] {
-		case modeSession, modeKmsgStream, modeBoard, modeSpin, modeRacer, modePreempt, modeRaceCtl:
+		case modeSession, modeKmsgStream, modeBoard, modeSpin, modeRacer, modePreempt, modeRaceCtl, modeRaceStage:
 			return args[0], args[1:]
 		}
 	}
@@ -99,6 +105,8 @@ func run(ctx context.Context, args []string, sys system) error {
 		return preemptMain(args)
 	case modeRaceCtl:
 		return raceCtlMain(ctx, args, sys)
+	case modeRaceStage:
+		return raceStageMain(ctx, args, sys)
 	case modeBoard:
 		if addr == "" {
 			addr = defaultBoardAddr
@@ -146,7 +154,7 @@ func run(ctx context.Context, args []string, sys system) error {
 		fmt.Fprintf(sys.stderr, "agent: warning: %s\n", ch.Warning)
 	}
 
-	a := &agent{sys: sys, opts: opts, w: report.NewWriter(ch.W), set: attach.NewSet()}
+	a := &agent{sys: sys, opts: opts, w: report.NewWriter(ch.W), events: ch.W, set: attach.NewSet()}
 	// debugfs first: Hello reads the preemption model from it.
 	mountErr := sys.mountFS()
 	a.hello(ch.Path, optErr == nil)
@@ -222,7 +230,7 @@ func (a *agent) execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
 	}
-	if a.opts.Scenario == options.ScenarioChurn {
+	if a.opts.Scenario == options.ScenarioChurn || a.opts.Scenario == options.ScenarioCampaign {
 		report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
 		a.churn = &churnVerdict{}
 		return a.executeChurn(ctx, cache, inv)

@@ -99,6 +99,7 @@ func churnSyscalls(exact bool) []string {
 // preemption switching, hotplug and the exact-count windows around it.
 func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventory.Result) error {
 	o := a.opts
+	a.stage(event.StageStorm, "")
 
 	addrs, err := ksyms.Read(ksyms.DefaultPath, inv.Candidates)
 	if err != nil {
@@ -164,8 +165,29 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 		}
 	}
 
-	if err := a.runChurn(ctx, cache, addrs, hot, exactFn, inv.Candidates); err != nil {
-		return err
+	started := a.sys.now()
+	if a.opts.Scenario == options.ScenarioCampaign {
+		a.opts.Churn = churnBudget(o)
+	}
+	if a.opts.Churn == 0 && a.opts.Cycles == 0 {
+		a.stage(event.StageChurn, "churn=0 and the budget leaves it no time")
+	} else {
+		a.stage(event.StageChurn, "")
+		if err := a.runChurn(ctx, cache, addrs, hot, exactFn, inv.Candidates); err != nil {
+			return err
+		}
+	}
+	if a.opts.Scenario == options.ScenarioCampaign {
+		// The preemptor must be the only real-time task of the held CPU.
+		a.stopHammer()
+		var left time.Duration
+		if o.Budget > 0 {
+			left = o.Budget - a.sys.now().Sub(started)
+		}
+		if err := a.raceStage(ctx, left); err != nil {
+			return err
+		}
+		a.stage(event.StageDetach, "")
 	}
 
 	if len(bg) > 0 {

@@ -91,6 +91,19 @@ type raceAgent struct {
 	seq     int
 	// outcomes is the latest outcome of each injection, by Seq.
 	outcomes map[int]string
+	// until ends the injections once passed (the campaign's budget);
+	// zero for none.
+	until time.Time
+}
+
+// more reports whether the budget allows another injection: one that
+// has started always runs to its end.
+func (r *raceAgent) more() bool {
+	if !r.until.IsZero() && time.Now().After(r.until) {
+		report.Logf(r.a.w, "race: the budget is spent after %d injection(s)", r.seq)
+		return false
+	}
+	return true
 }
 
 // executeRace becomes the race scenario's controller: with every thread
@@ -181,7 +194,7 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
 		return fmt.Errorf("race: load %s: %w", targetModule, err)
 	}
-	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, outcomes: map[int]string{}}
+	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, outcomes: map[int]string{}, until: a.raceUntil}
 	if r.racer, err = startHelper(modeRacer, strconv.Itoa(held), targetCall); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}

@@ -68,7 +68,7 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 	// detached holds every image address a past injection detached: the
 	// allocator gives a new image the place of a freed one.
 	detached := map[uint64]bool{}
-	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil; i++ {
+	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil && r.more(); i++ {
 		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
 		if errno != 0 {
 			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
@@ -164,7 +164,7 @@ func (r *raceAgent) callsites(ctx context.Context) error {
 	if err := inst.SetFilter(targetCounted); err != nil {
 		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
 	}
-	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil; i++ {
+	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil && r.more(); i++ {
 		if err := inst.SetTracer(tracefs.Nop); err != nil {
 			return fmt.Errorf("race: tracer off: %w", err)
 		}

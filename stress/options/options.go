@@ -27,6 +27,8 @@ const (
 	ScenarioChurn = event.ScenarioChurn
 	ScenarioBench = event.ScenarioBench
 	ScenarioRace  = event.ScenarioRace
+	// ScenarioCampaign runs storm, churn, race and detach in one boot.
+	ScenarioCampaign = event.ScenarioCampaign
 )
 
 // MaxArgsLimit is the largest parameter count any kernel accepts for a
@@ -75,10 +77,10 @@ type Options struct {
 	// everywhere trampolines exist.
 	MaxArgs int
 
-	// Scenario is ScenarioStorm, ScenarioChurn or ScenarioBench. The
-	// options below apply to churn only; in churn, N is the count of
-	// background trampolines attached before the churn and detached (per
-	// Detach) after it, and Hold is not used.
+	// Scenario is one of the Scenario* constants. The options below
+	// apply to churn and campaign; there N is the count of background
+	// trampolines attached before the churn and detached (per Detach)
+	// after it, and Hold is not used.
 	Scenario event.Scenario
 	// Hot is how many functions the churn drives through its states.
 	Hot int
@@ -128,7 +130,15 @@ type Options struct {
 	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount).
 	Sabotage string
 
-	// The options below apply to the race scenario only.
+	// Budget bounds the campaign's churn and race stages together, from
+	// the churn's start: the churn is shortened to leave
+	// CampaignRaceReserve for the race, and the race injects no more once
+	// it is spent. The storm and the detach sample are sized by N and
+	// Detach. 0 means no bound.
+	Budget time.Duration
+
+	// The options below apply to the race scenario and the campaign's
+	// race stage.
 	//
 	// RaceTarget is where the task is preempted: RaceTrampoline or
 	// RaceCallsite.
@@ -221,7 +231,11 @@ func vmLogLevel(env Env) int {
 // ResolveAuto); the churn's preemption pressure is ChurnRT RT threads and
 // ChurnTimerPeriod timers.
 const (
-	Auto             = -1
+	Auto = -1
+	// CampaignRaceReserve is what the campaign's budget keeps for the
+	// race stage when it shortens the churn.
+	CampaignRaceReserve = 45 * time.Second
+
 	ChurnRT          = 2
 	ChurnTimerPeriod = 500 * time.Microsecond
 	ChurnHotplug     = 20 * time.Second
@@ -242,6 +256,7 @@ func Defaults(env Env) Options {
 		MaxArgs:  6,
 
 		Scenario:     ScenarioStorm,
+		Budget:       2 * time.Minute,
 		Hot:          16,
 		Churn:        60 * time.Second,
 		Workers:      2,

@@ -294,7 +294,7 @@ func withChurnDefaults(o Options) Options {
 	o.Scenario, o.Hot, o.Churn, o.Cycles, o.Workers = d.Scenario, d.Hot, d.Churn, d.Cycles, d.Workers
 	o.ExactCalls, o.ExactEvery, o.PreemptEvery, o.Mixed, o.Hotplug = d.ExactCalls, d.ExactEvery, d.PreemptEvery, d.Mixed, d.Hotplug
 	o.RT, o.TimerPeriod, o.RTReserve, o.Modules, o.ModHold, o.Sabotage = d.RT, d.TimerPeriod, d.RTReserve, d.Modules, d.ModHold, d.Sabotage
-	o.ModList = d.ModList
+	o.ModList, o.Budget = d.ModList, d.Budget
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
 	o.RaceTarget, o.RaceAction, o.Injections, o.Window = d.RaceTarget, d.RaceAction, d.Injections, d.Window
@@ -315,7 +315,7 @@ func TestChurnOptions(t *testing.T) {
 		t.Errorf("bare fth.mixed = %+v, %v", o.Mixed, err)
 	}
 	for cmdline, want := range map[string]string{
-		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn", "bench" or "race"`,
+		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn", "bench", "race" or "campaign"`,
 		"fth.hot=0":                       "fth.hot",
 		"fth.hot=5000":                    "fth.hot",
 		"fth.churn=-1s":                   "fth.churn",

@@ -224,16 +224,22 @@ var fields = []field{
 	},
 	{
 		name:  "scenario",
-		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles), \"bench\" (measure overheads) or \"race\" (preemptions injected at exact instructions through the host's gdbstub)",
+		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles), \"bench\" (measure overheads), \"race\" (preemptions injected at exact instructions through the host's gdbstub) or \"campaign\" (storm, churn, race and detach in one boot: fth run's default)",
 		set: func(o *Options, v string) error {
 			switch sc := event.Scenario(v); sc {
-			case ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace:
+			case ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign:
 				o.Scenario = sc
 				return nil
 			}
-			return errors.New(`want "storm", "churn", "bench" or "race"`)
+			return errors.New(`want "storm", "churn", "bench", "race" or "campaign"`)
 		},
 		get: func(o *Options) string { return string(o.Scenario) },
+	},
+	{
+		name:  "budget",
+		usage: "campaign: `duration` of the churn and race stages together; the churn is cut to leave the race 45s and the race stops injecting when it is spent; 0 for no bound",
+		set:   func(o *Options, v string) (err error) { o.Budget, err = duration(v, false); return err },
+		get:   func(o *Options) string { return o.Budget.String() },
 	},
 	{
 		name:  "hot",
@@ -580,7 +586,7 @@ func Parse(args []string, cmdline string, env Env, output io.Writer) (Options, e
 // ChurnTimerPeriod timers), the storm and the bench without, so that their
 // timings stay comparable with earlier runs.
 func (o *Options) ResolveAuto() {
-	churn := o.Scenario == ScenarioChurn
+	churn := o.Scenario == ScenarioChurn || o.Scenario == ScenarioCampaign
 	if o.RT == Auto {
 		o.RT = 0
 		if churn {

@@ -56,7 +56,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Var(&agentArgs, "agent-arg", "extra agent option key=value (repeatable; 'fth run --agent-arg help' lists them)")
 	if err := parseFlags(fs, args, stdout, help{
 		Usage: "fth run [flags]",
-		About: "Builds the kernel (or takes it from the cache), boots it under QEMU with the\nagent, runs one scenario (the attach storm by default; --agent-arg\nscenario=churn|bench) and records a verdict in out/runs/<run-id>/<cell>/.\nEvery input is checked before anything is built.",
+		About: "Builds the kernel (or takes it from the cache), boots it under QEMU with the\nagent, runs one scenario (by default the campaign: storm, churn, race and detach in\none boot; --agent-arg scenario=storm|churn|race|bench for one alone) and records a verdict in out/runs/<run-id>/<cell>/.\nEvery input is checked before anything is built.",
 	}); err != nil {
 		return err
 	}
@@ -91,6 +91,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := agentArgs.into(agent); err != nil {
 		return err
 	}
+	if agent["scenario"] == "" {
+		agent["scenario"] = string(defaultScenario(agent))
+	}
 	if err := checkAgentArgs(agent, agentFlags()); err != nil {
 		return err
 	}
@@ -102,6 +105,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	emu = emu.Resolve(a)
+	if agent["scenario"] == string(event.ScenarioRace) && a.NoRace != "" {
+		return fmt.Errorf("%w: --agent-arg scenario=race on %s: %s", errUsage, a.Name, a.NoRace)
+	}
 	if err := options.CheckCrashArch(agent["crash"], string(a.Name)); err != nil {
 		return fmt.Errorf("%w: --crash: %v", errUsage, err)
 	}
@@ -171,7 +177,7 @@ const churnMargin = 15 * time.Minute
 // `--agent-arg churn=30m` runs its half hour instead of ending at the
 // deadline as an error.
 func deadlineFor(agent map[string]string, def time.Duration) time.Duration {
-	if agent["scenario"] != string(event.ScenarioChurn) {
+	if sc := agent["scenario"]; sc != string(event.ScenarioChurn) && sc != string(event.ScenarioCampaign) {
 		return def
 	}
 	d, err := time.ParseDuration(agent["churn"])
@@ -179,6 +185,16 @@ func deadlineFor(agent map[string]string, def time.Duration) time.Duration {
 		return def
 	}
 	return d + churnMargin
+}
+
+// defaultScenario is what fth run runs when no scenario is asked for: the
+// campaign, which finds bugs, except for a --crash proof, which provokes
+// its report from the storm's attached trampolines.
+func defaultScenario(agent map[string]string) event.Scenario {
+	if agent["crash"] != "" {
+		return event.ScenarioStorm
+	}
+	return event.ScenarioCampaign
 }
 
 // scenarioName is the scenario the agent options ask for; a bad one is

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/report"
+)
+
+// The campaign is the churn scenario with a race stage between the churn
+// and the background's detach sample (executeChurn runs both): storm,
+// churn, race, detach, in one boot and one verdict. Each stage starts with
+// a stage event, so that the host can name the stage a finding came in.
+
+// modeRaceStage is `agent racestage <held-cpu> <agent flags>`: the
+// campaign's race stage, run as a child of the agent. It is racectl
+// without the end of a run: its events go to its stdout, which is the
+// agent's event channel (a virtio port opens once), it emits no done and
+// never powers off, and it writes its outcome counts as JSON to fd 3.
+const modeRaceStage = "racestage"
+
+// stage announces the start of a campaign stage; skipped says why it does
+// not run. Other scenarios have no stages.
+func (a *agent) stage(name, skipped string) {
+	if a.opts.Scenario != options.ScenarioCampaign {
+		return
+	}
+	if skipped != "" {
+		report.Logf(a.w, "campaign: stage %s skipped: %s", name, skipped)
+	} else {
+		report.Logf(a.w, "campaign: stage %s", name)
+	}
+	_ = a.w.Emit(event.Event{Kind: event.KindStage, Stage: &event.Stage{Name: name, Skipped: skipped}})
+}
+
+// churnBudget is how long the campaign's churn runs: the churn option,
+// cut so that the race keeps its reserve of the budget.
+func churnBudget(o options.Options) time.Duration {
+	if o.Budget == 0 {
+		return o.Churn
+	}
+	left := max(o.Budget-options.CampaignRaceReserve, 0)
+	if o.Churn == 0 || o.Churn > left {
+		return left
+	}
+	return o.Churn
+}
+
+// raceStage runs the campaign's race stage with what is left of budget
+// (0: no bound), with the background still attached and the hammer
+// stopped: the preemptor must be the only real-time task on the held CPU.
+func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
+	if a.sys.numCPU < 2 {
+		a.stage(event.StageRace, fmt.Sprintf("needs 2 CPUs (one held, one racing), have %d", a.sys.numCPU))
+		return nil
+	}
+	if a.opts.Budget > 0 && left <= 0 {
+		a.stage(event.StageRace, "the budget is spent")
+		return nil
+	}
+	if _, err := report.FindPort(a.sys.virtioDir, event.RacePortName); err != nil {
+		a.stage(event.StageRace, fmt.Sprintf("no %s port: the host did not boot the VM for injection (%v)", event.RacePortName, err))
+		return nil
+	}
+	a.stage(event.StageRace, "")
+	// The race loads fth_target without its kthreads, so that the racer
+	// is the target's only caller; the churn may have left it loaded.
+	if kmods.Loaded(targetModule) {
+		if err := kmods.Unload(targetModule); err != nil {
+			return fmt.Errorf("race stage: unload %s left by the churn: %w", targetModule, err)
+		}
+	}
+	held := a.sys.numCPU - 1
+	o := a.opts
+	o.Scenario, o.Poweroff, o.Budget = options.ScenarioRace, false, left
+	argv := []string{strconv.Itoa(held)}
+	for k, v := range o.Args() {
+		argv = append(argv, "-"+k+"="+v)
+	}
+	// The agent's own address space has run on the held CPU (the hammer,
+	// the churn): on riscv64 a TLB flush of it waits for every CPU it
+	// ever ran on, the held one included, and would freeze this CPU
+	// until the release that only the stage can ask for. Nothing of ours
+	// unmaps memory while the stage runs: no collection, nothing left to
+	// return.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	debug.FreeOSMemory()
+	counts, err := a.startRaceStage(ctx, held, argv)
+	if a.race == nil {
+		a.race = map[string]int{}
+	}
+	for k, v := range counts {
+		a.race[k] += v
+	}
+	report.Logf(a.w, "campaign: race stage outcomes %v", counts)
+	return err
+}
+
+// startRaceStage runs `agent racestage` from a thread kept off the held
+// CPU, so that the child's new address space never runs there but as the
+// racer and preemptor pin it, and returns its outcome counts.
+func (a *agent) startRaceStage(ctx context.Context, held int, args []string) (map[string]int, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	resR, resW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer resR.Close()
+	cmd := exec.CommandContext(ctx, exe, append([]string{modeRaceStage}, args...)...)
+	cmd.Args[0] = "agent" // u-root's busybox dispatches on the name
+	cmd.Env = append(os.Environ(), "FTH_NO_CMDLINE=1")
+	cmd.Stdout, cmd.Stderr = a.events, a.sys.stderr
+	cmd.ExtraFiles = []*os.File{resW}
+
+	runtime.LockOSThread()
+	var rest, was unix.CPUSet
+	for c := 0; c < held; c++ {
+		rest.Set(c)
+	}
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	if err := unix.SchedSetaffinity(0, &rest); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("race stage: keep cpu %d free: %w", held, err)
+	}
+	err = cmd.Start()
+	_ = unix.SchedSetaffinity(0, &was)
+	runtime.UnlockOSThread()
+	resW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("race stage: start: %w", err)
+	}
+	b, _ := io.ReadAll(resR)
+	werr := cmd.Wait()
+	var res raceStageResult
+	if jerr := json.Unmarshal(b, &res); jerr != nil {
+		return nil, fmt.Errorf("race stage: no outcome (%v): %w", jerr, errors.Join(werr, errors.New("the stage ended without a result")))
+	}
+	if res.Err != "" {
+		if res.Unjudged {
+			return res.Outcomes, &unjudgedError{errors.New("race stage: " + res.Err)}
+		}
+		return res.Outcomes, errors.New("race stage: " + res.Err)
+	}
+	return res.Outcomes, nil
+}
+
+// raceStageResult is what `agent racestage` writes to fd 3.
+type raceStageResult struct {
+	Outcomes map[string]int `json:"outcomes"`
+	Err      string         `json:"error,omitempty"`
+	Unjudged bool           `json:"unjudged,omitempty"`
+}
+
+// raceStageMain is `agent racestage <held-cpu> <agent flags>`.
+func raceStageMain(ctx context.Context, args []string, sys system) error {
+	if len(args) < 1 {
+		return errors.New("agent racestage: want <held-cpu> <agent flags>")
+	}
+	held, err := strconv.Atoi(args[0])
+	if err != nil {
+		return fmt.Errorf("agent racestage: held cpu %q", args[0])
+	}
+	nameThreads(guestComm)
+	res := os.NewFile(3, "result")
+	if res == nil {
+		return errors.New("agent racestage: no result descriptor (fd 3)")
+	}
+	defer res.Close()
+	opts, err := options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
+	a := &agent{sys: sys, opts: opts, w: report.NewWriter(sys.stdout)}
+	if opts.Budget > 0 {
+		a.raceUntil = time.Now().Add(opts.Budget)
+	}
+	if err == nil {
+		err = a.controlRace(ctx, held)
+	}
+	out := raceStageResult{Outcomes: a.race}
+	if err != nil {
+		var u *unjudgedError
+		out.Err, out.Unjudged = err.Error(), errors.As(err, &u)
+	}
+	b, _ := json.Marshal(out)
+	_, werr := res.Write(b)
+	return errors.Join(err, werr)
+}
