@@ -46,7 +46,10 @@ func AttributeInjection(r *Result) bool {
 	changed := false
 	for i := range r.Findings {
 		f := &r.Findings[i]
-		if f.Source != "" || f.Known != "" || f.Induced != "" {
+		// Only the console's reports can be placed after the injection:
+		// a pstore or previous-boot record, or the soak's own finding,
+		// cannot.
+		if f.Source != "" || !f.Countable(false) {
 			continue
 		}
 		if f.Function == "" {

@@ -3,6 +3,7 @@ package results
 import (
 	"testing"
 
+	"github.com/ftrace-harness/fth/results/console"
 	"github.com/ftrace-harness/fth/results/event"
 )
 
@@ -82,6 +83,13 @@ func TestAttributeInjection(t *testing.T) {
 			inj:       []event.Injection{released},
 			findings:  []Finding{{Kind: "oops", Title: "Oops: int3", Report: x86FreedTrampoline, Known: "x86-mttcg-int3"}},
 			wantTitle: "Oops: int3",
+			wantOut:   event.InjReleased,
+		},
+		{
+			name:      "a stall the harness caused is not the injection's",
+			inj:       []event.Injection{released},
+			findings:  []Finding{{Kind: console.KindHarnessInduced, Title: "hang: the harness starved the guest", Report: x86FreedTrampoline}},
+			wantTitle: "hang: the harness starved the guest",
 			wantOut:   event.InjReleased,
 		},
 	} {

@@ -265,18 +265,9 @@ type Result struct {
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 }
 
-// Title is the headline of a result: the first finding's title, else the reason.
-func (r *Result) Title() string {
-	for _, f := range r.Findings {
-		if f.Known == "" {
-			return f.Title
-		}
-	}
-	if len(r.Findings) > 0 {
-		return "known " + r.Findings[0].Known + ": " + r.Findings[0].Title
-	}
-	return r.Reason
-}
+// Title is the title of the cell's headline, known findings not counted
+// (see Headline).
+func (r *Result) Title() string { return r.Headline(false).Title }
 
 // CellWriter owns one cell directory and keeps result.json current.
 type CellWriter struct {

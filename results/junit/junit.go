@@ -106,9 +106,10 @@ func FromResults(runID string, cells []results.Result) Testsuites {
 		switch r.Verdict {
 		case results.Pass:
 		case results.Fail:
-			p := &Problem{Message: r.Title(), Body: r.Reason}
-			if len(r.Findings) > 0 {
-				p.Type, p.Body = string(r.Findings[0].Kind), r.Findings[0].Report
+			h := r.Headline(false)
+			p := &Problem{Message: h.Title, Body: r.Reason}
+			if f := h.Finding; f != nil {
+				p.Type, p.Body = string(f.Kind), f.Report
 			}
 			tc.Failure = withExtras(p, r)
 			suite.Failures++

@@ -85,6 +85,21 @@ func TestExtrasWithoutSummaries(t *testing.T) {
 	}
 }
 
+// A failure's type and body are its headline's: an induced stall ahead
+// of the oops the cell failed on is not the kernel's.
+func TestFailureIsTheHeadline(t *testing.T) {
+	r := results.Result{Cell: "x86_64-race", Verdict: results.Fail, Reason: "Oops: int3 in up_read",
+		Findings: []results.Finding{
+			{Kind: "rcu-stall", Title: "INFO: rcu_tasks detected stalls", Report: "stall", Induced: "the agent's spinners starved rcu_tasks"},
+			{Kind: "oops", Title: "Oops: int3 in up_read", Report: "oops"},
+		},
+	}
+	f := FromResults("r", []results.Result{r}).Suites[0].Cases[0].Failure
+	if f == nil || f.Message != "Oops: int3 in up_read" || f.Type != "oops" || f.Body != "oops" {
+		t.Fatalf("failure = %+v; want the oops's title, kind and report", f)
+	}
+}
+
 func TestGolden(t *testing.T) {
 	tests := []struct {
 		name  string
