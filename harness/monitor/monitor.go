@@ -636,29 +636,9 @@ func (m *run) finish(out Outcome) error {
 	})
 }
 
-// induced is a finding the harness caused itself.
-func induced(f results.Finding) bool {
-	return f.Kind == console.KindHarnessInduced || f.Induced != ""
-}
-
 // stallKinds are the console reports a harness-induced stall explains; an
 // oops or a WARN is never the harness's doing.
 var stallKinds = []console.Kind{console.KindRCUStall, console.KindHungTask, console.KindWorkqueueStall, console.KindHang}
-
-// countable counts the findings that fail a cell: all of them with
-// includeKnown, else those no known finding explains.
-func countable(fs []results.Finding, includeKnown bool) int {
-	n := 0
-	for _, f := range fs {
-		if induced(f) {
-			continue
-		}
-		if f.Known == "" || includeKnown {
-			n++
-		}
-	}
-	return n
-}
 
 // silentResetTitle names a reset that left no report on the console. On
 // x86 that is what a triple fault does (a fault while the double-fault
@@ -676,24 +656,21 @@ func silentResetTitle(tripleFault bool) string {
 // kernel report is a fail however the cell ended, on any target.
 // why is the target's own account of how the guest ended, if any.
 func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (results.Verdict, string) {
+	// Only the headline's findings are read here: its step for a failure
+	// that is not a finding looks at r.Verdict, which this decides.
+	h := r.Headline(spec.IncludeKnown)
 	switch {
-	case countable(r.Findings, spec.IncludeKnown) > 0:
-		for _, f := range r.Findings {
-			if !induced(f) && (f.Known == "" || spec.IncludeKnown) {
-				return results.Fail, f.Title
-			}
-		}
-	case slices.ContainsFunc(r.Findings, induced):
+	case h.Finding != nil && h.Counted:
+		return results.Fail, h.Title
+	case h.Finding != nil && h.Finding.HarnessCaused():
 		// The harness starved the guest itself: the kernel was not tested
 		// to the end, and did nothing wrong that the console shows.
-		f := r.Findings[slices.IndexFunc(r.Findings, induced)]
-		if f.Induced != "" {
-			return results.Error, f.Induced
+		if h.Finding.Induced != "" {
+			return results.Error, h.Finding.Induced
 		}
-		return results.Error, f.Title
-	case len(r.Findings) > 0:
-		f := r.Findings[0]
-		return results.Pass, fmt.Sprintf("known finding %s ended the run (%s), not counted: --include-known counts it", f.Known, f.Title)
+		return results.Error, h.Finding.Title
+	case h.Finding != nil:
+		return results.Pass, fmt.Sprintf("known finding %s ended the run (%s), not counted: --include-known counts it", h.Finding.Known, h.Finding.Title)
 	case out == Silence:
 		return results.Fail, fmt.Sprintf("hang: no output for %s", spec.Silence)
 	case out == Interrupted:
