@@ -23,7 +23,6 @@ import (
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/console"
 )
 
 // Class is the kind of patching bug a mutant puts in: the classes the
@@ -222,12 +221,12 @@ type Row struct {
 	Mutant string    `json:"mutant"`
 	Class  Class     `json:"class,omitempty"`
 	Arch   arch.Name `json:"arch"`
-	// Detected: the cell failed on a kernel finding. For the unmutated
-	// kernel it must be false.
+	// Detected: the cell failed on the kernel's own failure (see Judge).
+	// For the unmutated kernel it must be false.
 	Detected bool `json:"detected"`
 	// Seconds is the time to detection: the kernel's own time stamp of the
-	// first report (seconds since boot), or the guest's run time for a
-	// finding without one (a hang); 0 when nothing was detected.
+	// heading report (seconds since boot), or the guest's run time for a
+	// failure without one (a hang, an oracle); 0 when nothing was detected.
 	Seconds float64         `json:"seconds,omitempty"`
 	Title   string          `json:"title,omitempty"`
 	Verdict results.Verdict `json:"verdict"`
@@ -242,26 +241,26 @@ type Row struct {
 var stampRe = regexp.MustCompile(`^\[\s*(\d+\.\d+)\]`)
 
 // Judge turns a cell's result into a row. A failure counts as a detection
-// only when a finding is the kernel's: not known, and not one the harness
-// caused itself (console.KindHarnessInduced).
+// when its headline (results.Result.Headline, known findings not counted)
+// is the kernel's: a console finding, or a failed oracle, liveness or agent
+// check. A known or induced finding never counts, nor does an error: that
+// is the harness's.
 func Judge(r results.Result) Row {
 	row := Row{Arch: arch.Name(r.Arch), Verdict: r.Verdict, Reason: r.Reason, Cell: r.Cell, Seed: r.Seed}
-	if r.Verdict != results.Fail {
+	h := r.Headline(false)
+	if r.Verdict != results.Fail || !h.Counted {
 		return row
 	}
-	for _, f := range r.Findings {
-		if f.Known != "" || f.Kind == console.KindHarnessInduced {
-			continue
+	row.Detected, row.Title = true, h.Title
+	row.Seconds = r.Timings.GuestSeconds
+	if h.Finding == nil {
+		return row
+	}
+	for _, line := range strings.Split(h.Finding.Report, "\n") {
+		if m := stampRe.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+			row.Seconds, _ = strconv.ParseFloat(m[1], 64)
+			break
 		}
-		row.Detected, row.Title = true, f.Title
-		row.Seconds = r.Timings.GuestSeconds
-		for _, line := range strings.Split(f.Report, "\n") {
-			if m := stampRe.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
-				row.Seconds, _ = strconv.ParseFloat(m[1], 64)
-				break
-			}
-		}
-		break
 	}
 	return row
 }

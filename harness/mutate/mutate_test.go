@@ -137,8 +137,13 @@ func TestSelect(t *testing.T) {
 	}
 }
 
+// A detection is every failure of the kernel's own, titled as the cell's
+// headline; nothing the harness caused or already knew counts.
 func TestJudge(t *testing.T) {
 	crash := results.Finding{Kind: "oops", Title: "Oops: int3 in do_syscall_64", Report: "[   38.512000] Oops: int3: 0000 [#1] SMP\n[   38.512100] RIP: ..."}
+	known := results.Finding{Kind: console.KindReset, Title: "reset: the guest reset with no console report", Known: "rcu-read-unlock-special-fentry"}
+	stall := results.Finding{Kind: console.KindRCUStall, Title: "INFO: rcu_tasks detected stalls", Report: "[   20.000000] INFO: rcu_tasks detected stalls", Induced: "the agent's spinners starved rcu_tasks"}
+	const exact = "oracle exact-count failed on __x64_sys_getppid: saw 0 of 1000 calls"
 	cases := []struct {
 		name   string
 		r      results.Result
@@ -147,16 +152,26 @@ func TestJudge(t *testing.T) {
 		title  string
 	}{
 		{"pass", results.Result{Verdict: results.Pass}, false, 0, ""},
-		{"crash", results.Result{Verdict: results.Fail, Findings: []results.Finding{crash}, Timings: results.Timings{GuestSeconds: 70}}, true, 38.512, crash.Title},
+		{"console finding", results.Result{Verdict: results.Fail, Reason: crash.Title, Findings: []results.Finding{crash}, Timings: results.Timings{GuestSeconds: 70}}, true, 38.512, crash.Title},
 		{"hang without a stamp", results.Result{Verdict: results.Fail, Findings: []results.Finding{{Kind: console.KindHang, Title: "hang: no output for 1m30s"}}, Timings: results.Timings{GuestSeconds: 99}}, true, 99, "hang: no output for 1m30s"},
-		{"harness-induced only", results.Result{Verdict: results.Fail, Findings: []results.Finding{{Kind: console.KindHarnessInduced, Title: "x"}}}, false, 0, ""},
-		{"known then new", results.Result{Verdict: results.Fail, Findings: []results.Finding{{Known: "k", Title: "old"}, crash}}, true, 38.512, crash.Title},
-		{"error", results.Result{Verdict: results.Error}, false, 0, ""},
+		{"known finding only", results.Result{Verdict: results.Pass, Reason: "known finding rcu-read-unlock-special-fentry ended the run", Findings: []results.Finding{known}}, false, 0, ""},
+		// Under --include-known the monitor fails it; the score still does not count it.
+		{"known finding counted by --include-known", results.Result{Verdict: results.Fail, Reason: known.Title, Findings: []results.Finding{known}}, false, 0, ""},
+		{"induced finding", results.Result{Verdict: results.Error, Reason: stall.Induced, Findings: []results.Finding{stall}}, false, 0, ""},
+		{"harness-induced hang", results.Result{Verdict: results.Error, Reason: "x", Findings: []results.Finding{{Kind: console.KindHarnessInduced, Title: "x"}}}, false, 0, ""},
+		{"induced, then a real oops", results.Result{Verdict: results.Fail, Reason: crash.Title, Findings: []results.Finding{stall, crash}, Timings: results.Timings{GuestSeconds: 70}}, true, 38.512, crash.Title},
+		{"known, then a new one", results.Result{Verdict: results.Fail, Reason: crash.Title, Findings: []results.Finding{known, crash}}, true, 38.512, crash.Title},
+		{"oracle failure", results.Result{Verdict: results.Fail, Reason: exact, Timings: results.Timings{GuestSeconds: 64.5}}, true, 64.5, exact},
+		{"liveness failure", results.Result{Verdict: results.Fail, Reason: "liveness: 2 hammer thread(s) stalled", Timings: results.Timings{GuestSeconds: 80}}, true, 80, "liveness: 2 hammer thread(s) stalled"},
+		{"agent failure", results.Result{Verdict: results.Fail, Reason: "agent: 0 of 2000 attached", Timings: results.Timings{GuestSeconds: 12}}, true, 12, "agent: 0 of 2000 attached"},
+		{"harness error", results.Result{Verdict: results.Error, Reason: "cell deadline of 12m0s passed while the guest was still talking", Timings: results.Timings{GuestSeconds: 720}}, false, 0, ""},
 	}
 	for _, c := range cases {
-		row := Judge(c.r)
-		if row.Detected != c.detect || row.Seconds != c.secs || row.Title != c.title {
-			t.Errorf("%s: Judge = %+v", c.name, row)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			row := Judge(c.r)
+			if row.Detected != c.detect || row.Seconds != c.secs || row.Title != c.title || row.Verdict != c.r.Verdict || row.Reason != c.r.Reason {
+				t.Errorf("Judge = %+v; want detected %v after %v s, titled %q", row, c.detect, c.secs, c.title)
+			}
+		})
 	}
 }

@@ -198,6 +198,8 @@ func readMutation(dir string) (*mutationView, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: %w", results.MutationFile, err)
 	}
+	// mutate.Table.Summary's count, of the rows' own Detected: results
+	// does not import the harness.
 	n, d := 0, 0
 	for i := range m.Rows {
 		m.Rows[i].Anchor = anchor(m.Rows[i].Cell)
