@@ -43,7 +43,10 @@ func Apply(r *Result, ev event.Event) {
 		r.Injections = AddInjection(r.Injections, *ev.Injection)
 	case event.KindLiveness:
 		r.Liveness = mergeLiveness(r.Liveness, ev.Liveness)
+	case event.KindStage:
+		r.startStage(ev.Time, *ev.Stage)
 	case event.KindDone:
+		r.endStage(ev.Time)
 		ok := ev.Done.OK
 		r.AgentOK, r.AgentReason, r.AgentUnjudged = &ok, ev.Done.Reason, ev.Done.Unjudged
 	}

@@ -164,6 +164,8 @@ type Finding struct {
 	// the explanation in Result.Hang): reported, not counted as the
 	// kernel's.
 	Induced string `json:"induced,omitempty"`
+	// Stage is the campaign stage the report came in (event.Stages).
+	Stage string `json:"stage,omitempty"`
 }
 
 // Timings are wall-clock seconds for each step of a cell.
@@ -218,6 +220,8 @@ type Result struct {
 	Features []event.Feature `json:"features,omitempty"`
 	Preempt  *event.Preempt  `json:"preempt,omitempty"`
 	HotSet   *event.HotSet   `json:"hot_set,omitempty"`
+	// Stages are the campaign's stages, in order (stage.go).
+	Stages []StageRecord `json:"stages,omitempty"`
 	// Injections are the race scenario's preemption injections, the
 	// latest report of each.
 	Injections []event.Injection `json:"injections,omitempty"`

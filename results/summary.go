@@ -25,6 +25,8 @@ type CellSummary struct {
 	DetachMedianMS float64 `json:"detach_median_ms"`
 	TotalSeconds   float64 `json:"total_seconds"`
 	Dir            string  `json:"dir"`
+	// Stages are a campaign cell's stages.
+	Stages []StageSummary `json:"stages,omitempty"`
 }
 
 // Summary is a run's summary.json.
@@ -46,6 +48,7 @@ func Summarize(r Result, dir string) CellSummary {
 	if p := r.Phases["detach"]; p != nil {
 		s.DetachMedianMS = ms(p.Latency.Median.Std())
 	}
+	s.Stages = SummarizeStages(r)
 	return s
 }
 
@@ -69,4 +72,23 @@ func PrintTable(w io.Writer, s Summary) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f/%.1f\t%.1f\t%.0fs\t%s\n", c.Cell, c.Accel, c.Verdict, c.Attached, c.AttachMedianMS, c.AttachP99MS, c.DetachMedianMS, c.TotalSeconds, c.Title)
 	}
 	tw.Flush()
+	for _, c := range s.Cells {
+		if len(c.Stages) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s, stage by stage:\n", c.Cell)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  STAGE\tTIME\tWHAT")
+		for _, st := range c.Stages {
+			what := st.Detail
+			if st.Skipped != "" {
+				what = "skipped: " + st.Skipped
+			}
+			if st.Failed {
+				what += "  <- " + string(c.Verdict) + ": " + c.Title
+			}
+			fmt.Fprintf(tw, "  %s\t%.0fs\t%s\n", st.Name, st.Seconds, what)
+		}
+		tw.Flush()
+	}
 }

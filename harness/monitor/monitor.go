@@ -493,7 +493,7 @@ func (m *run) addFindings(fs ...results.Finding) {
 	for _, f := range fs {
 		m.log.Warn("kernel report", "title", f.Title, "source", f.Source, "line", f.StartLine)
 	}
-	m.update(func(r *results.Result) { r.Findings = append(r.Findings, fs...) })
+	m.update(func(r *results.Result) { r.AddFindings(fs...) })
 }
 
 func (m *run) update(f func(*results.Result)) { _ = m.w.Update(f) }
@@ -535,7 +535,7 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 		// A reset is a finding only when the console explains nothing:
 		// after a panic it is just the reboot panic=-1 asked for.
 		if out == Reset && len(r.Findings) == 0 {
-			r.Findings = append(r.Findings, results.Finding{Kind: console.KindReset, Title: silentResetTitle(tripleFault)})
+			r.AddFindings(results.Finding{Kind: console.KindReset, Title: silentResetTitle(tripleFault)})
 		}
 		if out == Silence {
 			f := results.Finding{Kind: console.KindHang, Title: fmt.Sprintf("hang: no output for %s", m.spec.Silence)}
@@ -543,7 +543,7 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 				f.Kind, f.Title = e.Kind, e.Title
 				f.Report = fmt.Sprintf("no output for %s; the kernel, asked with sysrq, shows:\n%s", m.spec.Silence, strings.Join(e.Evidence, "\n"))
 			}
-			r.Findings = append(r.Findings, f)
+			r.AddFindings(f)
 		}
 		if m.explained != nil {
 			r.Hang = m.explained

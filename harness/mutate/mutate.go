@@ -22,6 +22,7 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/results"
 )
 
@@ -77,6 +78,15 @@ type Mutant struct {
 func DefaultAgent(budget time.Duration) map[string]string {
 	return map[string]string{
 		"scenario": "churn", "churn": budget.String(), "n": "0", "mixed": "true", "modules": "true",
+	}
+}
+
+// CampaignAgent is the default campaign (what fth run and make
+// test-arch run) with budget for its churn and race stages: the scenario
+// whose score is the product's figure.
+func CampaignAgent(budget time.Duration) map[string]string {
+	return map[string]string{
+		"scenario": "campaign", "budget": budget.String(), "n": "2000", "detach": strconv.Itoa(matrix.DefaultDetach),
 	}
 }
 

@@ -27,7 +27,8 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var (
 		arches   = fs.String("arches", "x86_64", "comma-separated arches to run the mutants of (or 'all')")
 		names    = fs.String("mutants", "", "comma-separated mutant names, or 'all' (default: every mutant marked Default)")
-		budget   = fs.Duration("budget", 2*time.Minute, "how long each kernel runs the scenario before a mutant counts as not detected")
+		budget   = fs.Duration("budget", 2*time.Minute, "how long each kernel runs the scenario before a mutant counts as not detected (with --campaign, the campaign's churn and race stages; its storm and detach sample come on top)")
+		campaign = fs.Bool("campaign", true, "run every mutant against the default campaign, what make test-arch runs (false: each mutant's own scenario from its header, on the churn)")
 		seed     = fs.Int64("seed", 0, "seed shared by every cell of the run (0: one drawn now and recorded)")
 		out      = fs.String("out", "out/runs", "directory for run results")
 		runID    = fs.String("run-id", "", "run id (default: mutate- plus a time stamp)")
@@ -42,7 +43,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&agentArg, "agent-arg", "agent option key=value added to every cell's scenario (repeatable)")
 	if err := parseFlags(fs, args, stdout, help{
 		Usage: "fth mutate [flags]",
-		About: "Measures the harness's bug-finding power. For each arch, runs the mutation\nscenario (the churn for --budget) on the unmutated kernel, which must pass, and\non each mutant: the same kernel with one patching bug put in on purpose\n(mutants/*.patch), built from the unmutated build directory so that only the\npatched files recompile. Prints and writes (mutation.json, report.html) a table:\nmutant, arch, detected, time to detect, title.",
+		About: "Measures the harness's bug-finding power. For each arch, runs the mutation\nscenario (the default campaign, storm, churn and race for --budget; with\n--campaign=false each mutant's own scenario) on the unmutated kernel, which must pass, and\non each mutant: the same kernel with one patching bug put in on purpose\n(mutants/*.patch), built from the unmutated build directory so that only the\npatched files recompile. Prints and writes (mutation.json, report.html) a table:\nmutant, arch, detected, time to detect, title.",
 	}); err != nil {
 		return err
 	}
@@ -101,12 +102,23 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		mk := func(name string, m *mutate.Mutant) (runner.Cell, error) {
 			agent := mutate.DefaultAgent(*budget)
+			deadline := *budget + 10*time.Minute
+			if *campaign {
+				agent = mutate.CampaignAgent(*budget)
+				// The storm's 2,000 attaches and the detach sample
+				// come on top of the budget.
+				deadline = *budget + 15*time.Minute
+			}
 			agent["seed"] = fmt.Sprint(*seed)
 			cfrags := frags
 			var patches []kbuild.Patch
 			if m != nil {
-				maps.Copy(agent, m.Agent)
-				cfrags = append(append([]string(nil), frags...), m.Fragments...)
+				// The campaign is the product: a mutant's own scenario
+				// and detection aids are not part of it.
+				if !*campaign {
+					maps.Copy(agent, m.Agent)
+					cfrags = append(append([]string(nil), frags...), m.Fragments...)
+				}
 				patches = []kbuild.Patch{m.KernelPatch()}
 			}
 			maps.Copy(agent, extra)
@@ -118,7 +130,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				Accel: accelV, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Silence: def.Silence,
 				// The scenario's budget, plus boot, module loading and the
 				// agent's own teardown, scaled per arch by the target.
-				Deadline:  *budget + 10*time.Minute,
+				Deadline:  deadline,
 				Patches:   patches,
 				Toolchain: b.toolchain,
 				// A mutant's first report is its detection; an oopsed
