@@ -254,6 +254,8 @@ type cellView struct {
 	Bench *benchView
 	Churn *churnView
 	Board *boardView
+	// Stages are a campaign cell's stages, in order.
+	Stages []results.StageSummary
 }
 
 type fact struct{ K, V string }
@@ -484,6 +486,7 @@ func buildCell(ctx context.Context, run *results.Run, c results.Cell, opts Optio
 	}
 	cv.Churn = buildChurn(r)
 	cv.Board = buildBoard(r.Board, c.Dir)
+	cv.Stages = results.SummarizeStages(r)
 	if err := cellPlots(&cv, c); err != nil {
 		return cv, err
 	}

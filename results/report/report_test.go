@@ -672,3 +672,30 @@ func TestReportShowsMutationTable(t *testing.T) {
 		t.Errorf("no mutation.json: %v, %v; want no table and no error", m, err)
 	}
 }
+
+// A campaign cell shows its stages, and the one it failed in.
+func TestCampaignStages(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r := results.Result{RunID: "run", Arch: "x86_64", Cell: "x86_64-direct-calls-full", Scenario: event.ScenarioCampaign, Verdict: results.Fail, Phases: phases(),
+		Reason: "Oops: int3 in bpf_trampoline_6442", StartedAt: t0}
+	for i, st := range event.Stages()[:3] {
+		results.Apply(&r, event.Event{Time: t0.Add(time.Duration(30*i) * time.Second), Kind: event.KindStage, Stage: &event.Stage{Name: st}})
+	}
+	r.AddFindings(results.Finding{Kind: "oops", Title: "Oops: int3 in bpf_trampoline_6442"})
+	w, err := results.NewCellWriter(filepath.Join(dir, r.Cell), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Update(func(x *results.Result) { x.Verdict = results.Fail }); err != nil {
+		t.Fatal(err)
+	}
+	page := string(writePage(t, dir))
+	for _, want := range []string{"Campaign stages", "1998 of 2000 attached", "the cell failed here"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Count(page, "the cell failed here") != 1 {
+		t.Errorf("report.html marks %d stages as failed, want the race alone", strings.Count(page, "the cell failed here"))
+	}
+}
