@@ -18,6 +18,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/hang"
 )
 
@@ -141,12 +142,14 @@ func (r fthRun) mustCell(t *testing.T) {
 	}
 }
 
-// (a) The x86_64 7.3 kernel passes the default cell — 2,000 trampolines
-// attached under preempt=full, a sample of them detached with timing — run
-// as a developer runs it, `make test-arch=x86_64`. The seed is not pinned:
-// each run draws one and result.json records it, so a failure here is a
-// finding to reproduce with that seed, not a flake to retry.
-func TestX86AttachStormPasses(t *testing.T) {
+// (a) The x86_64 7.3 kernel passes the default cell, the campaign — 2,000
+// trampolines attached under preempt=full and kept, the churn with its
+// oracles on top, preemptions injected at a trampoline's first
+// instruction, a sample detached with timing — run as a developer runs
+// it, `make test-arch=x86_64`. The seed is not pinned: each run draws one
+// and result.json records it, so a failure here is a finding to reproduce
+// with that seed, not a flake to retry.
+func TestX86CampaignPasses(t *testing.T) {
 	r := runMake(t, "x86_64", 45*time.Minute)
 	r.mustCell(t)
 	res := r.result
@@ -154,6 +157,7 @@ func TestX86AttachStormPasses(t *testing.T) {
 	if r.exit != 0 || res.Verdict != results.Pass {
 		t.Fatalf("exit %d, verdict %s (%s), want a pass", r.exit, res.Verdict, res.Reason)
 	}
+	campaignRan(t, res, true)
 	attach := res.Phases["attach"]
 	if attach == nil || attach.Succeeded < 2000 {
 		t.Fatalf("attach phase = %+v, want ≥ 2000 attached", attach)
@@ -175,9 +179,51 @@ func TestX86AttachStormPasses(t *testing.T) {
 	if d := res.Phases["detach"]; d == nil || d.Succeeded != min(attach.Succeeded, matrix.DefaultDetach) || d.Latency.Count != d.Succeeded {
 		t.Errorf("detach phase = %+v, want a timed sample of %d", d, matrix.DefaultDetach)
 	}
-	if !strings.Contains(r.stdout, "pass") {
-		t.Errorf("summary table does not show the verdict:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, "stage by stage") {
+		t.Errorf("summary table does not show the campaign's stages:\n%s", r.stdout)
 	}
+}
+
+// campaignRan checks that a campaign cell ran its stages in order, each
+// with its work done; race says whether the arch injects.
+func campaignRan(t *testing.T, res results.Result, race bool) {
+	t.Helper()
+	if res.Scenario != event.ScenarioCampaign {
+		t.Fatalf("scenario = %q, want the campaign (fth run's default)", res.Scenario)
+	}
+	var names []string
+	for _, st := range res.Stages {
+		names = append(names, st.Name)
+		if st.Skipped != "" && (st.Name != event.StageRace || race) {
+			t.Errorf("stage %s skipped: %s", st.Name, st.Skipped)
+		}
+	}
+	if !slices.Equal(names, event.Stages()) {
+		t.Fatalf("stages = %v, want %v", names, event.Stages())
+	}
+	n := 0
+	for _, tr := range res.Transitions {
+		n += tr.Succeeded
+	}
+	if n == 0 {
+		t.Errorf("the churn stage made no transition: %+v", res.Transitions)
+	}
+	if _, failed := results.FailedOracle(res.Oracles); failed || len(res.Oracles) == 0 {
+		t.Errorf("oracles = %+v, want every one run and passed", res.Oracles)
+	}
+	if !race {
+		return
+	}
+	survived := 0
+	for _, in := range res.Injections {
+		if in.Outcome == event.InjSurvived {
+			survived++
+		}
+	}
+	if survived == 0 {
+		t.Errorf("no injection of the race stage survived: %+v", res.Injections)
+	}
+	t.Logf("race stage: %d injections, %d survived", len(res.Injections), survived)
 }
 
 // (b) A crash injected in the guest is a fail with a crash title.
@@ -199,7 +245,7 @@ func TestX86InjectedCrashFails(t *testing.T) {
 // (c) A hang (the VM stopped over QMP) is caught by the watchdog, with a
 // register dump saved.
 func TestX86HangDetected(t *testing.T) {
-	r := runFth(t, 20*time.Minute, "--n", "50", "--hold", "60s", "--pause-after", "3s", "--silence", "15s")
+	r := runFth(t, 20*time.Minute, "--n", "50", "--hold", "60s", "--pause-after", "3s", "--silence", "15s", "--agent-arg", "scenario=storm")
 	r.mustCell(t)
 	res := r.result
 	if r.exit != 1 || res.Verdict != results.Fail || !strings.HasPrefix(res.Reason, "hang") {

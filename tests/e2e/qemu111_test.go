@@ -12,7 +12,7 @@ import (
 // x86_64 cell, the same cached kernel as QEMU 7.2's, and runs the storm to
 // a pass; result.json names the emulator that ran it.
 func TestX86QEMU111Passes(t *testing.T) {
-	r := runFth(t, 30*time.Minute, "--qemu", "11.1", "--n", "500")
+	r := runFth(t, 30*time.Minute, "--qemu", "11.1", "--n", "500", "--agent-arg", "scenario=storm")
 	r.mustCell(t)
 	res := r.result
 	if r.exit != 0 || res.Verdict != results.Pass {
