@@ -19,7 +19,7 @@ func TestTableComplete(t *testing.T) {
 			for i := range v.NumField() {
 				f := v.Type().Field(i)
 				switch f.Name {
-				case "Cmdline", "KVMCapable", "LLVM", "BoardCmdline", "ToolchainNote", "DefaultToolchain", "DefaultQEMU":
+				case "Cmdline", "KVMCapable", "LLVM", "BoardCmdline", "ToolchainNote", "DefaultToolchain", "DefaultQEMU", "NoRace":
 					continue // legitimately empty or false
 				}
 				if v.Field(i).IsZero() {

@@ -74,7 +74,7 @@ const DefaultDetach = 200
 // `fth run` of the same variant do the same thing.
 func DefaultParams() Params {
 	return Params{
-		Scenario: event.ScenarioStorm,
+		Scenario: event.ScenarioCampaign,
 		Agent:    map[string]string{"n": "2000", "hold": "5s", "detach": strconv.Itoa(DefaultDetach)},
 		Accel:    qemu.AccelAuto,
 		CPUs:     2,

@@ -271,7 +271,7 @@ func TestExpandOrder(t *testing.T) {
 	var got []string
 	for _, c := range cells {
 		got = append(got, c.Name)
-		if c.Run.Scenario != event.ScenarioStorm || c.Run.AgentArgs["n"] != "50" || c.Run.CPUs != 2 || c.Run.Deadline == 0 {
+		if c.Run.Scenario != event.ScenarioCampaign || c.Run.AgentArgs["scenario"] != "campaign" || c.Run.AgentArgs["n"] != "50" || c.Run.CPUs != 2 || c.Run.Deadline == 0 {
 			t.Errorf("%s: run parameters not filled in: %+v", c.Name, c.Run)
 		}
 	}
