@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,8 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"Debian's name", fthRun("--arch", "ppc64el"), "did you mean --arch ppc64le?"},
 		{"misspelt flag", fthRun("--seeed", "4"), "did you mean --seed?"},
 		{"misspelt command", []string{"rnu"}, `unknown command "rnu"; did you mean "run"?`},
+		{"help for an unknown command", []string{"help", "nosuch"}, `unknown command "nosuch"`},
+		{"help for a misspelt command", []string{"help", "mutat"}, `unknown command "mutat"; did you mean "mutate"?`},
 		{"matrix --list checks agent options too", []string{"matrix", "--list", "--kernel-src", none, "--agent-arg", "hot=0"}, "hot=0: want an integer from 1"},
 		{"matrix refuses --arch with the reason", []string{"matrix", "--arch", "x86_64"}, "fth matrix takes --arches"},
 		{"matrix checks boot bounds", []string{"matrix", "--list", "--kernel-src", none, "--cpus", "0"}, "--cpus 0"},
@@ -122,6 +125,29 @@ func TestHelpOnStdout(t *testing.T) {
 			for _, w := range tt.wantNot {
 				if strings.Contains(stdout.String(), w) {
 					t.Errorf("help lists %q, which the command does not honour:\n%s", w, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+// The general help lists every command run dispatches, however it is
+// asked for: both come from commandTable.
+func TestHelpListsEveryCommand(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"help", "help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), args, &stdout, &stderr)
+			if code := exitCode(err, &stderr); code != exitPass {
+				t.Fatalf("exit %d, stderr %q", code, stderr.String())
+			}
+			names := commandNames()
+			if !slices.Contains(names, "mutate") {
+				t.Errorf("no mutate in the command table: %v", names)
+			}
+			for _, name := range names {
+				if !strings.Contains(stdout.String(), "\n  "+name+" ") {
+					t.Errorf("fth %s does not list %q:\n%s", strings.Join(args, " "), name, stdout.String())
 				}
 			}
 		})

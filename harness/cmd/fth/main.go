@@ -31,24 +31,16 @@ var errUsage = errors.New("usage")
 // errCellsFailed is returned when at least one cell's verdict is fail.
 var errCellsFailed = errors.New("kernel failures found")
 
-const usage = `fth: find bugs in Linux live code patching (ftrace, BPF trampolines)
+// usageHead and usageTail frame the command list, which usage builds from
+// commandTable.
+const usageHead = `fth: find bugs in Linux live code patching (ftrace, BPF trampolines)
 
 usage: fth <command> [flags]
 
 commands:
-  build    build (or fetch from cache) a kernel for --arch from kconfig fragments
-  image    build (or fetch from cache) the guest initramfs for --arch
-  run      build, boot under QEMU, run a scenario (attach storm or churn), record a verdict
-  matrix   run every arch × variant cell (skips what an arch cannot build), one summary
-  soak     run a scenario for hours on a board over SSH (deploy, stream dmesg, survive reboots)
-  boardvm  boot a VM that stands in for an SSH board (sshd on 127.0.0.1:--port)
-  bench    side-by-side benchmarks: 'fth bench cell' (the default cell against a
-           baseline), 'fth bench widening' (cost of each race-widening mode)
-  repro    run a recorded cell again (same kernel fragments, seed, boot flags, QEMU flags)
-  triage   find, title and symbolize every kernel report in one or more console logs
-  report   write report.html, junit.xml and summary.json for a run directory
-  compare  compare two runs cell by cell; exit 1 on any regression
+`
 
+const usageTail = `
 Run 'fth <command> -h' (or 'fth help <command>') for a command's flags, and
 'fth --version' for the version. Exit codes: 0 pass, 1 a kernel failure (or
 a regression, or a report found by triage), 2 an error, 3 bad usage.
@@ -82,18 +74,63 @@ func exitCode(err error, stderr io.Writer) int {
 // cmdFunc is one subcommand.
 type cmdFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
+// command is one row of commandTable.
+type command struct {
+	name string
+	// about is the help line; "\n" continues it on an indented line.
+	about string
+	fn    cmdFunc
+}
+
+// commandTable is every subcommand, in help order. run dispatches from it
+// and usage lists it, so help cannot miss a command. (A function, not a
+// var: the commands reach run, and run reads the table.)
+func commandTable() []command {
+	return []command{
+		{"build", "build (or fetch from cache) a kernel for --arch from kconfig fragments", cmdBuild},
+		{"image", "build (or fetch from cache) the guest initramfs for --arch", cmdImage},
+		{"run", "build, boot under QEMU, run a scenario (the campaign by default), record a verdict", cmdRun},
+		{"matrix", "run every arch × variant cell (skips what an arch cannot build), one summary", cmdMatrix},
+		{"mutate", "the harness's bug-finding power: mutant kernels and the unmutated one,\ndetected / time to detect / title", cmdMutate},
+		{"soak", "run a scenario for hours on a board over SSH (deploy, stream dmesg, survive reboots)", cmdSoak},
+		{"boardvm", "boot a VM that stands in for an SSH board (sshd on 127.0.0.1:--port)", cmdBoardVM},
+		{"bench", "side-by-side benchmarks: 'fth bench cell' (the default cell against a\nbaseline), 'fth bench widening' (cost of each race-widening mode)", cmdBench},
+		{"repro", "run a recorded cell again (same kernel fragments, seed, boot flags, QEMU flags)", cmdRepro},
+		{"triage", "find, title and symbolize every kernel report in one or more console logs", cmdTriage},
+		{"report", "write report.html, junit.xml and summary.json for a run directory", cmdReport},
+		{"compare", "compare two runs cell by cell; exit 1 on any regression", cmdCompare},
+	}
+}
+
 // commands maps each subcommand to its function.
 func commands() map[string]cmdFunc {
-	return map[string]cmdFunc{
-		"build": cmdBuild, "image": cmdImage, "run": cmdRun, "matrix": cmdMatrix,
-		"repro": cmdRepro, "soak": cmdSoak, "bench": cmdBench, "boardvm": cmdBoardVM,
-		"triage": cmdTriage, "mutate": cmdMutate, "report": cmdReport, "compare": cmdCompare,
+	m := map[string]cmdFunc{}
+	for _, c := range commandTable() {
+		m[c.name] = c.fn
 	}
+	return m
+}
+
+// usage is the general help: usageHead, a line per command, usageTail.
+func usage() string {
+	var b strings.Builder
+	b.WriteString(usageHead)
+	for _, c := range commandTable() {
+		for i, line := range strings.Split(c.about, "\n") {
+			name := ""
+			if i == 0 {
+				name = c.name
+			}
+			fmt.Fprintf(&b, "  %-8s %s\n", name, line)
+		}
+	}
+	b.WriteString(usageTail)
+	return b.String()
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return fmt.Errorf("%w: no command given", errUsage)
 	}
 	cmd, rest := args[0], args[1:]
@@ -103,8 +140,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if _, ok := commands()[rest[0]]; ok {
 				return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 			}
+			if rest[0] != "help" {
+				return unknownCommand(rest[0])
+			}
 		}
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return nil
 	case "version", "--version", "-version", "-V":
 		fmt.Fprintln(stdout, version())
@@ -113,6 +153,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f, ok := commands()[cmd]; ok {
 		return f(ctx, rest, stdout, stderr)
 	}
+	return unknownCommand(cmd)
+}
+
+// unknownCommand is the usage error for a command fth does not have, with
+// the closest one it does.
+func unknownCommand(cmd string) error {
 	hint := ""
 	if s, ok := closest(strings.TrimLeft(cmd, "-"), commandNames()); ok {
 		hint = fmt.Sprintf("; did you mean %q?", s)
