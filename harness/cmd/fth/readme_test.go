@@ -18,7 +18,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/toolroot"
 )
 
-// coverage says how a README command is run by the tests.
+// coverage says how a documented command is run by the tests.
 type coverage struct {
 	// check runs the command here, cheaply: "run" as written, "dry-run"
 	// with --dry-run added (fth run), "list" with --list added (fth
@@ -29,10 +29,10 @@ type coverage struct {
 	tests []string
 }
 
-// readmeLedger is every command README.md shows in a sh block. A command
-// added to README without an entry here fails TestReadmeCommandsAreRun, and
-// so does an entry whose command left README: README says only what some
-// test runs.
+// readmeLedger is every command README.md and docs/*.md show in a sh
+// block. A command added to them without an entry here fails
+// TestReadmeCommandsAreRun, and so does an entry whose command left them
+// all: the docs say only what some test runs.
 func readmeLedger() map[string]coverage {
 	e2e := func(names ...string) []string {
 		var out []string
@@ -53,6 +53,7 @@ func readmeLedger() map[string]coverage {
 		"bin/fth run --pause-after 5s --silence 20s":                                           {check: "dry-run", tests: e2e("TestX86HangDetected")},
 		"bin/fth run --crash rt-inversion --hold 5s":                                           {check: "dry-run", tests: e2e("TestX86HarnessInducedStall")},
 		"bin/fth run --agent-arg scenario=churn":                                               {check: "dry-run", tests: e2e("TestX86ChurnPasses")},
+		"bin/fth run --agent-arg scenario=storm":                                               {check: "dry-run", tests: e2e("TestX86QEMU111Passes", "TestPPC64LEDefaultStormPasses")},
 		"bin/fth mutate --arches x86_64":                                                       {check: "dry-run", tests: e2e("TestMutationX86")},
 		"make mutation":                                                                        {check: "dry-run", tests: e2e("TestMutationX86")},
 		"bin/fth run --agent-arg help":                                                         {check: "run"},
@@ -87,36 +88,63 @@ func readmeLedger() map[string]coverage {
 	}
 }
 
-// readmeCommands returns the command lines of README's sh blocks, without
-// their comments.
-func readmeCommands(t *testing.T) []string {
+// docFiles are the files whose commands the ledger covers, relative to
+// the repository root: README and every page under docs/.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open("../../../README.md")
+	pages, err := filepath.Glob("../../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	if len(pages) == 0 {
+		t.Fatal("no docs/*.md: the test would check README alone")
+	}
 	var out []string
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "```sh"):
-			in = true
-			continue
-		case strings.HasPrefix(line, "```"):
-			in = false
-			continue
+	for _, p := range append([]string{"../../../README.md"}, pages...) {
+		out = append(out, strings.TrimPrefix(p, "../../../"))
+	}
+	return out
+}
+
+// docCommand is one command line of a sh block, and the file showing it.
+type docCommand struct{ cmd, file string }
+
+// readmeCommands returns the command lines of the sh blocks of README and
+// docs/*.md, without their comments.
+func readmeCommands(t *testing.T) []docCommand {
+	t.Helper()
+	var out []docCommand
+	for _, name := range docFiles(t) {
+		f, err := os.Open(filepath.Join("../../..", name))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !in {
-			continue
+		in := false
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "```sh"):
+				in = true
+				continue
+			case strings.HasPrefix(line, "```"):
+				in = false
+				continue
+			}
+			if !in {
+				continue
+			}
+			if i := strings.Index(line, " #"); i >= 0 {
+				line = line[:i]
+			}
+			if line = strings.TrimSpace(line); line != "" {
+				out = append(out, docCommand{line, name})
+			}
 		}
-		if i := strings.Index(line, " #"); i >= 0 {
-			line = line[:i]
-		}
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	return out
@@ -148,23 +176,28 @@ func testExists(t *testing.T, ref string) bool {
 	return false
 }
 
-// Every command README shows is run by some test: cheap ones here (help,
-// --dry-run through the whole input check, matrix --list through Kconfig
-// resolution), the rest by the named e2e or unit tests, which must exist.
-// make lines go through `make -n`, so what is checked is what make runs.
+// Every command README and docs/*.md show is run by some test: cheap ones
+// here (help, --dry-run through the whole input check, matrix --list
+// through Kconfig resolution), the rest by the named e2e or unit tests,
+// which must exist. make lines go through `make -n`, so what is checked is
+// what make runs. A command shown in several files is checked once.
 func TestReadmeCommandsAreRun(t *testing.T) {
 	ledger := readmeLedger()
 	seen := map[string]bool{}
-	for _, cmd := range readmeCommands(t) {
+	for _, dc := range readmeCommands(t) {
+		cmd := dc.cmd
+		if seen[cmd] {
+			continue
+		}
 		seen[cmd] = true
 		cov, ok := ledger[cmd]
 		if !ok {
-			t.Errorf("README shows %q, which no test runs: add it to readmeLedger with the test that does", cmd)
+			t.Errorf("%s shows %q, which no test runs: add it to readmeLedger with the test that does", dc.file, cmd)
 			continue
 		}
 		for _, ref := range cov.tests {
 			if !testExists(t, ref) {
-				t.Errorf("README command %q is said to be run by %s, which does not exist", cmd, ref)
+				t.Errorf("%s: command %q is said to be run by %s, which does not exist", dc.file, cmd, ref)
 			}
 		}
 		if cov.check == "" {
@@ -174,12 +207,12 @@ func TestReadmeCommandsAreRun(t *testing.T) {
 	}
 	for cmd := range ledger {
 		if !seen[cmd] {
-			t.Errorf("readmeLedger lists %q, which README no longer shows", cmd)
+			t.Errorf("readmeLedger lists %q, which neither README nor docs/*.md shows any more", cmd)
 		}
 	}
 }
 
-// checkCommand runs one README command in-process, as check says.
+// checkCommand runs one documented command in-process, as check says.
 func checkCommand(t *testing.T, cmd, check string) {
 	words, err := shell.Fields(cmd, func(string) string { return "" })
 	if err != nil {
@@ -204,7 +237,7 @@ func checkCommand(t *testing.T, cmd, check string) {
 	if needsToolRoot(args) && !haveToolRoot() {
 		t.Skip("needs the toolchain root (make deps)")
 	}
-	// README's paths are relative to the repository root.
+	// The docs' paths are relative to the repository root.
 	t.Chdir("../../..")
 	var stdout, stderr bytes.Buffer
 	err = run(context.Background(), args, &stdout, &stderr)
