@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compares tcg-single with tcg-multi on one arch and QEMU, same seed, runs
 # interleaved so both modes see the same host load: the measurement behind
-# the default accelerator of a QEMU (README, TCG modes). Prints one row a
+# the default accelerator of a QEMU (docs/tcg.md). Prints one row a
 # run: verdict, wall seconds, the churn's transitions per second (0 for a
 # storm), and the attach median.
 #   usage: scripts/accel-compare.sh ARCH QEMU RUNS [fth run flags...]

@@ -21,7 +21,7 @@ shift
 
 # ppc64le's trampolines need gcc 14 and QEMU 11.1 from the toolchain root,
 # its defaults; book3s64 has no HAVE_ARCH_VMAP_STACK; and its lockdep warns
-# at every boot and turns itself off (README, Findings 6), so no lockdep
+# at every boot and turns itself off (docs/findings.md, 6), so no lockdep
 # report can be captured there and no lockdep boot can be a negative one.
 vmap=,debug/vmap-stack
 lockdep=,debug/lockdep

@@ -13,7 +13,7 @@ set -euo pipefail
 
 SRC_ROOT=${FTH_SRC_ROOT:-/var/cache/fth/src}
 # Kernel series to unpack: 7.3 (the default kernel) and 6.12, the riscv64
-# kernel of the race scenario's seed (README, Race injection).
+# kernel of the race scenario's seed (docs/race-injection.md).
 KERNELS=${FTH_KERNELS:-7.3 6.12}
 
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -29,7 +29,7 @@ mirror_uri() {
 		uri=$(awk '$1=="deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list)
 	fi
 	if [ -z "$uri" ]; then
-		echo "deps: cannot find this machine's bookworm apt mirror in /etc/apt/sources.list{,.d/debian.sources}; add trixie-backports by hand (see README)" >&2
+		echo "deps: cannot find this machine's bookworm apt mirror in /etc/apt/sources.list{,.d/debian.sources}; add trixie-backports by hand (see docs/setup.md)" >&2
 		exit 1
 	fi
 	printf '%s\n' "$uri"

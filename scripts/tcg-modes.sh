@@ -3,7 +3,7 @@
 # storm: runs the same cell RUNS times per mode and QEMU (same seed),
 # interleaved so that every combination sees the same host load, and
 # tabulates the verdicts and titles. This is the measurement behind the
-# default accelerator and the MTTCG verdict (see README, TCG modes).
+# default accelerator and the MTTCG verdict (see docs/tcg.md).
 #   usage: scripts/tcg-modes.sh [RUNS] [N] [QEMUS] [MODES]
 #   e.g.   scripts/tcg-modes.sh 5 2000 "7.2 11.1" tcg-multi
 set -euo pipefail

@@ -2,7 +2,7 @@
 # Compares compilers on one arch: the same default cell, seed and QEMU, one
 # kernel per toolchain (each built first if the cache lacks it, one build at a
 # time), runs interleaved so every toolchain sees the same host load: the
-# measurement behind an arch row's DefaultToolchain (README, Toolchain root).
+# measurement behind an arch row's DefaultToolchain (docs/toolchains.md).
 # Prints one row a run: verdict, wall seconds, boot to agent, attach p50/p99
 # and detach p50 in ms, and the wall seconds of `fth build` (a cache hit is a
 # few seconds; a cold build is minutes).

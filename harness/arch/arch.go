@@ -92,7 +92,7 @@ type Arch struct {
 	TimeoutScale float64
 	// DefaultToolchain and DefaultQEMU are what --toolchain default and
 	// --qemu default (the flags' defaults) pick for this arch: the best
-	// combination measured to work here (README, Toolchain root). Empty
+	// combination measured to work here (docs/toolchains.md). Empty
 	// is the host's: Debian 12's compilers and QEMU 7.2.
 	DefaultToolchain string
 	DefaultQEMU      string
@@ -109,7 +109,8 @@ func (a *Arch) Has(f Feature) bool { return slices.Contains(a.Features, f) }
 func (a *Arch) Fragment() string { return "arch/" + string(a.Name) }
 
 // table holds one row per architecture. Facts here were measured on QEMU 7.2
-// and Linux 7.3; see README.md for the measurements behind them.
+// and Linux 7.3; see docs/architectures.md and docs/toolchains.md for the
+// measurements behind them.
 var table = []Arch{
 	{
 		Name:         X86_64,
@@ -212,11 +213,11 @@ var table = []Arch{
 		// The host's gcc 12 and clang 19 cannot build powerpc's
 		// trampolines (ToolchainNote); gcc 14 can. Its storm passes
 		// under QEMU 7.2 and 11.1 alike, and 7.2 attached twice as
-		// fast side by side (README, Toolchain root): the host's.
+		// fast side by side (docs/toolchains.md): the host's.
 		DefaultToolchain: "gcc-14",
-		ToolchainNote: "Linux selects CALL_OPS and DIRECT_CALLS on powerpc only with ARCH_USING_PATCHABLE_FUNCTION_ENTRY; Debian 12's gcc 12 fails the kernel's check-fpatchable-function-entry.sh probe and clang-19 rejects the flag, so no BPF trampoline can be built with the host's compilers (README, Architectures). " +
-			"gcc 14 from the toolchain root (make deps), the default --toolchain for ppc64le, builds them: `make test-arch=ppc64le` (README, Toolchain root). " +
-			"What runs: the boot, the agent and the hammer without trampolines, `make test-arch=ppc64le FTH_RUN_FLAGS=\"--n 0 --fragments base,arch/ppc64le,preempt/full\"`",
+		ToolchainNote: "Linux selects CALL_OPS and DIRECT_CALLS on powerpc only with ARCH_USING_PATCHABLE_FUNCTION_ENTRY; Debian 12's gcc 12 fails the kernel's check-fpatchable-function-entry.sh probe and clang-19 rejects the flag, so no BPF trampoline can be built with the host's compilers (docs/architectures.md). " +
+			"gcc 14 from the toolchain root (make deps), the default --toolchain for ppc64le, builds them: `make test-arch=ppc64le` (docs/toolchains.md). " +
+			"What runs: the boot, the agent and the hammer without trampolines, `make test-arch=ppc64le FTH_RUN_FLAGS=\"--n 0 --toolchain host --fragments base,arch/ppc64le,preempt/full --agent-arg scenario=storm\"`",
 	},
 }
 

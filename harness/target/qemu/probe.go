@@ -19,13 +19,13 @@ import (
 // DefaultTCG is the accelerator used when KVM is unusable, on a QEMU older
 // than MultiTCGFrom. thread=single is the sound default there: QEMU 7.2's
 // thread=multi gave a correct x86_64 kernel spurious int3 oopses under mass
-// attach (see README, "TCG modes").
+// attach (see docs/tcg.md).
 const DefaultTCG = AccelTCGSingle
 
 // MultiTCGFrom is the first QEMU (major*100+minor) whose multi-threaded TCG
 // is the default: 11.1 ran the x86_64 storm 5 of 5 clean where 7.2 failed 4
 // of 5, and the x86_64 churn, the arm64 and riscv64 storms passed under it,
-// with real parallel vCPUs (README, TCG modes).
+// with real parallel vCPUs (docs/tcg.md).
 const MultiTCGFrom = 1101
 
 // TCGFor is the TCG mode auto picks on QEMU version v (ProbeVersion's

@@ -24,7 +24,7 @@ var unsafeAccels = []unsafeAccel{
 	{
 		From: 700, Before: 800, Arch: arch.X86_64, Accel: AccelTCGMulti,
 		Why: "QEMU 7.x's multi-threaded TCG gives a correct x86_64 kernel spurious `Oops: int3` during text patching " +
-			"(4 of 5 attach storms with QEMU 7.2, 0 of 5 with 11.1, same kernel and seed: README, TCG modes); use tcg-single, or --qemu 11.1",
+			"(4 of 5 attach storms with QEMU 7.2, 0 of 5 with 11.1, same kernel and seed: docs/tcg.md); use tcg-single, or --qemu 11.1",
 	},
 }
 
