@@ -81,15 +81,20 @@ func churnPasses(t *testing.T, r fthRun) {
 }
 
 // The correct kernel runs the default churn clean on x86_64 for 5 minutes.
+// Under make test-all: make test runs the churn, with every oracle and
+// these checks, inside the campaign (TestX86CampaignPasses).
 func TestX86ChurnPasses(t *testing.T) {
+	requireAll(t)
 	// The churn as README shows it (`fth run --agent-arg scenario=churn`,
 	// every default), for 5 minutes, with a seed drawn now.
 	churnPasses(t, runFth(t, 25*time.Minute, "--agent-arg", "scenario=churn", "--agent-arg", "churn=5m"))
 }
 
 // A short churn passes on riscv64, whose AUIPC+JALR callsites are the ones a
-// preempted task can catch half-patched.
+// preempted task can catch half-patched. Under make test-all, like
+// TestX86ChurnPasses: make test-arch=riscv64 runs the churn in its campaign.
 func TestRISCV64ChurnPasses(t *testing.T) {
+	requireAll(t)
 	churnPasses(t, runFthArch(t, "riscv64", 40*time.Minute, churnArgs("60s")...))
 }
 
