@@ -173,20 +173,15 @@ type raceStageResult struct {
 
 // raceStageMain is `agent racestage <held-cpu> <agent flags>`.
 func raceStageMain(ctx context.Context, args []string, sys system) error {
-	if len(args) < 1 {
-		return errors.New("agent racestage: want <held-cpu> <agent flags>")
+	held, opts, err, argErr := raceArgs(modeRaceStage, args, sys)
+	if argErr != nil {
+		return argErr
 	}
-	held, err := strconv.Atoi(args[0])
-	if err != nil {
-		return fmt.Errorf("agent racestage: held cpu %q", args[0])
-	}
-	nameThreads(guestComm)
 	res := os.NewFile(3, "result")
 	if res == nil {
 		return errors.New("agent racestage: no result descriptor (fd 3)")
 	}
 	defer res.Close()
-	opts, err := options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
 	a := &agent{sys: sys, opts: opts, w: report.NewWriter(sys.stdout)}
 	if opts.Budget > 0 {
 		a.raceUntil = time.Now().Add(opts.Budget)

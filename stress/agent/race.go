@@ -150,16 +150,10 @@ func (a *agent) executeRace(ctx context.Context) error {
 // (which its own affinity therefore cannot tell it). It ends the run as the
 // agent would: Done, then poweroff when asked.
 func raceCtlMain(ctx context.Context, args []string, sys system) error {
-	if len(args) < 1 {
-		return errors.New("agent racectl: want <held-cpu> <agent flags>")
-	}
-	held, err := strconv.Atoi(args[0])
+	held, opts, optErr, err := raceArgs(modeRaceCtl, args, sys)
 	if err != nil {
-		return fmt.Errorf("agent racectl: held cpu %q", args[0])
+		return err
 	}
-	// The harness's own task name (cell.GuestHarness), as before the exec.
-	nameThreads(guestComm)
-	opts, optErr := options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
 	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
 	if err != nil {
 		fmt.Fprintf(sys.stderr, "agent: %v; writing events to stdout\n", err)
@@ -172,6 +166,22 @@ func raceCtlMain(ctx context.Context, args []string, sys system) error {
 		runErr = a.controlRace(ctx, held)
 	}
 	return a.finish(runErr)
+}
+
+// raceArgs reads `<held-cpu> <agent flags>`, the arguments of the race
+// controllers (racectl, racestage), and names their threads as the
+// harness's own task (cell.GuestHarness), as the agent's were. A bad held
+// CPU is err; bad flags are optErr, with the options at their defaults.
+func raceArgs(mode string, args []string, sys system) (held int, opts options.Options, optErr, err error) {
+	if len(args) < 1 {
+		return 0, opts, nil, fmt.Errorf("agent %s: want <held-cpu> <agent flags>", mode)
+	}
+	if held, err = strconv.Atoi(args[0]); err != nil {
+		return 0, opts, nil, fmt.Errorf("agent %s: held cpu %q", mode, args[0])
+	}
+	nameThreads(guestComm)
+	opts, optErr = options.Parse(args[1:], "", options.Env{NumCPU: held + 1}, sys.stderr)
+	return held, opts, optErr, nil
 }
 
 // controlRace is the controller's whole run, holding cpu held.
