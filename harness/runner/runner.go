@@ -302,7 +302,9 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		Silence:       c.Silence,
 		PauseAfter:    c.PauseAfter,
 		Progress:      e.Progress,
-		StopAtFinding: c.StopAtFinding,
+		// A campaign is judged by its first finding, as fth mutate's
+		// cells are: what follows an oops is the oops's aftermath.
+		StopAtFinding: c.StopAtFinding || c.Scenario == event.ScenarioCampaign,
 	}
 	if err := cell.Run(ctx, log, w, spec); err != nil {
 		return fail("boot", fmt.Errorf("%w: %w", ErrInfra, err))
