@@ -224,7 +224,7 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		return fmt.Errorf("churn: %w", err)
 	}
 	defer m.Close()
-	loader := &oracle.Loader{Map: m, Cache: cache, Addrs: addrs}
+	loader := &oracle.Loader{Map: m, Cache: cache, Addrs: addrs, Serial: &sync.Mutex{}}
 
 	// Calibrate before any goroutine shares the loader.
 	calFn, calCall := exactFn, func() { _ = unix.Getppid() }

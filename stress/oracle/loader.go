@@ -2,6 +2,7 @@ package oracle
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -23,6 +24,13 @@ type Loader struct {
 	// Skew is added to every expected address: non-zero only in the
 	// test-only wrong-ip sabotage, which must make every check fail.
 	Skew uint64
+	// Serial, when set, is held around every load by this loader and its
+	// WithAddrs copies. cilium/ebpf v0.22.0's btf.Cache hands out module
+	// specs whose decoder inflates vmlinux types without the vmlinux
+	// decoder's lock, so a load on a module's function racing one on
+	// vmlinux's killed the agent (fatal error: concurrent map writes,
+	// seen in the campaign's churn).
+	Serial *sync.Mutex
 
 	delta    int64
 	checking bool
@@ -91,7 +99,13 @@ func (l *Loader) load(fn string, kind Kind, key string, check bool) (*Loaded, er
 	// CollectionOptions carries the shared btf.Cache that resolves the
 	// attach target without parsing vmlinux BTF again.
 	spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"p": p.Spec(fn, kind)}}
+	if l.Serial != nil {
+		l.Serial.Lock()
+	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Cache: l.Cache})
+	if l.Serial != nil {
+		l.Serial.Unlock()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("oracle.Load %s %s: %w", kind, fn, err)
 	}
