@@ -150,6 +150,7 @@ func TestMonitorCases(t *testing.T) {
 	knownOp := step{ev: agent(t, event.Event{Kind: event.KindOp, Op: &event.Op{Phase: "attach", Index: 1, Function: "rcu_read_unlock_special"}})}
 	hung := fixture(t, "x86_64/hung-task-dsleep-fth-7.3.4")
 	panicLog := fixture(t, "x86_64/kernel-bug-invalid-opcode-panic")
+	agentCrash := fixture(t, "x86_64/agent-crash-concurrent-map-writes-fth-7.3.4")
 	pstore := results.Finding{Source: "pstore", Kind: "panic", Title: "kernel panic: sysrq triggered crash"}
 
 	tests := []struct {
@@ -186,6 +187,7 @@ func TestMonitorCases(t *testing.T) {
 		{"a known finding's trigger in flight", []step{hello, knownOp, {ev: target.Event{Kind: target.Reset}}}, false, 0, results.Pass, "reset", "known finding rcu-read-unlock-special-fentry ended the run", true},
 		{"a report from before the known trigger is not put down to it", cat([]step{hello}, cons(panicLog[:10]), []step{knownOp, {ev: target.Event{Kind: target.Reset}}}), false, 0, results.Fail, "reset", "kernel BUG in __reiserfs_panic", true},
 		{"stop at the first finding (fth mutate)", cat([]step{hello}, cons(panicLog[:10]), liveness(t, 3*time.Second)), false, 0, results.Fail, "hang-report", "kernel BUG in __reiserfs_panic", true},
+		{"the agent's own crash, and init's panic after it, are the harness's", cat([]step{hello}, cons(agentCrash)), false, 0, results.Error, "panic", "agent crashed: fatal error: concurrent map writes", true},
 		{"an oops the kernel survives runs on", cat([]step{hello}, cons(panicLog[:10]), liveness(t, 3*time.Second)), false, 0, results.Fail, "deadline", "kernel BUG in __reiserfs_panic", true},
 	}
 	for _, tt := range tests {

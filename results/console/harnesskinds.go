@@ -18,4 +18,9 @@ const (
 	// load starved the tasks the kernel waited for), with the evidence:
 	// reported, never counted as a kernel finding.
 	KindHarnessInduced Kind = "harness-induced"
+	// KindAgentCrash is the harness's own guest agent dying of a Go
+	// runtime error (its stderr is the console): a harness bug, never a
+	// kernel finding; the panic that follows when init loses its child is
+	// the crash's, not the kernel's.
+	KindAgentCrash Kind = "agent-crash"
 )

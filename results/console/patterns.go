@@ -102,6 +102,11 @@ const (
 func headerPatterns() []patternSpec {
 	oopsDie := []string{dieLine}
 	return []patternSpec{
+		// The agent's Go runtime dying: "fatal error: concurrent map
+		// writes", "panic: runtime error: ...", then its goroutines. The
+		// kernel never starts a line so; init's "Exiting..." ends it.
+		{Kind: KindAgentCrash, Header: `^(?P<what>(?:fatal error|panic): \S.*)$`, Title: "agent crashed: {what}", End: `^init: .*Exiting\.\.\.$`, UntilEnd: true, MaxLines: 400},
+
 		// ftrace_bug() prints a banner, the failure, the call site, the
 		// record flags and then WARNs: one bug, titled from the call site.
 		{
