@@ -297,11 +297,11 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			// an arch that cannot inject (Arch.NoRace).
 			Race: c.Scenario == event.ScenarioRace || (c.Scenario == event.ScenarioCampaign && c.Arch.NoRace == ""),
 		},
-		AgentArgs:     c.AgentArgs,
-		Deadline:      c.Deadline,
-		Silence:       c.Silence,
-		PauseAfter:    c.PauseAfter,
-		Progress:      e.Progress,
+		AgentArgs:  c.AgentArgs,
+		Deadline:   c.Deadline,
+		Silence:    c.Silence,
+		PauseAfter: c.PauseAfter,
+		Progress:   e.Progress,
 		// A campaign is judged by its first finding, as fth mutate's
 		// cells are: what follows an oops is the oops's aftermath.
 		StopAtFinding: c.StopAtFinding || c.Scenario == event.ScenarioCampaign,
