@@ -130,10 +130,8 @@ func (a *agent) startRaceStage(ctx context.Context, held int, args []string) (ma
 	cmd.ExtraFiles = []*os.File{resW}
 
 	runtime.LockOSThread()
-	var rest, was unix.CPUSet
-	for c := 0; c < held; c++ {
-		rest.Set(c)
-	}
+	rest := below(held)
+	var was unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &was); err != nil {
 		runtime.UnlockOSThread()
 		return nil, err

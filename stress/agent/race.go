@@ -122,10 +122,7 @@ func (a *agent) executeRace(ctx context.Context) error {
 		return fmt.Errorf("race: needs at least 2 CPUs (one held, one racing), have %d: boot with --cpus 2", a.sys.numCPU)
 	}
 	held := a.sys.numCPU - 1
-	var rest unix.CPUSet
-	for c := 0; c < held; c++ {
-		rest.Set(c)
-	}
+	rest := below(held)
 	// Exec keeps the calling thread's affinity; every thread gets it, so
 	// that whichever one calls exec passes it on.
 	if err := setProcessCPUs(&rest, 0); err != nil {
@@ -166,6 +163,16 @@ func raceCtlMain(ctx context.Context, args []string, sys system) error {
 		runErr = a.controlRace(ctx, held)
 	}
 	return a.finish(runErr)
+}
+
+// below is the set of CPUs numbered below held: every CPU but the held
+// one, which is the last.
+func below(held int) unix.CPUSet {
+	var set unix.CPUSet
+	for c := 0; c < held; c++ {
+		set.Set(c)
+	}
+	return set
 }
 
 // raceArgs reads `<held-cpu> <agent flags>`, the arguments of the race
