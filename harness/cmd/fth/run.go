@@ -227,6 +227,9 @@ func runOne(ctx context.Context, log *slog.Logger, env *runner.Env, out, runID s
 	case results.Pass:
 		return nil
 	case results.Fail:
+		if st := r.FailedStage(); st != "" {
+			return fmt.Errorf("%w: %s: %s (in the campaign's %s stage)", errCellsFailed, c.Name, r.Reason, st)
+		}
 		return fmt.Errorf("%w: %s: %s", errCellsFailed, c.Name, r.Reason)
 	default:
 		return fmt.Errorf("%s: %s: %s", c.Name, r.Verdict, r.Reason)
