@@ -61,15 +61,12 @@ func churnBudget(o options.Options) time.Duration {
 }
 
 // raceStage runs the campaign's race stage with what is left of budget
-// (0: no bound), with the background still attached and the hammer
-// stopped: the preemptor must be the only real-time task on the held CPU.
+// (0: no bound; at least one injection when the churn overran it), with
+// the background still attached and the hammer stopped: the preemptor
+// must be the only real-time task on the held CPU.
 func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 	if a.sys.numCPU < 2 {
 		a.stage(event.StageRace, fmt.Sprintf("needs 2 CPUs (one held, one racing), have %d", a.sys.numCPU))
-		return nil
-	}
-	if a.opts.Budget > 0 && left <= 0 {
-		a.stage(event.StageRace, "the budget is spent")
 		return nil
 	}
 	if _, err := report.FindPort(a.sys.virtioDir, event.RacePortName); err != nil {
@@ -86,6 +83,10 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 	}
 	held := a.sys.numCPU - 1
 	o := a.opts
+	if a.opts.Budget > 0 {
+		// At least one injection, however far the churn overran.
+		left = max(left, time.Nanosecond)
+	}
 	o.Scenario, o.Poweroff, o.Budget = options.ScenarioRace, false, left
 	argv := []string{strconv.Itoa(held)}
 	for k, v := range o.Args() {

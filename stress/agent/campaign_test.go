@@ -1,10 +1,12 @@
 package main
 
 import (
+	"io"
 	"testing"
 	"time"
 
 	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/report"
 )
 
 func TestChurnBudget(t *testing.T) {
@@ -23,6 +25,29 @@ func TestChurnBudget(t *testing.T) {
 			o := options.Options{Churn: tc.churn, Budget: tc.budget}
 			if got := churnBudget(o); got != tc.want {
 				t.Errorf("churnBudget(churn=%v, budget=%v) = %v, want %v", tc.churn, tc.budget, got, tc.want)
+			}
+		})
+	}
+}
+
+// The campaign's race always makes its first injection, however far the
+// churn overran the budget, and none after the budget is spent.
+func TestRaceBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		seq   int
+		until time.Time
+		want  bool
+	}{
+		{"no budget", 5, time.Time{}, true},
+		{"the first injection, budget spent", 0, time.Now().Add(-time.Minute), true},
+		{"a later injection, budget spent", 1, time.Now().Add(-time.Minute), false},
+		{"a later injection, budget left", 3, time.Now().Add(time.Minute), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &raceAgent{a: &agent{w: report.NewWriter(io.Discard)}, seq: tc.seq, until: tc.until}
+			if got := r.more(); got != tc.want {
+				t.Errorf("more() = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -96,10 +96,11 @@ type raceAgent struct {
 	until time.Time
 }
 
-// more reports whether the budget allows another injection: one that
-// has started always runs to its end.
+// more reports whether the budget allows another injection: the first
+// always runs (a churn that overran the budget must not cost the campaign
+// its race), and one that has started always runs to its end.
 func (r *raceAgent) more() bool {
-	if !r.until.IsZero() && time.Now().After(r.until) {
+	if r.seq > 0 && !r.until.IsZero() && time.Now().After(r.until) {
 		report.Logf(r.a.w, "race: the budget is spent after %d injection(s)", r.seq)
 		return false
 	}

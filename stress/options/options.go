@@ -133,7 +133,7 @@ type Options struct {
 	// Budget bounds the campaign's churn and race stages together, from
 	// the churn's start: the churn is shortened to leave
 	// CampaignRaceReserve for the race, and the race injects no more once
-	// it is spent. The storm and the detach sample are sized by N and
+	// it is spent (after its first injection, which always runs). The storm and the detach sample are sized by N and
 	// Detach. 0 means no bound.
 	Budget time.Duration
 

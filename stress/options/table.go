@@ -237,7 +237,7 @@ var fields = []field{
 	},
 	{
 		name:  "budget",
-		usage: "campaign: `duration` of the churn and race stages together; the churn is cut to leave the race 45s and the race stops injecting when it is spent; 0 for no bound",
+		usage: "campaign: `duration` of the churn and race stages together; the churn is cut to leave the race 45s and the race stops injecting when it is spent, after one injection at least; 0 for no bound",
 		set:   func(o *Options, v string) (err error) { o.Budget, err = duration(v, false); return err },
 		get:   func(o *Options) string { return o.Budget.String() },
 	},

@@ -43,7 +43,11 @@ func oracleSummary(r results.Result, name event.OracleName, fn string) (event.Or
 
 // churnPasses checks a short churn cell: pass, transitions of every kind
 // exercised, both oracles checking, and the operation log in events.jsonl.
-func churnPasses(t *testing.T, r fthRun) {
+// moduleExact asks for exact-count windows on fth_target's function too: a
+// churn that cycles only the stable modules loads it often enough, while
+// the campaign draws among every module and may not load it at all in a
+// short churn (1 window in 11 module loads on riscv64).
+func churnPasses(t *testing.T, r fthRun, moduleExact bool) {
 	t.Helper()
 	r.mustCell(t)
 	if r.exit != 0 || r.result.Verdict != results.Pass {
@@ -60,7 +64,7 @@ func churnPasses(t *testing.T, r fthRun) {
 		t.Errorf("func-ip summary = %+v, want checks and no failure", fip)
 	}
 	ex, ok := oracleSummary(r.result, event.OracleExact, "fth_target_counted")
-	if !ok || !ex.OK || ex.Checks == 0 {
+	if moduleExact && (!ok || !ex.OK || ex.Checks == 0) {
 		t.Errorf("module exact-count summary = %+v, want windows and no failure", ex)
 	}
 	ops := 0
@@ -87,7 +91,7 @@ func TestX86ChurnPasses(t *testing.T) {
 	requireAll(t)
 	// The churn as README shows it (`fth run --agent-arg scenario=churn`,
 	// every default), for 5 minutes, with a seed drawn now.
-	churnPasses(t, runFth(t, 25*time.Minute, "--agent-arg", "scenario=churn", "--agent-arg", "churn=5m"))
+	churnPasses(t, runFth(t, 25*time.Minute, "--agent-arg", "scenario=churn", "--agent-arg", "churn=5m"), true)
 }
 
 // A short churn passes on riscv64, whose AUIPC+JALR callsites are the ones a
@@ -95,7 +99,7 @@ func TestX86ChurnPasses(t *testing.T) {
 // TestX86ChurnPasses: make test-arch=riscv64 runs the churn in its campaign.
 func TestRISCV64ChurnPasses(t *testing.T) {
 	requireAll(t)
-	churnPasses(t, runFthArch(t, "riscv64", 40*time.Minute, churnArgs("60s")...))
+	churnPasses(t, runFthArch(t, "riscv64", 40*time.Minute, churnArgs("60s")...), true)
 }
 
 // A short churn passes on arm64 with CALL_OPS, where the BL and the
@@ -103,7 +107,7 @@ func TestRISCV64ChurnPasses(t *testing.T) {
 // make test-all: a cold arm64 build does not fit CI's budget.
 func TestARM64ChurnPasses(t *testing.T) {
 	requireAll(t)
-	churnPasses(t, runFthArch(t, "arm64", 60*time.Minute, churnArgs("60s")...))
+	churnPasses(t, runFthArch(t, "arm64", 60*time.Minute, churnArgs("60s")...), true)
 }
 
 // The oracles fail the cell when they should: a program expecting the wrong

@@ -158,7 +158,7 @@ func TestX86CampaignPasses(t *testing.T) {
 		t.Fatalf("exit %d, verdict %s (%s), want a pass", r.exit, res.Verdict, res.Reason)
 	}
 	campaignRan(t, res, true)
-	churnPasses(t, r)
+	churnPasses(t, r, false)
 	attach := res.Phases["attach"]
 	if attach == nil || attach.Succeeded < 2000 {
 		t.Fatalf("attach phase = %+v, want ≥ 2000 attached", attach)
