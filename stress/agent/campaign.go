@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -100,14 +99,9 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 	// return.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	debug.FreeOSMemory()
-	counts, err := a.startRaceStage(ctx, held, argv)
-	if a.race == nil {
-		a.race = map[string]int{}
-	}
-	for k, v := range counts {
-		a.race[k] += v
-	}
-	report.Logf(a.w, "campaign: race stage outcomes %v", counts)
+	var err error
+	a.race, err = a.startRaceStage(ctx, held, argv)
+	report.Logf(a.w, "campaign: race stage outcomes %v", a.race)
 	return err
 }
 
@@ -115,7 +109,7 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 // CPU, so that the child's new address space never runs there but as the
 // racer and preemptor pin it, and returns its outcome counts.
 func (a *agent) startRaceStage(ctx context.Context, held int, args []string) (map[string]int, error) {
-	exe, err := os.Executable()
+	cmd, err := agentCommand(ctx, modeRaceStage, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +118,6 @@ func (a *agent) startRaceStage(ctx context.Context, held int, args []string) (ma
 		return nil, err
 	}
 	defer resR.Close()
-	cmd := exec.CommandContext(ctx, exe, append([]string{modeRaceStage}, args...)...)
-	cmd.Args[0] = "agent" // u-root's busybox dispatches on the name
 	cmd.Env = append(os.Environ(), "FTH_NO_CMDLINE=1")
 	cmd.Stdout, cmd.Stderr = a.events, a.sys.stderr
 	cmd.ExtraFiles = []*os.File{resW}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -27,14 +28,23 @@ type helper struct {
 	outF *os.File
 }
 
-func startHelper(mode string, args ...string) (*helper, error) {
+// agentCommand runs this agent binary again under a subcommand.
+func agentCommand(ctx context.Context, mode string, args ...string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, append([]string{mode}, args...)...)
+	cmd := exec.CommandContext(ctx, exe, append([]string{mode}, args...)...)
 	// u-root's busybox dispatches on the name it is run as.
 	cmd.Args[0] = "agent"
+	return cmd, nil
+}
+
+func startHelper(mode string, args ...string) (*helper, error) {
+	cmd, err := agentCommand(context.Background(), mode, args...)
+	if err != nil {
+		return nil, err
+	}
 	// One P, no asynchronous preemption, no collector: nothing in a
 	// helper wakes another thread or sleeps behind the caller's back.
 	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1", "GOGC=off")
