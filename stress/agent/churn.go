@@ -110,8 +110,15 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	if o.ExactCalls > 0 {
 		exactFn = churn.EntryFunc(inv.Candidates, string(exactSyscall))
 	}
+	// funcs= names the background exactly, as it names the storm's
+	// selection: a finding found on one function is reproduced by the
+	// campaign a user runs, on that function alone.
+	named := make(map[string]bool, len(o.Funcs))
+	for _, fn := range o.Funcs {
+		named[fn] = true
+	}
 	keep := func(fn string) bool {
-		if fn == exactFn {
+		if fn == exactFn || named[fn] {
 			return false
 		}
 		if addrs == nil {
@@ -133,6 +140,9 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	}
 	rest := slices.DeleteFunc(slices.Clone(inv.Candidates), func(fn string) bool { return busy[fn] })
 	bg := selectFuncs(rest, o.N, o.Seed)
+	if len(o.Funcs) > 0 {
+		bg = o.Funcs
+	}
 	a.selected = len(bg)
 	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(len(bg) + len(hot.Funcs))})
 	report.Logf(a.w, "churn: %d hot functions (%d on hammer syscall paths), exact-count on %q, %d background trampolines",

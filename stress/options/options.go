@@ -41,7 +41,9 @@ type Options struct {
 	N int
 	// Funcs, when set, replaces the seeded selection: exactly these functions,
 	// in this order, deny list and signature filters bypassed. It is how a
-	// finding is reproduced on the function it names.
+	// finding is reproduced on the function it names. The churn and the
+	// campaign take them as their background trampolines and keep them out
+	// of the hot set.
 	Funcs []string
 	// Seed drives every random choice; 0 means "pick one from the clock"
 	// (see ResolveSeed), and the chosen seed is reported back.
