@@ -41,6 +41,8 @@ func Apply(r *Result, ev event.Event) {
 		r.Bench = ev.Bench
 	case event.KindInjection:
 		r.Injections = AddInjection(r.Injections, *ev.Injection)
+	case event.KindRaceWindow:
+		r.Windows = append(r.Windows, *ev.RaceWindow)
 	case event.KindLiveness:
 		r.Liveness = mergeLiveness(r.Liveness, ev.Liveness)
 	case event.KindStage:

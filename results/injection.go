@@ -54,7 +54,9 @@ func AttributeInjection(r *Result) bool {
 		}
 		if f.Function == "" {
 			pc, ok := faultPC(f.Report)
-			inPlace := ok && pc >= addr && pc < addr+injectionSpan
+			// The image starts Offset bytes before the held place.
+			base := addr - uint64(in.Offset)
+			inPlace := ok && pc >= base && pc < base+injectionSpan
 			if inPlace || reportCPU(f.Report) == in.CPU {
 				f.Function = place
 				f.Title = fmt.Sprintf("%s in %s", f.Title, place)

@@ -225,6 +225,9 @@ type Result struct {
 	// Injections are the race scenario's preemption injections, the
 	// latest report of each.
 	Injections []event.Injection `json:"injections,omitempty"`
+	// Windows are the race targets' windows, one per target, as the agent
+	// decoded them: what RaceCoverage counts the injections against.
+	Windows []event.RaceWindow `json:"windows,omitempty"`
 	// Bench holds the bench scenario's measurements.
 	Bench *event.Bench `json:"bench,omitempty"`
 	// Board is set for a soak on an SSH board.

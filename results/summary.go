@@ -27,6 +27,9 @@ type CellSummary struct {
 	Dir            string  `json:"dir"`
 	// Stages are a campaign cell's stages.
 	Stages []StageSummary `json:"stages,omitempty"`
+	// RaceCoverage is one line per race target: how much of its window
+	// the injections explored (Coverage.String).
+	RaceCoverage []string `json:"race_coverage,omitempty"`
 }
 
 // Summary is a run's summary.json.
@@ -49,6 +52,9 @@ func Summarize(r Result, dir string) CellSummary {
 		s.DetachMedianMS = ms(p.Latency.Median.Std())
 	}
 	s.Stages = SummarizeStages(r)
+	for _, c := range r.RaceCoverage() {
+		s.RaceCoverage = append(s.RaceCoverage, c.String())
+	}
 	return s
 }
 
@@ -90,5 +96,14 @@ func PrintTable(w io.Writer, s Summary) {
 			fmt.Fprintf(tw, "  %s\t%.0fs\t%s\n", st.Name, st.Seconds, what)
 		}
 		tw.Flush()
+	}
+	for _, c := range s.Cells {
+		if len(c.RaceCoverage) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s, race coverage:\n", c.Cell)
+		for _, l := range c.RaceCoverage {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 	}
 }

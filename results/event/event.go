@@ -84,6 +84,8 @@ type Event struct {
 	Injection *Injection `json:"injection,omitempty"`
 	// Stage is KindStage's payload (campaign.go).
 	Stage *Stage `json:"stage,omitempty"`
+	// RaceWindow is KindRaceWindow's payload (race.go).
+	RaceWindow *RaceWindow `json:"race_window,omitempty"`
 }
 
 // Hello describes the guest as the agent found it.

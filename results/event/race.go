@@ -42,6 +42,10 @@ type Injection struct {
 	// Symbol names the place: bpf_trampoline_<key>+0x0, fth_target_counted+0x4.
 	Symbol string `json:"symbol"`
 	Addr   string `json:"addr"`
+	// Offset is the place's offset in its window (RaceWindow), and Asm
+	// its instruction there; Asm is empty where no window was decoded.
+	Offset int    `json:"offset"`
+	Asm    string `json:"asm,omitempty"`
 	// Function is the traced function whose entry leads there.
 	Function string `json:"function"`
 	// CPU is the vCPU the task was held on.
@@ -83,6 +87,39 @@ type Injection struct {
 	Msg string `json:"msg,omitempty"`
 	// Title is the kernel report that followed (InjCrashed).
 	Title string `json:"title,omitempty"`
+}
+
+// KindRaceWindow reports a race target's window once, when the agent
+// first decoded it: every instruction a task passes through there, each a
+// place the race preempts it at, in order, one per injection.
+const KindRaceWindow Kind = "race_window"
+
+// RaceWindow is one target's window: the instructions of its first image
+// from entry to the return, as the host read them through the gdbstub
+// and the agent decoded them.
+type RaceWindow struct {
+	// Target is the injection target (Injection.Target), Symbol the image
+	// it was read from, Addr its address.
+	Target string `json:"target"`
+	Symbol string `json:"symbol"`
+	Addr   string `json:"addr"`
+	// Arch is the guest's GOARCH; Code the window's bytes (hex).
+	Arch string `json:"arch"`
+	Code string `json:"code"`
+	// Insns are the window's instructions, Actions what each is raced
+	// against: a point is an instruction and an action.
+	Insns   []WindowInsn `json:"insns"`
+	Actions []string     `json:"actions"`
+	// Unreachable says why the target has no window on this kernel; the
+	// other fields are then empty.
+	Unreachable string `json:"unreachable,omitempty"`
+}
+
+// WindowInsn is one instruction of a window.
+type WindowInsn struct {
+	Off int    `json:"off"`
+	Len int    `json:"len"`
+	Asm string `json:"asm"`
 }
 
 // RaceMsg is one line on the race control port (fth.race), between the

@@ -256,6 +256,8 @@ type cellView struct {
 	Board *boardView
 	// Stages are a campaign cell's stages, in order.
 	Stages []results.StageSummary
+	// Race is one table per race target's window (race.go).
+	Race []raceView
 }
 
 type fact struct{ K, V string }
@@ -487,6 +489,7 @@ func buildCell(ctx context.Context, run *results.Run, c results.Cell, opts Optio
 	cv.Churn = buildChurn(r)
 	cv.Board = buildBoard(r.Board, c.Dir)
 	cv.Stages = results.SummarizeStages(r)
+	cv.Race = buildRace(r)
 	if err := cellPlots(&cv, c); err != nil {
 		return cv, err
 	}

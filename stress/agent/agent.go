@@ -42,6 +42,9 @@ type agent struct {
 	race map[string]int
 	// raceUntil bounds the injections of the campaign's race stage.
 	raceUntil time.Time
+	// inCampaign is set in the campaign's race stage, whose racetarget
+	// auto is every target the arch has.
+	inCampaign bool
 	// events is the event channel under w: the campaign's race stage
 	// writes to it directly.
 	events io.Writer

@@ -173,7 +173,7 @@ func raceStageMain(ctx context.Context, args []string, sys system) error {
 		return errors.New("agent racestage: no result descriptor (fd 3)")
 	}
 	defer res.Close()
-	a := &agent{sys: sys, opts: opts, w: report.NewWriter(sys.stdout)}
+	a := &agent{sys: sys, opts: opts, w: report.NewWriter(sys.stdout), inCampaign: true}
 	if opts.Budget > 0 {
 		a.raceUntil = time.Now().Add(opts.Budget)
 	}

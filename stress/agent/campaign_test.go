@@ -30,14 +30,15 @@ func TestChurnBudget(t *testing.T) {
 	}
 }
 
-// The campaign's race always makes its first injection, however far the
-// churn overran the budget, and none after the budget is spent.
+// The campaign's race always makes the first injection at each target,
+// however far the churn overran the budget, and none after the budget is
+// spent.
 func TestRaceBudget(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		seq   int
-		until time.Time
-		want  bool
+		name    string
+		started int
+		until   time.Time
+		want    bool
 	}{
 		{"no budget", 5, time.Time{}, true},
 		{"the first injection, budget spent", 0, time.Now().Add(-time.Minute), true},
@@ -45,7 +46,7 @@ func TestRaceBudget(t *testing.T) {
 		{"a later injection, budget left", 3, time.Now().Add(time.Minute), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &raceAgent{a: &agent{w: report.NewWriter(io.Discard)}, seq: tc.seq, until: tc.until}
+			r := &raceAgent{a: &agent{w: report.NewWriter(io.Discard)}, started: tc.started, until: tc.until}
 			if got := r.more(); got != tc.want {
 				t.Errorf("more() = %v, want %v", got, tc.want)
 			}

@@ -89,6 +89,10 @@ type raceAgent struct {
 	cpu     int
 	window  time.Duration
 	seq     int
+	// started counts the current target's injections.
+	started int
+	// windows are the targets' decoded windows, by target.
+	windows map[string]*insnWindow
 	// outcomes is the latest outcome of each injection, by Seq.
 	outcomes map[int]string
 	// until ends the injections once passed (the campaign's budget);
@@ -96,14 +100,16 @@ type raceAgent struct {
 	until time.Time
 }
 
-// more reports whether the budget allows another injection: the first
-// always runs (a churn that overran the budget must not cost the campaign
-// its race), and one that has started always runs to its end.
+// more reports whether the budget allows another injection at the
+// current target: its first always runs (a churn that overran the budget
+// must not cost the campaign its race), and one that has started always
+// runs to its end.
 func (r *raceAgent) more() bool {
-	if r.seq > 0 && !r.until.IsZero() && time.Now().After(r.until) {
+	if r.started > 0 && !r.until.IsZero() && time.Now().After(r.until) {
 		report.Logf(r.a.w, "race: the budget is spent after %d injection(s)", r.seq)
 		return false
 	}
+	r.started++
 	return true
 }
 
@@ -212,7 +218,7 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
 		return fmt.Errorf("race: load %s: %w", targetModule, err)
 	}
-	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, outcomes: map[int]string{}, until: a.raceUntil}
+	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port), cpu: held, window: window, outcomes: map[int]string{}, until: a.raceUntil, windows: map[string]*insnWindow{}}
 	if r.racer, err = startHelper(modeRacer, strconv.Itoa(held), targetCall); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
@@ -229,13 +235,31 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	} else {
 		defer restore()
 	}
-	report.Logf(a.w, "race: %d injections at the %s of fth_target_counted, held cpu %d, window %v", a.opts.Injections, a.opts.RaceTarget, held, window)
-
-	switch a.opts.RaceTarget {
-	case options.RaceCallsite:
-		err = r.callsites(ctx)
-	default:
-		err = r.trampolines(ctx)
+	targets := options.RaceTargets(a.opts.RaceTarget, runtime.GOARCH, a.inCampaign)
+	report.Logf(a.w, "race: %s injections at the %s of fth_target_counted, held cpu %d, window %v", a.opts.Args()["injections"], strings.Join(targets, ", "), held, window)
+	// Each target has its share of the injections, and its first
+	// injection whatever the budget: the first is what catches a freed-early
+	// class at once.
+	share := options.All
+	if a.opts.Injections != options.All {
+		share = (a.opts.Injections + len(targets) - 1) / len(targets)
+	}
+	for _, t := range targets {
+		if ctx.Err() != nil {
+			break
+		}
+		r.started = 0
+		switch t {
+		case options.RaceCallsite:
+			err = r.callsites(ctx, share)
+		case options.RaceOpsTrampoline:
+			err = r.opsTrampolines(ctx, share)
+		default:
+			err = r.trampolines(ctx, share)
+		}
+		if err != nil {
+			break
+		}
 	}
 	a.race = countOutcomes(r.outcomes)
 	report.Logf(a.w, "race: outcomes %v", a.race)
@@ -252,7 +276,12 @@ func (r *raceAgent) send(m event.RaceMsg) error {
 // peek has the host read the 8 bytes at addr; "" when they are
 // unreadable (unmapped).
 func (r *raceAgent) peek(addr uint64) (string, error) {
-	if err := r.send(event.RaceMsg{Op: event.RacePeek, Addr: addr, Size: 8}); err != nil {
+	return r.peekN(addr, 8)
+}
+
+// peekN has the host read n bytes at addr, as hex.
+func (r *raceAgent) peekN(addr uint64, n int) (string, error) {
+	if err := r.send(event.RaceMsg{Op: event.RacePeek, Addr: addr, Size: n}); err != nil {
 		return "", err
 	}
 	m, err := r.recv(10 * time.Second)
@@ -426,8 +455,8 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 	// target function, or the target's raw address (an unwinder stops at
 	// a trampoline, which has no symbol it trusts).
 	inCaller := slices.ContainsFunc(in.Stack, func(f string) bool {
-		return strings.HasPrefix(f, caller+"+") || strings.HasPrefix(f, in.Function+"+") || f == in.Addr
-	})
+		return strings.HasPrefix(f, caller+"+") || strings.HasPrefix(f, in.Function+"+") || f == in.Addr || strings.HasPrefix(f, in.Symbol+"/")
+	}) || preemptedUnwindable(in.Stack)
 	switch {
 	case !stoppedByAgent:
 		// The preemptor hit its bound before the window's look at the
@@ -451,6 +480,17 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 	default:
 		in.Outcome = event.InjSurvived
 	}
+}
+
+// preemptedUnwindable reports a stack that is a kernel-mode preemption on
+// an interrupt's return and nothing more: the unwinder could not go past
+// the interrupted place. x86_64 7.3.4's ORC unwinder stops so at an
+// ftrace_ops trampoline ("irqentry_exit+0xbe/0x6a0 <
+// asm_sysvec_call_function_single+0x16/0x20"); a task preempted in user
+// space or on its way there shows exit_to_user_mode_loop instead.
+func preemptedUnwindable(stack []string) bool {
+	return len(stack) == 2 && strings.HasPrefix(stack[0], "irqentry_exit+") &&
+		(strings.HasPrefix(stack[1], "asm_sysvec_") || strings.HasPrefix(stack[1], "asm_common_interrupt+"))
 }
 
 func (r *raceAgent) emit(in event.Injection) {

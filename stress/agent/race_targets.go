@@ -30,7 +30,7 @@ import (
 // a fentry program on fth_target_counted, and detaches its only link
 // during the window: the image may be freed only after the preempted task
 // left it (RCU-tasks).
-func (r *raceAgent) trampolines(ctx context.Context) error {
+func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 	// Trampoline images are in kallsyms only with BPF JIT symbols on,
 	// which is the default only where the JIT is (x86_64, not riscv64).
 	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
@@ -68,12 +68,13 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 	// detached holds every image address a past injection detached: the
 	// allocator gives a new image the place of a freed one.
 	detached := map[uint64]bool{}
-	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil && r.more(); i++ {
+	var w *insnWindow
+	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
 		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
 		if errno != 0 {
 			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
 		}
-		addr, sym, after, err := newImage(trampolineSyms, before, detached)
+		addr, sym, after, err := newImage(trampolineSyms, "bpf_trampoline_", before, detached)
 		if err != nil {
 			unix.Close(fd)
 			return err
@@ -83,7 +84,9 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 		}
 		before = after
 		detached[addr] = true
-		in := &event.Injection{Target: options.RaceTrampoline, Symbol: sym + "+0x0", Function: targetCounted, Action: r.a.opts.RaceAction}
+		w = r.decodeWindow(options.RaceTrampoline, sym, addr, []string{r.a.opts.RaceAction})
+		at := w.place(i)
+		in := &event.Injection{Target: options.RaceTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: r.a.opts.RaceAction}
 		// The action runs beside the window (inject): links is shared.
 		var mu sync.Mutex
 		links := []int{fd}
@@ -108,7 +111,7 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 				return unix.Close(fd)
 			}
 		}
-		err = r.inject(in, addr, size, act, true)
+		err = r.inject(in, addr+uint64(at.Off), size, act, true)
 		// Whatever is still attached goes now, outside the window.
 		mu.Lock()
 		for _, l := range links {
@@ -139,7 +142,7 @@ func (r *raceAgent) trampolines(ctx context.Context) error {
 // on it during the window: a kernel that rewrites both instructions of
 // the callsite under a preempted task (riscv's AUIPC+JALR before Linux
 // 6.16) sends it through a half-old pair.
-func (r *raceAgent) callsites(ctx context.Context) error {
+func (r *raceAgent) callsites(ctx context.Context, n int) error {
 	off, err := secondInsnOffset()
 	if err != nil {
 		return err
@@ -164,7 +167,7 @@ func (r *raceAgent) callsites(ctx context.Context) error {
 	if err := inst.SetFilter(targetCounted); err != nil {
 		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
 	}
-	for i := 0; i < r.a.opts.Injections && ctx.Err() == nil && r.more(); i++ {
+	for i := 0; i < n && ctx.Err() == nil && r.more(); i++ {
 		if err := inst.SetTracer(tracefs.Nop); err != nil {
 			return fmt.Errorf("race: tracer off: %w", err)
 		}
@@ -208,7 +211,7 @@ const jitKallsyms = "/proc/sys/net/core/bpf_jit_kallsyms"
 // a detached one, the one detached address still listed. While more than
 // one detached image is listed (some not yet freed) it reads kallsyms
 // again, for a few seconds.
-func newImage(scan func() (map[uint64]string, error), before map[uint64]string, detached map[uint64]bool) (uint64, string, map[uint64]string, error) {
+func newImage(scan func() (map[uint64]string, error), name string, before map[uint64]string, detached map[uint64]bool) (uint64, string, map[uint64]string, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		after, err := scan()
@@ -230,10 +233,10 @@ func newImage(scan func() (map[uint64]string, error), before map[uint64]string, 
 		case len(fresh) == 0 && len(reused) == 1:
 			return reused[0], after[reused[0]], after, nil
 		case len(fresh) == 0 && len(reused) == 0:
-			return 0, "", nil, fmt.Errorf("race: no new bpf_trampoline_ symbol in %s after the attach (kptr_restrict, or %s off)", ksyms.DefaultPath, jitKallsyms)
+			return 0, "", nil, fmt.Errorf("race: no new %s symbol in %s after the attach (kptr_restrict, or %s off)", name, ksyms.DefaultPath, jitKallsyms)
 		}
 		if time.Now().After(deadline) {
-			return 0, "", nil, &unjudgedError{fmt.Errorf("race: cannot tell the new trampoline image among %d new and %d reused places (%s)", len(fresh), len(reused), listPlaces(after, append(fresh, reused...)))}
+			return 0, "", nil, &unjudgedError{fmt.Errorf("race: cannot tell the new %s image among %d new and %d reused places (%s)", name, len(fresh), len(reused), listPlaces(after, append(fresh, reused...)))}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -311,4 +314,94 @@ func secondInsnOffset() (uint64, error) {
 		return 4, nil
 	}
 	return 0, fmt.Errorf("race: racetarget=callsite needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", runtime.GOARCH)
+}
+
+// opsTrampolines injects at the first instruction of the trampoline x86
+// allocates for a dynamic ftrace_ops, a function tracer instance's filtered
+// to fth_target_counted (the callsite's only ops, so the callsite calls it
+// directly), and switches the instance's tracer off during the window:
+// ftrace_shutdown() unregisters the ops and may free its trampoline only
+// after synchronize_rcu_tasks() let the held task out of it.
+func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
+	if err := options.CheckRaceTargets(options.RaceOpsTrampoline, runtime.GOARCH); err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	top := tracefs.New(tracefs.DefaultRoot)
+	inst, err := top.Instance("fth_race_ops")
+	if err != nil {
+		return fmt.Errorf("race: tracefs instance: %w", err)
+	}
+	defer func() {
+		_ = inst.Reset()
+		_ = top.RemoveInstance("fth_race_ops")
+	}()
+	if err := inst.SetFilter(targetCounted); err != nil {
+		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
+	}
+	before, err := opsTrampolineSyms()
+	if err != nil {
+		return err
+	}
+	report.Logf(r.a.w, "race: %d %s images listed before the first enable", len(before), ftraceTrampolineSym)
+	detached := map[uint64]bool{}
+	var w *insnWindow
+	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
+		if err := inst.SetTracer(tracefs.Function); err != nil {
+			return fmt.Errorf("race: function tracer on %s: %w", targetCounted, err)
+		}
+		addr, sym, after, err := newImage(opsTrampolineSyms, ftraceTrampolineSym, before, detached)
+		if err != nil {
+			_ = inst.SetTracer(tracefs.Nop)
+			return err
+		}
+		before = after
+		detached[addr] = true
+		w = r.decodeWindow(options.RaceOpsTrampoline, sym, addr, []string{raceTracerOff})
+		at := w.place(i)
+		in := &event.Injection{Target: options.RaceOpsTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: raceTracerOff}
+		off := func() error { return inst.SetTracer(tracefs.Nop) }
+		if err := r.inject(in, addr+uint64(at.Off), insnSize(), off, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// raceTracerOff is the ops trampoline's action: the function tracer
+// instance switched to nop, which unregisters its ftrace_ops.
+const raceTracerOff = "tracer-off"
+
+// ftraceTrampolineSym is the kallsyms name of every ftrace_ops trampoline,
+// in the [__builtin__ftrace] pseudo-module.
+const (
+	ftraceTrampolineSym = "ftrace_trampoline"
+	ftraceTrampolineMod = "__builtin__ftrace"
+)
+
+// opsTrampolineSyms reads the ftrace_ops trampolines of kallsyms by
+// address.
+func opsTrampolineSyms() (map[uint64]string, error) {
+	f, err := os.Open(ksyms.DefaultPath)
+	if err != nil {
+		return nil, fmt.Errorf("race: %w", err)
+	}
+	defer f.Close()
+	out, err := parseOpsTrampolineSyms(f)
+	if err != nil {
+		return nil, fmt.Errorf("race: %s: %w", ksyms.DefaultPath, err)
+	}
+	return out, nil
+}
+
+// parseOpsTrampolineSyms keeps the ftrace_trampoline lines of the
+// [__builtin__ftrace] pseudo-module: every ops trampoline has that name,
+// so an image is told by its address.
+func parseOpsTrampolineSyms(r io.Reader) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	err := ksyms.Each(r, func(s ksyms.Sym) {
+		if s.Name == ftraceTrampolineSym && s.Module == ftraceTrampolineMod && s.Addr != 0 {
+			out[s.Addr] = s.Name
+		}
+	})
+	return out, err
 }

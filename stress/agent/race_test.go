@@ -29,6 +29,14 @@ func TestJudgeInjection(t *testing.T) {
 		// x86_64 7.3.4: the unwinder stops at the trampoline's address,
 		// where the IPI was taken.
 		{"held at the trampoline", event.Injection{Addr: "0xffffffffa0800080", HeldMS: 6886, SpunMS: 6819, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20", "0xffffffffa0800080"}}, true, event.InjSurvived},
+		// x86_64 7.3.4, inside the window: the image's own symbol, at
+		// the held place.
+		{"held inside the trampoline", event.Injection{Symbol: "bpf_trampoline_10737479715+0x1", Addr: "0xffffffffa0800101", HeldMS: 872, SpunMS: 700, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20", "bpf_trampoline_10737479715+0x1/0xa8"}}, true, event.InjSurvived},
+		{"held in another image", event.Injection{Symbol: "bpf_trampoline_10737479715+0x1", Addr: "0xffffffffa0800101", HeldMS: 872, SpunMS: 700, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20", "bpf_trampoline_10737479715+0x10/0xa8"}}, true, event.InjNotPreempted},
+		// x86_64 7.3.4: ORC stops at an ftrace_ops trampoline, before
+		// its address: only the interrupt's frames are left.
+		{"held at an ops trampoline", event.Injection{Addr: "0xffffffffa0001000", HeldMS: 872, SpunMS: 700, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjSurvived},
+		{"preempted on the way to user space", event.Injection{HeldMS: 872, SpunMS: 700, Stack: []string{"exit_to_user_mode_loop+0x1/0x2", "irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjNotPreempted},
 		// 6.12 as shipped: switched out at the return to user space, after
 		// the callsite, so held as long as the preemptor spun.
 		{"held after the return", event.Injection{HeldMS: 800, SpunMS: 700, Stack: []string{"__schedule+0x1/0x2", "exit_to_user_mode_loop+0x3/0x4"}}, true, event.InjNotPreempted},
@@ -91,6 +99,25 @@ func TestParseTrampolineSyms(t *testing.T) {
 	}
 }
 
+func TestParseOpsTrampolineSyms(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		want       int
+	}{
+		{"an ops trampoline", "ffffffffa0209000 t ftrace_trampoline\t[__builtin__ftrace]", 1},
+		{"kptr_restrict hides the address", "0000000000000000 t ftrace_trampoline\t[__builtin__ftrace]", 0},
+		{"the kernel's own", "ffffffff81e2b4d0 T ftrace_trampoline", 0},
+		{"a BPF image", "ffffffffa0800100 t bpf_trampoline_6442491234\t[bpf]", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := parseOpsTrampolineSyms(strings.NewReader(tc.line + "\n"))
+			if err != nil || len(m) != tc.want {
+				t.Errorf("%q: %v, %v; want %d image(s)", tc.line, m, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestNewImage(t *testing.T) {
 	const a, b, c = 0xa000, 0xb000, 0xc000
 	race := readRaceKallsyms(t)
@@ -140,7 +167,7 @@ func TestNewImage(t *testing.T) {
 				i++
 				return m, nil
 			}
-			got, _, _, err := newImage(scan, tc.before, tc.detached)
+			got, _, _, err := newImage(scan, "bpf_trampoline_", tc.before, tc.detached)
 			if (err != nil) != tc.wantErr || got != tc.want {
 				t.Errorf("newImage = %#x, %v; want %#x (error %v)", got, err, tc.want, tc.wantErr)
 			}

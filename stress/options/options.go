@@ -8,6 +8,8 @@
 package options
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ftrace-harness/fth/results/event"
@@ -142,8 +144,9 @@ type Options struct {
 	// The options below apply to the race scenario and the campaign's
 	// race stage.
 	//
-	// RaceTarget is where the task is preempted: RaceTrampoline or
-	// RaceCallsite.
+	// RaceTarget is where the task is preempted: RaceAuto, or a
+	// comma-separated list of RaceTrampoline, RaceOpsTrampoline and
+	// RaceCallsite, run one after the other (RaceTargets).
 	RaceTarget string
 	// RaceAction is what the trampoline target races against the held
 	// task: RaceDetach or RaceReplace.
@@ -183,7 +186,47 @@ const (
 	// RaceCallsite preempts a task at the second instruction of a
 	// disabled patchable function entry and enables tracing meanwhile.
 	RaceCallsite = "callsite"
+	// RaceOpsTrampoline preempts a task at the first instruction of the
+	// trampoline x86 allocates for a dynamic ftrace_ops (a function tracer
+	// instance's) and unregisters the ops meanwhile: ftrace_shutdown()
+	// frees it once RCU-tasks let the task out.
+	RaceOpsTrampoline = "opstramp"
+	// RaceAuto is the race scenario's trampoline alone, and in the
+	// campaign's race stage every target the arch can be raced at for a
+	// freed-early class (RaceTargets).
+	RaceAuto = "auto"
 )
+
+// CheckRaceTargets says why a racetarget value cannot run on goarch, so
+// that the host refuses it before any build: a callsite target needs a
+// callsite of two instructions (riscv64, arm64; x86 patches one), an ops
+// trampoline needs x86's per-ops trampolines.
+func CheckRaceTargets(target, goarch string) error {
+	for _, t := range RaceTargets(target, goarch, true) {
+		switch {
+		case t == RaceCallsite && goarch != "riscv64" && goarch != "arm64":
+			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", t, goarch)
+		case t == RaceOpsTrampoline && goarch != "amd64":
+			return fmt.Errorf("racetarget=%s needs x86's per-ftrace_ops trampolines; %s calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline", t, goarch)
+		}
+	}
+	return nil
+}
+
+// RaceTargets resolves the racetarget option for goarch: the targets to
+// run in order, each with its share of the injections. campaign is true
+// for the campaign's race stage, whose auto is every freed-early target
+// the arch has: x86 allocates a trampoline per ftrace_ops, the CALL_OPS
+// arches call every ops through ftrace_caller and have none to free.
+func RaceTargets(target, goarch string, campaign bool) []string {
+	if target != RaceAuto {
+		return strings.Split(target, ",")
+	}
+	if campaign && goarch == "amd64" {
+		return []string{RaceTrampoline, RaceOpsTrampoline}
+	}
+	return []string{RaceTrampoline}
+}
 
 // Race actions on a trampoline (the raceaction option).
 const (
@@ -277,7 +320,7 @@ func Defaults(env Env) Options {
 		Modules:     true,
 		ModHold:     3 * time.Second,
 
-		RaceTarget: RaceTrampoline,
+		RaceTarget: RaceAuto,
 		RaceAction: RaceReplace,
 		Injections: 20,
 		Window:     Auto,

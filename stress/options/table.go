@@ -160,14 +160,26 @@ var fields = []field{
 	},
 	{
 		name:  "racetarget",
-		usage: "race scenario: `where` the task is preempted: \"trampoline\" (a BPF trampoline's first instruction; its link is detached meanwhile) or \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile)",
+		usage: "race scenario: `where` the task is preempted, a comma-separated list run in order with the injections shared: \"trampoline\" (a BPF trampoline's first instruction; raceaction races it), \"opstramp\" (x86: the first instruction of a function tracer instance's ftrace_ops trampoline; the tracer is switched off meanwhile), \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile), or \"auto\" (the trampoline; in the campaign every target the arch has: trampoline,opstramp on x86_64)",
 		set: func(o *Options, v string) error {
-			switch v {
-			case RaceTrampoline, RaceCallsite:
+			if v == RaceAuto {
 				o.RaceTarget = v
 				return nil
 			}
-			return errors.New(`want "trampoline" or "callsite"`)
+			seen := map[string]bool{}
+			for _, t := range strings.Split(v, ",") {
+				switch t {
+				case RaceTrampoline, RaceCallsite, RaceOpsTrampoline:
+				default:
+					return fmt.Errorf(`%q: want "auto" or a list of "trampoline", "opstramp" and "callsite"`, t)
+				}
+				if seen[t] {
+					return fmt.Errorf("%q twice", t)
+				}
+				seen[t] = true
+			}
+			o.RaceTarget = v
+			return nil
 		},
 		get: func(o *Options) string { return o.RaceTarget },
 	},
@@ -186,16 +198,25 @@ var fields = []field{
 	},
 	{
 		name:  "injections",
-		usage: "race scenario: how many preemptions to inject (a `count`)",
+		usage: "race scenario: how many preemptions to inject (a `count`, shared by the targets; each target's injections walk its window one instruction after the other from the first), or \"all\": one at every instruction of every target's window",
 		set: func(o *Options, v string) error {
+			if v == "all" {
+				o.Injections = All
+				return nil
+			}
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
-				return errors.New("want a count of at least 1")
+				return errors.New(`want a count of at least 1, or "all"`)
 			}
 			o.Injections = n
 			return nil
 		},
-		get: func(o *Options) string { return strconv.Itoa(o.Injections) },
+		get: func(o *Options) string {
+			if o.Injections == All {
+				return "all"
+			}
+			return strconv.Itoa(o.Injections)
+		},
 	},
 	{
 		name:  "window",

@@ -1,0 +1,117 @@
+package results
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// Coverage is how much of one race target's window a run explored: a
+// point is one instruction of the window raced against one action.
+type Coverage struct {
+	Target string
+	// Insns and Actions are the window's sizes; Points their product.
+	Insns, Actions, Points int
+	// Explored counts the points with at least one judged injection (any
+	// outcome but missed, which injected nothing).
+	Explored int
+	// Outcomes counts each explored point's worst outcome (crashed, then
+	// freed-under-task, not-preempted, survived), so that they add up to
+	// Explored; Missed counts the injections that missed.
+	Outcomes map[string]int
+	Missed   int
+	// Unreachable says why the target had no window.
+	Unreachable string
+}
+
+// outcomeRank orders outcomes from worst: a point keeps the worst seen.
+var outcomeRank = map[string]int{
+	event.InjCrashed:        4,
+	event.InjFreedUnderTask: 3,
+	event.InjNotPreempted:   1,
+	event.InjSurvived:       0,
+}
+
+// Point is one instruction of a window raced against one action.
+type Point struct {
+	Off    int
+	Action string
+}
+
+// PointResult is what a point's injections came to: the worst outcome
+// (crashed, then freed-under-task, not-preempted, survived; a released
+// injection the kernel died after counts as crashed) and how many were
+// judged there.
+type PointResult struct {
+	Outcome string
+	N       int
+}
+
+// RacePoints gathers target's judged injections by point, and counts its
+// missed ones (which injected nothing).
+func (r *Result) RacePoints(target string) (map[Point]PointResult, int) {
+	out := map[Point]PointResult{}
+	missed := 0
+	for _, in := range r.Injections {
+		if in.Target != target {
+			continue
+		}
+		if in.Outcome == event.InjMissed {
+			missed++
+			continue
+		}
+		o := in.Outcome
+		if o == event.InjReleased {
+			o = event.InjCrashed
+		}
+		p := Point{in.Offset, in.Action}
+		pr := out[p]
+		if pr.N == 0 || outcomeRank[o] > outcomeRank[pr.Outcome] {
+			pr.Outcome = o
+		}
+		pr.N++
+		out[p] = pr
+	}
+	return out, missed
+}
+
+// RaceCoverage counts the injections against their targets' windows, one
+// Coverage per window, in the order the agent reported them.
+func (r *Result) RaceCoverage() []Coverage {
+	var out []Coverage
+	for _, w := range r.Windows {
+		c := Coverage{Target: w.Target, Insns: len(w.Insns), Actions: len(w.Actions), Outcomes: map[string]int{}, Unreachable: w.Unreachable}
+		c.Points = c.Insns * c.Actions
+		points, missed := r.RacePoints(w.Target)
+		c.Missed = missed
+		for _, pr := range points {
+			c.Outcomes[pr.Outcome]++
+		}
+		c.Explored = len(points)
+		out = append(out, c)
+	}
+	return out
+}
+
+// String is the coverage line a run prints: "trampoline: 12 of 46
+// instruction×action points explored, 12 survived".
+func (c Coverage) String() string {
+	if c.Unreachable != "" {
+		return fmt.Sprintf("%s: unreachable: %s", c.Target, c.Unreachable)
+	}
+	var parts []string
+	for _, o := range []string{event.InjSurvived, event.InjCrashed, event.InjFreedUnderTask, event.InjNotPreempted} {
+		if n := c.Outcomes[o]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, o))
+		}
+	}
+	if c.Missed > 0 {
+		parts = append(parts, fmt.Sprintf("%d injection(s) missed", c.Missed))
+	}
+	s := fmt.Sprintf("%s: %d of %d instruction×action points explored (%d instructions × %d action)", c.Target, c.Explored, c.Points, c.Insns, c.Actions)
+	if len(parts) > 0 {
+		s += ", " + strings.Join(parts, ", ")
+	}
+	return s
+}

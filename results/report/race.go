@@ -1,0 +1,51 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// raceView is one race target's window as a table: an instruction per
+// row, an action per column, each cell the point's outcome.
+type raceView struct {
+	Target, Symbol, Arch string
+	// Line is the coverage line the run printed.
+	Line    string
+	Actions []string
+	Rows    []raceRow
+}
+
+type raceRow struct {
+	Off, Asm string
+	Cells    []raceCell
+}
+
+// raceCell is one point: its worst outcome and how many injections were
+// judged there; Outcome "" is a point not explored.
+type raceCell struct {
+	Outcome string
+	N       int
+	Bad     bool
+}
+
+func buildRace(r results.Result) []raceView {
+	cov := r.RaceCoverage()
+	var out []raceView
+	for i, w := range r.Windows {
+		v := raceView{Target: w.Target, Symbol: w.Symbol, Arch: w.Arch, Line: cov[i].String(), Actions: w.Actions}
+		points, _ := r.RacePoints(w.Target)
+		for _, in := range w.Insns {
+			row := raceRow{Off: fmt.Sprintf("+%#x", in.Off), Asm: in.Asm}
+			for _, a := range w.Actions {
+				pr := points[results.Point{Off: in.Off, Action: a}]
+				row.Cells = append(row.Cells, raceCell{Outcome: pr.Outcome, N: pr.N,
+					Bad: pr.Outcome == event.InjCrashed || pr.Outcome == event.InjFreedUnderTask})
+			}
+			v.Rows = append(v.Rows, row)
+		}
+		out = append(out, v)
+	}
+	return out
+}

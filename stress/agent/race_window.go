@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/report"
+)
+
+// windowRead is how many bytes of a new image the host reads to decode
+// its window: an x86_64 fentry trampoline of one program is about 200
+// bytes, an ftrace_ops trampoline about 160.
+const windowRead = 1024
+
+// insnWindow is one target's decoded window: the instructions a task passes
+// through from the image's entry to its return. Every image of a target
+// has the same layout (the same program on the same function, or the same
+// copy of ftrace_caller), so the first is decoded and the injections walk
+// it, one instruction each.
+type insnWindow struct {
+	insns []disasm.Insn
+	// err is why the window could not be decoded: the injections then
+	// all go to the image's first instruction, as before windows.
+	err error
+}
+
+// decodeWindow decodes, once per target, the window of the image at addr, and
+// reports it (KindRaceWindow).
+func (r *raceAgent) decodeWindow(target, sym string, addr uint64, actions []string) *insnWindow {
+	if w, ok := r.windows[target]; ok {
+		return w
+	}
+	w := &insnWindow{}
+	r.windows[target] = w
+	code, err := r.readImage(addr)
+	if err == nil {
+		w.insns, err = disasm.Window(runtime.GOARCH, addr, code)
+	}
+	ev := event.RaceWindow{Target: target, Symbol: sym, Addr: fmt.Sprintf("%#x", addr), Arch: runtime.GOARCH, Actions: actions}
+	if err != nil {
+		w.err = err
+		ev.Unreachable = fmt.Sprintf("not decoded, every injection at +0x0: %v", err)
+		report.Logf(r.a.w, "race: %s window: %v", target, ev.Unreachable)
+	} else {
+		ev.Code = hex.EncodeToString(code[:w.insns[len(w.insns)-1].Off+w.insns[len(w.insns)-1].Len])
+		for _, in := range w.insns {
+			ev.Insns = append(ev.Insns, event.WindowInsn{Off: in.Off, Len: in.Len, Asm: in.Text})
+		}
+		report.Logf(r.a.w, "race: %s window at %s: %d instructions, %d bytes", target, sym, len(w.insns), len(ev.Code)/2)
+	}
+	_ = r.a.w.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})
+	return w
+}
+
+// readImage reads the start of an image through the host: windowRead
+// bytes, or up to the end of its page when the next one is unmapped.
+func (r *raceAgent) readImage(addr uint64) ([]byte, error) {
+	for _, n := range []int{windowRead, int(4096 - addr%4096)} {
+		h, err := r.peekN(addr, n)
+		var unreadable errUnreadable
+		if errors.As(err, &unreadable) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return hex.DecodeString(h)
+	}
+	return nil, fmt.Errorf("the image at %#x is unreadable through the gdbstub", addr)
+}
+
+// place is where the current target's injection i (from 0) goes: the
+// window's instruction i, in order, wrapping round once every one was
+// injected at.
+func (w *insnWindow) place(i int) disasm.Insn {
+	if w.err != nil || len(w.insns) == 0 {
+		return disasm.Insn{}
+	}
+	return w.insns[i%len(w.insns)]
+}
+
+// wants reports whether a target with n injections (options.All: one per
+// instruction of its window) makes its injection i.
+func (w *insnWindow) wants(i, n int) bool {
+	if n != options.All {
+		return i < n
+	}
+	if w == nil {
+		return i == 0
+	}
+	return i < max(len(w.insns), 1)
+}

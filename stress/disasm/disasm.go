@@ -1,0 +1,128 @@
+// Package disasm splits a run of kernel code read from a live guest into
+// instructions, for the race scenario's windows: every instruction a task
+// passes through from a trampoline's entry to its return is a place to
+// preempt it at. Decoding is golang.org/x/arch's, per arch.
+package disasm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/arch/arm64/arm64asm"
+	"golang.org/x/arch/ppc64/ppc64asm"
+	"golang.org/x/arch/riscv64/riscv64asm"
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// Insn is one decoded instruction.
+type Insn struct {
+	// Off is its offset from the start of the code.
+	Off int
+	// Len is its length in bytes.
+	Len int
+	// Text is its disassembly in the decoder's (GNU-like) syntax.
+	Text string
+}
+
+// Window decodes code, which starts at addr in the guest, from its first
+// instruction to the first one that leaves it for good: a return, or on
+// x86 a jump out of code (the return thunk) or an INT3 (the fill after
+// the end). The instructions before that are the straight path a task
+// takes through a trampoline; a branch target beyond the return (a path
+// the task does not take) is not in it. goarch is Go's name of the arch.
+func Window(goarch string, addr uint64, code []byte) ([]Insn, error) {
+	var out []Insn
+	for off := 0; off < len(code); {
+		in, end, err := decode(goarch, addr, code, off)
+		if err != nil {
+			return out, fmt.Errorf("disasm %s at %#x (+%#x, % x): %w", goarch, addr+uint64(off), off, head(code[off:]), err)
+		}
+		out = append(out, in)
+		off += in.Len
+		if end {
+			return out, nil
+		}
+	}
+	return out, fmt.Errorf("disasm %s at %#x: no return in the %d bytes read", goarch, addr, len(code))
+}
+
+// head is up to the first 8 bytes of b, for an error.
+func head(b []byte) []byte {
+	return b[:min(len(b), 8)]
+}
+
+// ErrUnknownArch is returned for an arch with no decoder here.
+var ErrUnknownArch = errors.New("no decoder for this arch")
+
+// decode reads the instruction at off and says whether it ends the
+// window.
+func decode(goarch string, addr uint64, code []byte, off int) (Insn, bool, error) {
+	b := code[off:]
+	switch goarch {
+	case "amd64":
+		// x86asm does not know the CET marker every kernel entry
+		// starts with under IBT.
+		if len(b) >= 4 && b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa {
+			return Insn{Off: off, Len: 4, Text: "endbr64"}, false, nil
+		}
+		x, err := x86asm.Decode(b, 64)
+		if err != nil {
+			return Insn{}, false, err
+		}
+		in := Insn{Off: off, Len: x.Len, Text: x86asm.GNUSyntax(x, addr+uint64(off), nil)}
+		switch x.Op {
+		case x86asm.RET, x86asm.INT, x86asm.UD2:
+			return in, true, nil
+		case x86asm.JMP:
+			// A jump out of the code is the return thunk
+			// (jmp __x86_return_thunk) or a tail call: the task
+			// leaves for good.
+			if rel, ok := x.Args[0].(x86asm.Rel); ok {
+				to := off + x.Len + int(rel)
+				return in, to < 0 || to >= len(code), nil
+			}
+			return in, true, nil
+		}
+		return in, false, nil
+	case "arm64":
+		if len(b) < 4 {
+			return Insn{}, false, errors.New("truncated")
+		}
+		x, err := arm64asm.Decode(b)
+		if err != nil {
+			return Insn{}, false, err
+		}
+		// ret, or br: a jump through a register with no link.
+		return Insn{Off: off, Len: 4, Text: arm64asm.GNUSyntax(x)}, x.Op == arm64asm.RET || x.Op == arm64asm.BR, nil
+	case "riscv64":
+		x, err := riscv64asm.Decode(b)
+		if err != nil {
+			return Insn{}, false, err
+		}
+		in := Insn{Off: off, Len: x.Len, Text: riscv64asm.GNUSyntax(x)}
+		// jalr zero, …: a return or a jump through a register with no
+		// link (the trampoline's way back into the function).
+		end := (x.Op == riscv64asm.JALR || x.Op == riscv64asm.C_JR) && linkless(x)
+		return in, end, nil
+	case "ppc64le":
+		x, err := ppc64asm.Decode(b, binary.LittleEndian)
+		if err != nil {
+			return Insn{}, false, err
+		}
+		t := ppc64asm.GNUSyntax(x, addr+uint64(off))
+		end := x.Op == ppc64asm.BCLR || x.Op == ppc64asm.BCCTR || strings.HasPrefix(t, "blr") || strings.HasPrefix(t, "bctr ")
+		return Insn{Off: off, Len: x.Len, Text: t}, end, nil
+	}
+	return Insn{}, false, fmt.Errorf("%s: %w", goarch, ErrUnknownArch)
+}
+
+// linkless reports whether a riscv64 jalr writes no link register.
+func linkless(x riscv64asm.Inst) bool {
+	if x.Op == riscv64asm.C_JR {
+		return true
+	}
+	r, ok := x.Args[0].(riscv64asm.Reg)
+	return ok && r == riscv64asm.X0
+}

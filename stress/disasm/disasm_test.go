@@ -1,0 +1,97 @@
+package disasm
+
+import (
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+)
+
+// readHex reads a testdata window: a comment line saying where it came
+// from, then the bytes as the host read them through the gdbstub.
+func readHex(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			h += strings.TrimSpace(l)
+		}
+	}
+	code, err := hex.DecodeString(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+func TestWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name, goarch string
+		code         []byte
+		// tail is appended, as the rest of the read after the window.
+		tail      string
+		insns     int
+		last      string
+		wantError bool
+	}{
+		// Real windows, x86_64 7.3.4 under QEMU 7.2 (a fentry program on
+		// fth_target_counted; a function tracer instance filtered to it),
+		// followed by what a read past them finds: the BPF pack's INT3
+		// fill, or the ops pointer after an ops trampoline.
+		{name: "x86_64 fentry trampoline", goarch: "amd64", code: readHex(t, "x86_64-bpf-trampoline-fentry-7.3.4.hex"), tail: "cccccccc", insns: 26, last: "retq"},
+		{name: "x86_64 ftrace_ops trampoline", goarch: "amd64", code: readHex(t, "x86_64-ftrace-ops-trampoline-7.3.4.hex"), tail: "00a0bd0300888fff", insns: 33, last: "retq"},
+		// The return thunk: a jump out of the code ends the window, a jump
+		// inside it does not.
+		{name: "x86_64 jmp __x86_return_thunk", goarch: "amd64", code: mustHex("55" + "eb00" + "e9f0ffffff"), insns: 3, last: "jmp"},
+		{name: "x86_64 endbr64 first", goarch: "amd64", code: mustHex("f30f1efa" + "c3"), insns: 2, last: "retq"},
+		{name: "x86_64 no return", goarch: "amd64", code: mustHex("9090"), wantError: true},
+		// arm64: stp x29, x30, [sp, #-16]!; mov x29, sp; ret x10.
+		{name: "arm64 ret x10", goarch: "arm64", code: mustHex("fd7bbfa9" + "fd030091" + "40015fd6"), tail: "00202000", insns: 3, last: "ret x10"},
+		// riscv64: addi sp,sp,-16; c.addi sp,16 (compressed); jalr zero,0(t0).
+		{name: "riscv64 jr t0", goarch: "riscv64", code: mustHex("130101ff" + "4101" + "67800200"), insns: 3},
+		// riscv64: a jalr that links (a call through a register) goes on.
+		{name: "riscv64 call then ret", goarch: "riscv64", code: mustHex("e7800200" + "67800000"), insns: 2},
+		{name: "an arch with no decoder", goarch: "mips64", code: mustHex("00000000"), wantError: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code := append(append([]byte{}, tc.code...), mustHex(tc.tail)...)
+			got, err := Window(tc.goarch, 0xffffffffa0800100, code)
+			if tc.wantError {
+				if err == nil {
+					t.Fatalf("Window = %v, want an error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.insns {
+				t.Fatalf("%d instructions, want %d: %v", len(got), tc.insns, got)
+			}
+			end := got[len(got)-1]
+			if end.Off+end.Len != len(tc.code) {
+				t.Errorf("the window ends at +%#x, want +%#x (the end of the code): %v", end.Off+end.Len, len(tc.code), got)
+			}
+			if tc.last != "" && !strings.HasPrefix(end.Text, tc.last) {
+				t.Errorf("last instruction %q, want %q", end.Text, tc.last)
+			}
+			for i := 1; i < len(got); i++ {
+				if got[i].Off != got[i-1].Off+got[i-1].Len {
+					t.Errorf("instruction %d at +%#x does not follow +%#x (%d bytes)", i, got[i].Off, got[i-1].Off, got[i-1].Len)
+				}
+			}
+		})
+	}
+}
+
+func mustHex(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
