@@ -699,3 +699,35 @@ func TestCampaignStages(t *testing.T) {
 		t.Errorf("report.html marks %d stages as failed, want the race alone", strings.Count(page, "the cell failed here"))
 	}
 }
+
+// A race cell's windows are tables: an instruction per row, each point's
+// outcome, a crashed one marked, the unexplored ones said.
+func TestRaceWindows(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	r := results.Result{RunID: "run", Arch: "x86_64", Cell: "x86_64-direct-calls-full", Scenario: event.ScenarioRace, Verdict: results.Fail, StartedAt: t0,
+		Windows: []event.RaceWindow{{Target: "trampoline", Symbol: "bpf_trampoline_10737479715", Arch: "amd64", Actions: []string{"replace"},
+			Insns: []event.WindowInsn{{Off: 0, Len: 1, Asm: "push %rbp"}, {Off: 1, Len: 3, Asm: "mov %rsp,%rbp"}, {Off: 4, Len: 4, Asm: "sub $0x28,%rsp"}}}},
+		Injections: []event.Injection{
+			{Seq: 1, Target: "trampoline", Offset: 0, Action: "replace", Outcome: event.InjSurvived},
+			{Seq: 2, Target: "trampoline", Offset: 1, Action: "replace", Outcome: event.InjCrashed},
+		}}
+	w, err := results.NewCellWriter(filepath.Join(dir, r.Cell), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Update(func(x *results.Result) { x.Verdict = results.Fail }); err != nil {
+		t.Fatal(err)
+	}
+	page := string(writePage(t, dir))
+	for _, want := range []string{
+		"Race window: trampoline",
+		"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 crashed",
+		"<code>mov %rsp,%rbp</code></td><td class=\"bad\">crashed</td>",
+		"<code>push %rbp</code></td><td>survived</td>",
+		"<code>sub $0x28,%rsp</code></td><td><span class=\"muted\">not explored</span></td>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+}

@@ -58,33 +58,26 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 		defer second.Prog.Close()
 	}
 	size := insnSize()
-	// One read of kallsyms per injection (4 s under TCG): the images
-	// listed after one attach are the ones to ignore after the next.
-	before, err := trampolineSyms()
+	images, err := r.newImageFinder("bpf_trampoline_", trampolineSyms)
 	if err != nil {
 		return err
 	}
-	report.Logf(r.a.w, "race: %d bpf_trampoline_ images listed before the first attach", len(before))
-	// detached holds every image address a past injection detached: the
-	// allocator gives a new image the place of a freed one.
-	detached := map[uint64]bool{}
+	defer images.close()
 	var w *insnWindow
 	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
+		if err := images.prepare(); err != nil {
+			return fmt.Errorf("race: %w", err)
+		}
 		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
 		if errno != 0 {
 			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
 		}
-		addr, sym, after, err := newImage(trampolineSyms, "bpf_trampoline_", before, detached)
+		addr, sym, length, err := images.found()
 		if err != nil {
 			unix.Close(fd)
 			return err
 		}
-		if _, listed := before[addr]; listed {
-			report.Logf(r.a.w, "race: injection %d: the new image took the place of a detached one (%#x)", i+1, addr)
-		}
-		before = after
-		detached[addr] = true
-		w = r.decodeWindow(options.RaceTrampoline, sym, addr, []string{r.a.opts.RaceAction})
+		w = r.decodeWindow(options.RaceTrampoline, sym, addr, length, []string{r.a.opts.RaceAction})
 		at := w.place(i)
 		in := &event.Injection{Target: options.RaceTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: r.a.opts.RaceAction}
 		// The action runs beside the window (inject): links is shared.
@@ -123,14 +116,8 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 			return err
 		}
 		if r.a.opts.RaceAction == options.RaceReplace {
-			// The replacement made an image this agent never listed;
-			// listed now, and detached like every image here, it cannot
-			// pass for the next attach's while it waits to be freed.
-			if before, err = trampolineSyms(); err != nil {
+			if err := images.relist(); err != nil {
 				return err
-			}
-			for a := range before {
-				detached[a] = true
 			}
 		}
 	}
@@ -338,25 +325,25 @@ func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
 	if err := inst.SetFilter(targetCounted); err != nil {
 		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
 	}
-	before, err := opsTrampolineSyms()
+	images, err := r.newImageFinder(ftraceTrampolineSym, opsTrampolineSyms)
 	if err != nil {
 		return err
 	}
-	report.Logf(r.a.w, "race: %d %s images listed before the first enable", len(before), ftraceTrampolineSym)
-	detached := map[uint64]bool{}
+	defer images.close()
 	var w *insnWindow
 	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
+		if err := images.prepare(); err != nil {
+			return fmt.Errorf("race: %w", err)
+		}
 		if err := inst.SetTracer(tracefs.Function); err != nil {
 			return fmt.Errorf("race: function tracer on %s: %w", targetCounted, err)
 		}
-		addr, sym, after, err := newImage(opsTrampolineSyms, ftraceTrampolineSym, before, detached)
+		addr, sym, length, err := images.found()
 		if err != nil {
 			_ = inst.SetTracer(tracefs.Nop)
 			return err
 		}
-		before = after
-		detached[addr] = true
-		w = r.decodeWindow(options.RaceOpsTrampoline, sym, addr, []string{raceTracerOff})
+		w = r.decodeWindow(options.RaceOpsTrampoline, sym, addr, length, []string{raceTracerOff})
 		at := w.place(i)
 		in := &event.Injection{Target: options.RaceOpsTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: raceTracerOff}
 		off := func() error { return inst.SetTracer(tracefs.Nop) }

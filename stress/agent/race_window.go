@@ -31,13 +31,13 @@ type insnWindow struct {
 
 // decodeWindow decodes, once per target, the window of the image at addr, and
 // reports it (KindRaceWindow).
-func (r *raceAgent) decodeWindow(target, sym string, addr uint64, actions []string) *insnWindow {
+func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, actions []string) *insnWindow {
 	if w, ok := r.windows[target]; ok {
 		return w
 	}
 	w := &insnWindow{}
 	r.windows[target] = w
-	code, err := r.readImage(addr)
+	code, err := r.readImage(addr, length)
 	if err == nil {
 		w.insns, err = disasm.Window(runtime.GOARCH, addr, code)
 	}
@@ -57,10 +57,15 @@ func (r *raceAgent) decodeWindow(target, sym string, addr uint64, actions []stri
 	return w
 }
 
-// readImage reads the start of an image through the host: windowRead
+// readImage reads the start of an image through the host: its length
+// when the kernel gave it (a BPF image's is a page), at most windowRead
 // bytes, or up to the end of its page when the next one is unmapped.
-func (r *raceAgent) readImage(addr uint64) ([]byte, error) {
-	for _, n := range []int{windowRead, int(4096 - addr%4096)} {
+func (r *raceAgent) readImage(addr uint64, length int) ([]byte, error) {
+	first := windowRead
+	if length > 0 {
+		first = min(length, windowRead)
+	}
+	for _, n := range []int{first, int(4096 - addr%4096)} {
 		h, err := r.peekN(addr, n)
 		var unreadable errUnreadable
 		if errors.As(err, &unreadable) {
