@@ -18,6 +18,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,6 +36,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		list     = fs.Bool("list", false, "list the mutants and stop")
 		require  = fs.Bool("require-detected", false, "exit non-zero when a mutant is not detected (the unmutated kernel failing always does)")
 		accel    = fs.String("accel", string(matrix.DefaultParams().Accel), "QEMU accelerator (see fth run)")
+		qemuFlag = fs.String("qemu", string(qemu.EmulatorDefault), "QEMU that boots every cell: "+emulatorList()+" (see fth run), so that a score can be compared across QEMUs and accelerators")
 		mutDir   = fs.String("mutants-dir", "", "directory of *.patch mutants (default: <repo>/mutants)")
 		dryRun   = fs.Bool("dry-run", false, "check every input and print the cells, then stop")
 		build    = fs.Bool("build-only", false, "build (or find in the cache) every kernel the run needs, mutants included, then stop: boots of several arches can then run side by side without two builds at once")
@@ -80,6 +82,10 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("%w: --accel: %v", errUsage, err)
 	}
+	emuFlag, err := qemu.ParseEmulator(*qemuFlag)
+	if err != nil {
+		return fmt.Errorf("%w: --qemu: %v", errUsage, err)
+	}
 	def := matrix.DefaultParams()
 	type job struct {
 		mutant *mutate.Mutant
@@ -98,6 +104,10 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		b.arch = string(a.Name)
 		_, _, frags, err := b.resolve()
 		if err != nil {
+			return err
+		}
+		emu := emuFlag.Resolve(a)
+		if err := b.needRoot(emu.InRoot(), "--qemu "+string(emu)); err != nil {
 			return err
 		}
 		mk := func(name string, m *mutate.Mutant) (runner.Cell, error) {
@@ -125,9 +135,14 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			if err := checkAgentArgs(agent, nil); err != nil {
 				return runner.Cell{}, fmt.Errorf("%s: %w", name, err)
 			}
+			if t := agent["racetarget"]; t != "" {
+				if err := options.CheckRaceTargets(t, a.GOARCH); err != nil {
+					return runner.Cell{}, fmt.Errorf("%w: --agent-arg racetarget on %s: %v", errUsage, a.Name, err)
+				}
+			}
 			return runner.Cell{
 				Name: name, Arch: a, Fragments: cfrags, Preempt: "full", Scenario: scenarioName(agent), AgentArgs: agent,
-				Accel: accelV, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Silence: def.Silence,
+				Accel: accelV, QEMU: emu, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Silence: def.Silence,
 				// The scenario's budget, plus boot, module loading and the
 				// agent's own teardown, scaled per arch by the target.
 				Deadline:  deadline,
