@@ -43,14 +43,28 @@ func racePasses(t *testing.T, r fthRun, n int) {
 	t.Logf("seed %s; %d injections, e.g. %+v", r.result.Seed, n, r.result.Injections[0])
 }
 
-// On the correct 7.3.4 x86_64 kernel a task is stopped at the first
-// instruction of a BPF trampoline through the gdbstub, preempted there,
-// and the trampoline is regenerated (a second program attached) while it
-// stays off the CPU: RCU-tasks must keep the old image until the task has
-// left it, every time.
+// On the correct 7.3.4 x86_64 kernel a task is stopped at every
+// instruction of a BPF trampoline's window in turn through the gdbstub,
+// preempted there, and the trampoline is regenerated (a second program
+// attached) while it stays off the CPU: RCU-tasks must keep the old image
+// until the task has left it, every time.
 func TestX86RaceTrampolinesSurvive(t *testing.T) {
-	r := runFth(t, 20*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", fmt.Sprintf("injections=%d", raceInjections))
-	racePasses(t, r, raceInjections)
+	r := runFth(t, 20*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", "injections=all")
+	if len(r.result.Windows) != 1 || len(r.result.Windows[0].Insns) < 10 {
+		t.Fatalf("windows %+v: want the trampoline's, decoded (x86_64 7.3.4: 26 instructions)", r.result.Windows)
+	}
+	insns := len(r.result.Windows[0].Insns)
+	racePasses(t, r, insns)
+	// Every point explored once, and the run says so.
+	line := fmt.Sprintf("trampoline: %d of %d instruction×action points explored (%d instructions × 1 action), %d survived", insns, insns, insns, insns)
+	if !strings.Contains(r.stdout, line) {
+		t.Errorf("stdout lacks the coverage line %q", line)
+	}
+	for i, in := range r.result.Injections {
+		if want := r.result.Windows[0].Insns[i].Off; in.Offset != want || in.Asm == "" {
+			t.Errorf("injection %d at +%#x (%q), want the window's instruction %d at +%#x", in.Seq, in.Offset, in.Asm, i, want)
+		}
+	}
 	for _, in := range r.result.Injections {
 		if in.Target != "trampoline" || !strings.HasPrefix(in.Symbol, "bpf_trampoline_") || in.Action != "replace" {
 			t.Errorf("injection %d: target %s at %s, action %s; want a bpf_trampoline_ replaced", in.Seq, in.Target, in.Symbol, in.Action)
@@ -63,7 +77,7 @@ func TestX86RaceTrampolinesSurvive(t *testing.T) {
 	// fth repro replays the same injections: same target, same place.
 	out := filepath.Join(filepath.Dir(filepath.Dir(r.cell)), "repro")
 	rr := runCell(t, 20*time.Minute, out, fthBin, "repro", "--out", out, "--run-id", "r", r.cell)
-	if rr.exit != 0 || len(rr.result.Injections) != raceInjections {
+	if rr.exit != 0 || len(rr.result.Injections) != insns {
 		t.Fatalf("repro: exit %d, %d injections", rr.exit, len(rr.result.Injections))
 	}
 	for i, in := range rr.result.Injections {
@@ -81,7 +95,15 @@ func TestX86RaceTrampolinesSurvive(t *testing.T) {
 // a title that names the trampoline; the unmutated kernel passes the same
 // scenario in the same run.
 func TestX86RaceCatchesTrampolineFreedEarly(t *testing.T) {
-	raceCatchesFreedEarly(t, "x86_64")
+	raceCatchesFreedEarly(t, "x86_64", "bpf-tramp-skip-rcu-tasks", "trampoline", "bpf_trampoline_")
+}
+
+// A function tracer instance's ftrace_ops trampoline freed without the
+// RCU-tasks wait (mutants/ftrace-ops-tramp-free-early.patch) escaped the
+// churn and the BPF trampoline races: the task held in the ops trampoline
+// while the instance's tracer goes off crashes it at the first injection.
+func TestX86RaceCatchesOpsTrampolineFreedEarly(t *testing.T) {
+	raceCatchesFreedEarly(t, "x86_64", "ftrace-ops-tramp-free-early", "opstramp", "ftrace_trampoline")
 }
 
 // The same on arm64 and riscv64 (CALL_OPS), where a detach alone would
@@ -89,13 +111,15 @@ func TestX86RaceCatchesTrampolineFreedEarly(t *testing.T) {
 // more patched kernels and arm64 boots, so make test-all.
 func TestRaceCatchesTrampolineFreedEarlyCallOps(t *testing.T) {
 	requireAll(t)
-	raceCatchesFreedEarly(t, "arm64,riscv64")
+	raceCatchesFreedEarly(t, "arm64,riscv64", "bpf-tramp-skip-rcu-tasks", "trampoline", "bpf_trampoline_")
 }
 
-func raceCatchesFreedEarly(t *testing.T, arches string) {
+// raceCatchesFreedEarly runs mutant against the race at target on arches:
+// the unmutated kernel survives every injection, the mutant crashes at the
+// first within a minute of boot, with a title naming place.
+func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string) {
 	out := e2eOut(t)
-	const mutant = "bpf-tramp-skip-rcu-tasks"
-	args := []string{"mutate", "--arches", arches, "--mutants", mutant, "--agent-arg", "scenario=race",
+	args := []string{"mutate", "--arches", arches, "--mutants", mutant, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=" + target,
 		"--agent-arg", fmt.Sprintf("injections=%d", raceInjections), "--require-detected", "--out", out, "--run-id", "m"}
 	r := runCell(t, 40*time.Minute, out, fthBin, args...)
 	table := mutationTable(t, filepath.Join(out, "m"))
@@ -119,8 +143,8 @@ func raceCatchesFreedEarly(t *testing.T, arches string) {
 		if len(res.Injections) != 1 || res.Injections[0].Outcome != event.InjCrashed {
 			t.Errorf("mutant %s: injections %+v; want the first one crashed", row.Mutant, res.Injections)
 		}
-		if !strings.Contains(row.Title, "bpf_trampoline_") {
-			t.Errorf("mutant %s: title %q does not name the trampoline", row.Mutant, row.Title)
+		if !strings.Contains(row.Title, place) {
+			t.Errorf("mutant %s: title %q does not name the %s", row.Mutant, row.Title, place)
 		}
 		t.Logf("mutant %s crashed at injection 1, %.1f s after boot: %s", row.Mutant, row.Seconds, row.Title)
 	}
