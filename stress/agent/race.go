@@ -244,9 +244,16 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	if a.opts.Injections != options.All {
 		share = (a.opts.Injections + len(targets) - 1) / len(targets)
 	}
-	for _, t := range targets {
+	// In the campaign each target has an equal share of what is left of
+	// the budget, so that the first target's window cannot take all.
+	end := r.until
+	start := time.Now()
+	for k, t := range targets {
 		if ctx.Err() != nil {
 			break
+		}
+		if !end.IsZero() {
+			r.until = start.Add(end.Sub(start) * time.Duration(k+1) / time.Duration(len(targets)))
 		}
 		r.started = 0
 		switch t {

@@ -154,11 +154,15 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 	if err := inst.SetFilter(targetCounted); err != nil {
 		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
 	}
-	for i := 0; i < n && ctx.Err() == nil && r.more(); i++ {
+	var w *insnWindow
+	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
 		if err := inst.SetTracer(tracefs.Nop); err != nil {
 			return fmt.Errorf("race: tracer off: %w", err)
 		}
-		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Function: targetCounted, Action: "enable"}
+		// The window is one place, the instruction the enable rewrites.
+		w = r.oneInsnWindow(options.RaceCallsite, targetCounted, fn, int(off), []string{"enable"})
+		at := w.place(i)
+		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Offset: int(off), Asm: at.Text, Function: targetCounted, Action: "enable"}
 		enable := func() error { return inst.SetTracer(tracefs.Function) }
 		if err := r.inject(in, fn+off, 2, enable, false); err != nil {
 			return err

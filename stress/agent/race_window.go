@@ -57,6 +57,35 @@ func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, ac
 	return w
 }
 
+// oneInsnWindow reports the window of a target that is one place (a
+// callsite's second instruction): the instruction at addr, decoded.
+func (r *raceAgent) oneInsnWindow(target, sym string, addr uint64, off int, actions []string) *insnWindow {
+	if w, ok := r.windows[target]; ok {
+		return w
+	}
+	ev := event.RaceWindow{Target: target, Symbol: sym, Addr: fmt.Sprintf("%#x", addr), Arch: runtime.GOARCH, Actions: actions}
+	in := disasm.Insn{Off: off, Len: insnSize()}
+	h, err := r.peekN(addr+uint64(off), 4)
+	if err == nil {
+		var code []byte
+		if code, err = hex.DecodeString(h); err == nil {
+			var d disasm.Insn
+			if d, err = disasm.One(runtime.GOARCH, addr+uint64(off), code); err == nil {
+				in.Len, in.Text = d.Len, d.Text
+				ev.Code = hex.EncodeToString(code[:d.Len])
+			}
+		}
+	}
+	if err != nil {
+		report.Logf(r.a.w, "race: %s at %s+%#x not decoded: %v", target, sym, off, err)
+	}
+	ev.Insns = []event.WindowInsn{{Off: off, Len: in.Len, Asm: in.Text}}
+	_ = r.a.w.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})
+	w := &insnWindow{insns: []disasm.Insn{in}}
+	r.windows[target] = w
+	return w
+}
+
 // readImage reads the start of an image through the host: its length
 // when the kernel gave it (a BPF image's is a page), at most windowRead
 // bytes, or up to the end of its page when the next one is unmapped.

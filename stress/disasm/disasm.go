@@ -48,6 +48,16 @@ func Window(goarch string, addr uint64, code []byte) ([]Insn, error) {
 	return out, fmt.Errorf("disasm %s at %#x: no return in the %d bytes read", goarch, addr, len(code))
 }
 
+// One decodes the single instruction code starts with: a window of one
+// place, such as a callsite's second instruction.
+func One(goarch string, addr uint64, code []byte) (Insn, error) {
+	if len(code) == 0 {
+		return Insn{}, errors.New("no code")
+	}
+	in, _, err := decode(goarch, addr, code, 0)
+	return in, err
+}
+
 // head is up to the first 8 bytes of b, for an error.
 func head(b []byte) []byte {
 	return b[:min(len(b), 8)]

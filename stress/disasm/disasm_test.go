@@ -95,3 +95,14 @@ func mustHex(s string) []byte {
 	}
 	return b
 }
+
+func TestOne(t *testing.T) {
+	// riscv64 7.3.4's disabled callsite: the nop after the AUIPC.
+	in, err := One("riscv64", 0xffffffff01000004, mustHex("13000000"))
+	if err != nil || in.Len != 4 || in.Text != "nop" {
+		t.Errorf("One = %+v, %v; want a 4-byte nop", in, err)
+	}
+	if _, err := One("riscv64", 0, nil); err == nil {
+		t.Error("One of no code: no error")
+	}
+}

@@ -151,7 +151,9 @@ type Options struct {
 	// RaceAction is what the trampoline target races against the held
 	// task: RaceDetach or RaceReplace.
 	RaceAction string
-	// Injections is how many preemptions the race injects.
+	// Injections is how many preemptions the race injects, shared by the
+	// targets, or All (the default): one at every instruction of every
+	// target's window. The campaign's budget ends them sooner.
 	Injections int
 	// Window is how long the preemptor holds the CPU while the race runs;
 	// Auto picks by arch (RaceWindow).
@@ -322,7 +324,7 @@ func Defaults(env Env) Options {
 
 		RaceTarget: RaceAuto,
 		RaceAction: RaceReplace,
-		Injections: 20,
+		Injections: All,
 		Window:     Auto,
 
 		BenchParts:   benchopts.Parts(),

@@ -43,32 +43,51 @@ func racePasses(t *testing.T, r fthRun, n int) {
 	t.Logf("seed %s; %d injections, e.g. %+v", r.result.Seed, n, r.result.Injections[0])
 }
 
-// On the correct 7.3.4 x86_64 kernel a task is stopped at every
-// instruction of a BPF trampoline's window in turn through the gdbstub,
-// preempted there, and the trampoline is regenerated (a second program
-// attached) while it stays off the CPU: RCU-tasks must keep the old image
-// until the task has left it, every time.
+// On the correct 7.3.4 x86_64 kernel a task is stopped through the
+// gdbstub at every instruction of two windows in turn and preempted there:
+// a BPF trampoline's, which is regenerated (a second program attached)
+// while the task stays off the CPU, and a function tracer instance's
+// ftrace_ops trampoline, whose tracer is switched off meanwhile. RCU-tasks
+// must keep each image until the task has left it, every time.
 func TestX86RaceTrampolinesSurvive(t *testing.T) {
-	r := runFth(t, 20*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", "injections=all")
-	if len(r.result.Windows) != 1 || len(r.result.Windows[0].Insns) < 10 {
-		t.Fatalf("windows %+v: want the trampoline's, decoded (x86_64 7.3.4: 26 instructions)", r.result.Windows)
+	r := runFth(t, 20*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=trampoline,opstramp")
+	want := map[string]struct{ symbol, action string }{
+		"trampoline": {"bpf_trampoline_", "replace"},
+		"opstramp":   {"ftrace_trampoline", "tracer-off"},
 	}
-	insns := len(r.result.Windows[0].Insns)
-	racePasses(t, r, insns)
-	// Every point explored once, and the run says so.
-	line := fmt.Sprintf("trampoline: %d of %d instruction×action points explored (%d instructions × 1 action), %d survived", insns, insns, insns, insns)
-	if !strings.Contains(r.stdout, line) {
-		t.Errorf("stdout lacks the coverage line %q", line)
+	if len(r.result.Windows) != 2 {
+		t.Fatalf("windows %+v: want the trampoline's and the ops trampoline's, decoded (x86_64 7.3.4: 26 and 33 instructions)", r.result.Windows)
 	}
-	for i, in := range r.result.Injections {
-		if want := r.result.Windows[0].Insns[i].Off; in.Offset != want || in.Asm == "" {
-			t.Errorf("injection %d at +%#x (%q), want the window's instruction %d at +%#x", in.Seq, in.Offset, in.Asm, i, want)
+	total := 0
+	offsets := map[string][]int{}
+	for _, w := range r.result.Windows {
+		if w.Unreachable != "" || len(w.Insns) < 10 {
+			t.Fatalf("window %s: %d instructions (%s): want it decoded", w.Target, len(w.Insns), w.Unreachable)
+		}
+		n := len(w.Insns)
+		total += n
+		for _, in := range w.Insns {
+			offsets[w.Target] = append(offsets[w.Target], in.Off)
+		}
+		// Every point explored once, and the run says so.
+		line := fmt.Sprintf("%s: %d of %d instruction×action points explored (%d instructions × 1 action), %d survived", w.Target, n, n, n, n)
+		if !strings.Contains(r.stdout, line) {
+			t.Errorf("stdout lacks the coverage line %q", line)
 		}
 	}
+	racePasses(t, r, total)
+	seen := map[string]int{}
 	for _, in := range r.result.Injections {
-		if in.Target != "trampoline" || !strings.HasPrefix(in.Symbol, "bpf_trampoline_") || in.Action != "replace" {
-			t.Errorf("injection %d: target %s at %s, action %s; want a bpf_trampoline_ replaced", in.Seq, in.Target, in.Symbol, in.Action)
+		w, ok := want[in.Target]
+		if !ok || !strings.HasPrefix(in.Symbol, w.symbol) || in.Action != w.action {
+			t.Errorf("injection %d: target %s at %s, action %s", in.Seq, in.Target, in.Symbol, in.Action)
+			continue
 		}
+		// Each target's injections walk its window in order.
+		if i := seen[in.Target]; i < len(offsets[in.Target]) && (in.Offset != offsets[in.Target][i] || in.Asm == "") {
+			t.Errorf("injection %d at %s (%q): want the window's instruction %d at +%#x", in.Seq, in.Symbol, in.Asm, i, offsets[in.Target][i])
+		}
+		seen[in.Target]++
 		if in.InsnAfter != in.Insn {
 			t.Errorf("injection %d: the bytes under the held task went from %s to %q on a correct kernel", in.Seq, in.Insn, in.InsnAfter)
 		}
@@ -77,7 +96,7 @@ func TestX86RaceTrampolinesSurvive(t *testing.T) {
 	// fth repro replays the same injections: same target, same place.
 	out := filepath.Join(filepath.Dir(filepath.Dir(r.cell)), "repro")
 	rr := runCell(t, 20*time.Minute, out, fthBin, "repro", "--out", out, "--run-id", "r", r.cell)
-	if rr.exit != 0 || len(rr.result.Injections) != insns {
+	if rr.exit != 0 || len(rr.result.Injections) != total {
 		t.Fatalf("repro: exit %d, %d injections", rr.exit, len(rr.result.Injections))
 	}
 	for i, in := range rr.result.Injections {
