@@ -236,6 +236,9 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 		defer restore()
 	}
 	targets := options.RaceTargets(a.opts.RaceTarget, runtime.GOARCH, a.inCampaign)
+	if a.opts.RaceList && a.opts.RaceTarget == options.RaceAuto {
+		targets = options.ArchRaceTargets(runtime.GOARCH)
+	}
 	report.Logf(a.w, "race: %s injections at the %s of fth_target_counted, held cpu %d, window %v", a.opts.Args()["injections"], strings.Join(targets, ", "), held, window)
 	// Each target has its share of the injections, and its first
 	// injection whatever the budget: the first is what catches a freed-early

@@ -78,6 +78,9 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 			return err
 		}
 		w = r.decodeWindow(options.RaceTrampoline, sym, addr, length, []string{r.a.opts.RaceAction})
+		if r.a.opts.RaceList {
+			return unix.Close(fd)
+		}
 		at := w.place(i)
 		in := &event.Injection{Target: options.RaceTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: r.a.opts.RaceAction}
 		// The action runs beside the window (inject): links is shared.
@@ -161,6 +164,9 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 		}
 		// The window is one place, the instruction the enable rewrites.
 		w = r.oneInsnWindow(options.RaceCallsite, targetCounted, fn, int(off), []string{"enable"})
+		if r.a.opts.RaceList {
+			return nil
+		}
 		at := w.place(i)
 		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Offset: int(off), Asm: at.Text, Function: targetCounted, Action: "enable"}
 		enable := func() error { return inst.SetTracer(tracefs.Function) }
@@ -348,6 +354,9 @@ func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
 			return err
 		}
 		w = r.decodeWindow(options.RaceOpsTrampoline, sym, addr, length, []string{raceTracerOff})
+		if r.a.opts.RaceList {
+			return inst.SetTracer(tracefs.Nop)
+		}
 		at := w.place(i)
 		in := &event.Injection{Target: options.RaceOpsTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: raceTracerOff}
 		off := func() error { return inst.SetTracer(tracefs.Nop) }

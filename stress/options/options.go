@@ -151,6 +151,9 @@ type Options struct {
 	// RaceAction is what the trampoline target races against the held
 	// task: RaceDetach or RaceReplace.
 	RaceAction string
+	// RaceList decodes and reports the targets' windows and injects
+	// nothing (fth race --list-windows).
+	RaceList bool
 	// Injections is how many preemptions the race injects, shared by the
 	// targets, or All (the default): one at every instruction of every
 	// target's window. The campaign's budget ends them sooner.
@@ -213,6 +216,18 @@ func CheckRaceTargets(target, goarch string) error {
 		}
 	}
 	return nil
+}
+
+// ArchRaceTargets is every target goarch can be raced at, what racelist
+// lists for racetarget auto.
+func ArchRaceTargets(goarch string) []string {
+	switch goarch {
+	case "amd64":
+		return []string{RaceTrampoline, RaceOpsTrampoline}
+	case "arm64", "riscv64":
+		return []string{RaceTrampoline, RaceCallsite}
+	}
+	return []string{RaceTrampoline}
 }
 
 // RaceTargets resolves the racetarget option for goarch: the targets to

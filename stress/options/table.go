@@ -184,6 +184,20 @@ var fields = []field{
 		get: func(o *Options) string { return o.RaceTarget },
 	},
 	{
+		name:   "racelist",
+		usage:  "race scenario: decode and report every target's window (every target the arch has, for racetarget auto) and inject nothing: what fth race --list-windows runs",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.RaceList = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.RaceList) },
+	},
+	{
 		name:  "raceaction",
 		usage: "race scenario, trampoline target: `what` races the held task: \"replace\" (a second program on the function regenerates the trampoline and puts the held image) or \"detach\" (the image's only link is closed)",
 		set: func(o *Options, v string) error {

@@ -224,3 +224,21 @@ func TestRISCV64Seed612HalfPatchedCallsite(t *testing.T) {
 		}
 	})
 }
+
+// fth race --list-windows boots the kernel and lists every window the
+// race walks, decoded from the running kernel, injecting nothing.
+func TestX86RaceListWindows(t *testing.T) {
+	out := e2eOut(t)
+	r := runCell(t, 15*time.Minute, out, fthBin, "race", "--list-windows", "--out", out, "--run-id", "r")
+	if r.exit != 0 {
+		t.Fatalf("exit %d", r.exit)
+	}
+	for _, want := range []string{"trampoline (bpf_trampoline_", "opstramp (ftrace_trampoline", "+0x0   push %rbp", "retq"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the list lacks %q", want)
+		}
+	}
+	if len(r.result.Windows) != 2 || len(r.result.Injections) != 0 {
+		t.Errorf("%d windows, %d injections: want two windows and nothing injected", len(r.result.Windows), len(r.result.Injections))
+	}
+}
