@@ -63,13 +63,16 @@ func TestLineLogAppendsAsItGoes(t *testing.T) {
 
 func TestSummaryTable(t *testing.T) {
 	r := Result{Cell: "x86_64-direct-calls-full", Accel: "tcg-single", Verdict: Fail,
-		Findings: []Finding{{Title: "Oops: int3 in arch_scale_cpu_capacity"}},
-		Phases:   map[string]*event.Phase{"attach": {Succeeded: 1234, Latency: event.Latency{Median: event.Duration(5 * time.Millisecond), P99: event.Duration(9300 * time.Microsecond)}}},
+		Findings:   []Finding{{Title: "Oops: int3 in arch_scale_cpu_capacity"}},
+		Phases:     map[string]*event.Phase{"attach": {Succeeded: 1234, Latency: event.Latency{Median: event.Duration(5 * time.Millisecond), P99: event.Duration(9300 * time.Microsecond)}}},
+		Windows:    []event.RaceWindow{{Target: "opstramp", Actions: []string{"tracer-off"}, Insns: []event.WindowInsn{{Off: 0, Len: 7}, {Off: 7, Len: 5}}}},
+		Injections: []event.Injection{{Seq: 1, Target: "opstramp", Offset: 0, Action: "tracer-off", Outcome: event.InjSurvived}},
 	}
 	s := Summary{Cells: []CellSummary{Summarize(r, "d")}}
 	var b strings.Builder
 	PrintTable(&b, s)
-	for _, want := range []string{"x86_64-direct-calls-full", "fail", "1234", "5.0/9.3", "Oops: int3 in arch_scale_cpu_capacity"} {
+	for _, want := range []string{"x86_64-direct-calls-full", "fail", "1234", "5.0/9.3", "Oops: int3 in arch_scale_cpu_capacity",
+		"x86_64-direct-calls-full, race coverage:\n  opstramp: 1 of 2 instruction×action points explored (2 instructions × 1 action), 1 survived"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
