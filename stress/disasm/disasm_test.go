@@ -44,6 +44,8 @@ func TestWindow(t *testing.T) {
 		// fill, or the ops pointer after an ops trampoline.
 		{name: "x86_64 fentry trampoline", goarch: "amd64", code: readHex(t, "x86_64-bpf-trampoline-fentry-7.3.4.hex"), tail: "cccccccc", insns: 26, last: "retq"},
 		{name: "x86_64 ftrace_ops trampoline", goarch: "amd64", code: readHex(t, "x86_64-ftrace-ops-trampoline-7.3.4.hex"), tail: "00a0bd0300888fff", insns: 33, last: "retq"},
+		// arm64 7.3.4 under QEMU 7.2: returns into the function with ret x10.
+		{name: "arm64 fentry trampoline", goarch: "arm64", code: readHex(t, "arm64-bpf-trampoline-fentry-7.3.4.hex"), tail: "00202000", insns: 37, last: "ret x10"},
 		// The return thunk: a jump out of the code ends the window, a jump
 		// inside it does not.
 		{name: "x86_64 jmp __x86_return_thunk", goarch: "amd64", code: mustHex("55" + "eb00" + "e9f0ffffff"), insns: 3, last: "jmp"},
