@@ -50,8 +50,9 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 	// One program for every injection: only the trampoline image comes
 	// and goes, so a crash is the image's, not the program's.
 	defer ld.Prog.Close()
+	actions := strings.Split(r.a.opts.RaceAction, ",")
 	var second *oracle.Loaded
-	if r.a.opts.RaceAction == options.RaceReplace {
+	if slices.Contains(actions, options.RaceReplace) {
 		if second, err = loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted)+"#2"); err != nil {
 			return fmt.Errorf("race: load a second fentry program on %s: %w", targetCounted, err)
 		}
@@ -77,17 +78,17 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 			unix.Close(fd)
 			return err
 		}
-		w = r.decodeWindow(options.RaceTrampoline, sym, addr, length, []string{r.a.opts.RaceAction})
+		w = r.decodeWindow(options.RaceTrampoline, sym, addr, length, actions)
 		if r.a.opts.RaceList {
 			return unix.Close(fd)
 		}
-		at := w.place(i)
-		in := &event.Injection{Target: options.RaceTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: r.a.opts.RaceAction}
+		at, action := w.place(i)
+		in := &event.Injection{Target: options.RaceTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: action}
 		// The action runs beside the window (inject): links is shared.
 		var mu sync.Mutex
 		links := []int{fd}
 		var act func() error
-		switch r.a.opts.RaceAction {
+		switch action {
 		case options.RaceReplace:
 			act = func() error {
 				fd2, errno := attach.LinkCreate(second.Prog.FD(), oracle.FEntry.LinkType())
@@ -118,7 +119,7 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
-		if r.a.opts.RaceAction == options.RaceReplace {
+		if action == options.RaceReplace {
 			if err := images.relist(); err != nil {
 				return err
 			}
@@ -167,7 +168,7 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 		if r.a.opts.RaceList {
 			return nil
 		}
-		at := w.place(i)
+		at, _ := w.place(i)
 		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Offset: int(off), Asm: at.Text, Function: targetCounted, Action: "enable"}
 		enable := func() error { return inst.SetTracer(tracefs.Function) }
 		if err := r.inject(in, fn+off, 2, enable, false); err != nil {
@@ -357,7 +358,7 @@ func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
 		if r.a.opts.RaceList {
 			return inst.SetTracer(tracefs.Nop)
 		}
-		at := w.place(i)
+		at, _ := w.place(i)
 		in := &event.Injection{Target: options.RaceOpsTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: raceTracerOff}
 		off := func() error { return inst.SetTracer(tracefs.Nop) }
 		if err := r.inject(in, addr+uint64(at.Off), insnSize(), off, true); err != nil {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 func TestJudgeInjection(t *testing.T) {
@@ -172,5 +176,35 @@ func TestNewImage(t *testing.T) {
 				t.Errorf("newImage = %#x, %v; want %#x (error %v)", got, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// The injections walk a window's points in order, every action at an
+// instruction before the next instruction, and injections=all makes one
+// at each point.
+func TestWindowPlaces(t *testing.T) {
+	w := &insnWindow{insns: []disasm.Insn{{Off: 0}, {Off: 1}, {Off: 4}}, actions: []string{"replace", "detach"}}
+	var got []string
+	for i := 0; w.wants(i, options.All); i++ {
+		in, a := w.place(i)
+		got = append(got, fmt.Sprintf("+%d %s", in.Off, a))
+	}
+	want := []string{"+0 replace", "+0 detach", "+1 replace", "+1 detach", "+4 replace", "+4 detach"}
+	if !slices.Equal(got, want) {
+		t.Errorf("points %v, want %v", got, want)
+	}
+	if in, a := w.place(7); in.Off != 0 || a != "detach" {
+		t.Errorf("place(7) = +%d %s: want the walk to wrap round", in.Off, a)
+	}
+	if !w.wants(9, 10) || w.wants(10, 10) {
+		t.Error("a count of 10 is 10 injections")
+	}
+	var none *insnWindow
+	if !none.wants(0, options.All) || none.wants(1, options.All) {
+		t.Error("before the window is decoded, all is one injection")
+	}
+	bad := &insnWindow{err: fmt.Errorf("not decoded"), actions: []string{"replace"}}
+	if in, _ := bad.place(3); in.Off != 0 || bad.wants(1, options.All) {
+		t.Error("an undecoded window injects once, at the image's first instruction")
 	}
 }

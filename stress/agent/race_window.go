@@ -24,6 +24,9 @@ const windowRead = 1024
 // it, one instruction each.
 type insnWindow struct {
 	insns []disasm.Insn
+	// actions race each instruction in turn: a point is an instruction
+	// and an action.
+	actions []string
 	// err is why the window could not be decoded: the injections then
 	// all go to the image's first instruction, as before windows.
 	err error
@@ -35,7 +38,7 @@ func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, ac
 	if w, ok := r.windows[target]; ok {
 		return w
 	}
-	w := &insnWindow{}
+	w := &insnWindow{actions: actions}
 	r.windows[target] = w
 	code, err := r.readImage(addr, length)
 	if err == nil {
@@ -81,7 +84,7 @@ func (r *raceAgent) oneInsnWindow(target, sym string, addr uint64, off int, acti
 	}
 	ev.Insns = []event.WindowInsn{{Off: off, Len: in.Len, Asm: in.Text}}
 	_ = r.a.w.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})
-	w := &insnWindow{insns: []disasm.Insn{in}}
+	w := &insnWindow{insns: []disasm.Insn{in}, actions: actions}
 	r.windows[target] = w
 	return w
 }
@@ -108,18 +111,19 @@ func (r *raceAgent) readImage(addr uint64, length int) ([]byte, error) {
 	return nil, fmt.Errorf("the image at %#x is unreadable through the gdbstub", addr)
 }
 
-// place is where the current target's injection i (from 0) goes: the
-// window's instruction i, in order, wrapping round once every one was
-// injected at.
-func (w *insnWindow) place(i int) disasm.Insn {
+// place is where the current target's injection i (from 0) goes, and
+// what races it there: the window's points in order, an instruction with
+// each action in turn, wrapping round once every point was injected at.
+func (w *insnWindow) place(i int) (disasm.Insn, string) {
+	action := w.actions[i%len(w.actions)]
 	if w.err != nil || len(w.insns) == 0 {
-		return disasm.Insn{}
+		return disasm.Insn{}, action
 	}
-	return w.insns[i%len(w.insns)]
+	return w.insns[(i/len(w.actions))%len(w.insns)], action
 }
 
 // wants reports whether a target with n injections (options.All: one per
-// instruction of its window) makes its injection i.
+// point of its window) makes its injection i.
 func (w *insnWindow) wants(i, n int) bool {
 	if n != options.All {
 		return i < n
@@ -127,5 +131,5 @@ func (w *insnWindow) wants(i, n int) bool {
 	if w == nil {
 		return i == 0
 	}
-	return i < max(len(w.insns), 1)
+	return i < max(len(w.insns), 1)*len(w.actions)
 }

@@ -149,7 +149,8 @@ type Options struct {
 	// RaceCallsite, run one after the other (RaceTargets).
 	RaceTarget string
 	// RaceAction is what the trampoline target races against the held
-	// task: RaceDetach or RaceReplace.
+	// task: RaceDetach or RaceReplace, or a comma-separated list of both
+	// (each instruction of the window is raced against each).
 	RaceAction string
 	// RaceList decodes and reports the targets' windows and injects
 	// nothing (fth race --list-windows).

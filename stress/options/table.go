@@ -199,14 +199,22 @@ var fields = []field{
 	},
 	{
 		name:  "raceaction",
-		usage: "race scenario, trampoline target: `what` races the held task: \"replace\" (a second program on the function regenerates the trampoline and puts the held image) or \"detach\" (the image's only link is closed)",
+		usage: "race scenario, trampoline target: `what` races the held task, or a comma-separated list (each instruction of the window is then raced against each): \"replace\" (a second program on the function regenerates the trampoline and puts the held image) or \"detach\" (the image's only link is closed)",
 		set: func(o *Options, v string) error {
-			switch v {
-			case RaceReplace, RaceDetach:
-				o.RaceAction = v
-				return nil
+			seen := map[string]bool{}
+			for _, a := range strings.Split(v, ",") {
+				switch a {
+				case RaceReplace, RaceDetach:
+				default:
+					return fmt.Errorf(`%q: want "replace", "detach", or both`, a)
+				}
+				if seen[a] {
+					return fmt.Errorf("%q twice", a)
+				}
+				seen[a] = true
 			}
-			return errors.New(`want "replace" or "detach"`)
+			o.RaceAction = v
+			return nil
 		},
 		get: func(o *Options) string { return o.RaceAction },
 	},
