@@ -682,14 +682,7 @@ func TestCampaignStages(t *testing.T) {
 		results.Apply(&r, event.Event{Time: t0.Add(time.Duration(30*i) * time.Second), Kind: event.KindStage, Stage: &event.Stage{Name: st}})
 	}
 	r.AddFindings(results.Finding{Kind: "oops", Title: "Oops: int3 in bpf_trampoline_6442"})
-	w, err := results.NewCellWriter(filepath.Join(dir, r.Cell), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Update(func(x *results.Result) { x.Verdict = results.Fail }); err != nil {
-		t.Fatal(err)
-	}
-	page := string(writePage(t, dir))
+	page := failedCellPage(t, dir, r)
 	for _, want := range []string{"Campaign stages", "1998 of 2000 attached", "the cell failed here"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report.html lacks %q", want)
@@ -711,14 +704,7 @@ func TestRaceWindows(t *testing.T) {
 			{Seq: 1, Target: "trampoline", Offset: 0, Action: "replace", Outcome: event.InjSurvived},
 			{Seq: 2, Target: "trampoline", Offset: 1, Action: "replace", Outcome: event.InjCrashed},
 		}}
-	w, err := results.NewCellWriter(filepath.Join(dir, r.Cell), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Update(func(x *results.Result) { x.Verdict = results.Fail }); err != nil {
-		t.Fatal(err)
-	}
-	page := string(writePage(t, dir))
+	page := failedCellPage(t, dir, r)
 	for _, want := range []string{
 		"Race window: trampoline",
 		"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 crashed",
@@ -730,4 +716,18 @@ func TestRaceWindows(t *testing.T) {
 			t.Errorf("report.html lacks %q", want)
 		}
 	}
+}
+
+// failedCellPage writes r as a failed cell of the run in dir and returns
+// the run's report.html.
+func failedCellPage(t *testing.T, dir string, r results.Result) string {
+	t.Helper()
+	w, err := results.NewCellWriter(filepath.Join(dir, r.Cell), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Update(func(x *results.Result) { x.Verdict = results.Fail }); err != nil {
+		t.Fatal(err)
+	}
+	return string(writePage(t, dir))
 }

@@ -262,12 +262,18 @@ func listPlaces(syms map[uint64]string, addrs []uint64) string {
 
 // trampolineSyms reads the trampoline images of kallsyms by address.
 func trampolineSyms() (map[uint64]string, error) {
+	return kallsymsImages(parseTrampolineSyms)
+}
+
+// kallsymsImages reads kallsyms through parse, which keeps the images of
+// one kind by address.
+func kallsymsImages(parse func(io.Reader) (map[uint64]string, error)) (map[uint64]string, error) {
 	f, err := os.Open(ksyms.DefaultPath)
 	if err != nil {
 		return nil, fmt.Errorf("race: %w", err)
 	}
 	defer f.Close()
-	out, err := parseTrampolineSyms(f)
+	out, err := parse(f)
 	if err != nil {
 		return nil, fmt.Errorf("race: %s: %w", ksyms.DefaultPath, err)
 	}
@@ -382,16 +388,7 @@ const (
 // opsTrampolineSyms reads the ftrace_ops trampolines of kallsyms by
 // address.
 func opsTrampolineSyms() (map[uint64]string, error) {
-	f, err := os.Open(ksyms.DefaultPath)
-	if err != nil {
-		return nil, fmt.Errorf("race: %w", err)
-	}
-	defer f.Close()
-	out, err := parseOpsTrampolineSyms(f)
-	if err != nil {
-		return nil, fmt.Errorf("race: %s: %w", ksyms.DefaultPath, err)
-	}
-	return out, nil
+	return kallsymsImages(parseOpsTrampolineSyms)
 }
 
 // parseOpsTrampolineSyms keeps the ftrace_trampoline lines of the
