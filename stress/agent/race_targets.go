@@ -146,18 +146,11 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 	if !ok {
 		return fmt.Errorf("race: no kallsyms address for %s", targetCounted)
 	}
-	top := tracefs.New(tracefs.DefaultRoot)
-	inst, err := top.Instance("fth_race")
+	inst, drop, err := targetInstance("fth_race")
 	if err != nil {
-		return fmt.Errorf("race: tracefs instance: %w", err)
+		return err
 	}
-	defer func() {
-		_ = inst.Reset()
-		_ = top.RemoveInstance("fth_race")
-	}()
-	if err := inst.SetFilter(targetCounted); err != nil {
-		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
-	}
+	defer drop()
 	var w *insnWindow
 	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
 		if err := inst.SetTracer(tracefs.Nop); err != nil {
@@ -176,6 +169,25 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 		}
 	}
 	return inst.SetTracer(tracefs.Nop)
+}
+
+// targetInstance makes a tracefs instance whose function filter is
+// fth_target_counted alone, and the function that removes it.
+func targetInstance(name string) (tracefs.FS, func(), error) {
+	top := tracefs.New(tracefs.DefaultRoot)
+	inst, err := top.Instance(name)
+	if err != nil {
+		return inst, nil, fmt.Errorf("race: tracefs instance: %w", err)
+	}
+	drop := func() {
+		_ = inst.Reset()
+		_ = top.RemoveInstance(name)
+	}
+	if err := inst.SetFilter(targetCounted); err != nil {
+		drop()
+		return inst, nil, fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
+	}
+	return inst, drop, nil
 }
 
 // targetCaller is the function that calls the target, fth_target's
@@ -330,18 +342,11 @@ func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
 	if err := options.CheckRaceTargets(options.RaceOpsTrampoline, runtime.GOARCH); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
-	top := tracefs.New(tracefs.DefaultRoot)
-	inst, err := top.Instance("fth_race_ops")
+	inst, drop, err := targetInstance("fth_race_ops")
 	if err != nil {
-		return fmt.Errorf("race: tracefs instance: %w", err)
+		return err
 	}
-	defer func() {
-		_ = inst.Reset()
-		_ = top.RemoveInstance("fth_race_ops")
-	}()
-	if err := inst.SetFilter(targetCounted); err != nil {
-		return fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
-	}
+	defer drop()
 	images, err := r.newImageFinder(ftraceTrampolineSym, opsTrampolineSyms)
 	if err != nil {
 		return err
