@@ -204,7 +204,6 @@ var table = []Arch{
 		Console:      "hvc0",
 		VirtioSerial: "virtio-serial-pci",
 		GDBPC:        64, // pc, after r0-r31 and f0-f31
-		NoRace:       "the race's trampoline and callsite targets do not know powerpc's image and mflr/bl callsite layout yet, so the campaign skips its race stage here",
 		Features:     []Feature{CallOps, DirectCalls},
 		// Direct calls come only with CALL_OPS on powerpc, so
 		// direct-calls-full covers both.

@@ -46,6 +46,11 @@ func TestWindow(t *testing.T) {
 		{name: "x86_64 ftrace_ops trampoline", goarch: "amd64", code: readHex(t, "x86_64-ftrace-ops-trampoline-7.3.4.hex"), tail: "00a0bd0300888fff", insns: 33, last: "retq"},
 		// arm64 7.3.4 under QEMU 7.2: returns into the function with ret x10.
 		{name: "arm64 fentry trampoline", goarch: "arm64", code: readHex(t, "arm64-bpf-trampoline-fentry-7.3.4.hex"), tail: "00202000", insns: 37, last: "ret x10"},
+		// riscv64 7.3.4: compressed and full instructions mixed, back
+		// into the function with jr t0 (x5).
+		{name: "riscv64 fentry trampoline", goarch: "riscv64", code: readHex(t, "riscv64-bpf-trampoline-fentry-7.3.4.hex"), tail: "00000000", insns: 51, last: "jr x5"},
+		// ppc64le 7.3.4 built by gcc 14: back with blr.
+		{name: "ppc64le fentry trampoline", goarch: "ppc64le", code: readHex(t, "ppc64le-bpf-trampoline-fentry-7.3.4.hex"), tail: "00000000", insns: 49, last: "blr"},
 		// The return thunk: a jump out of the code ends the window, a jump
 		// inside it does not.
 		{name: "x86_64 jmp __x86_return_thunk", goarch: "amd64", code: mustHex("55" + "eb00" + "e9f0ffffff"), insns: 3, last: "jmp"},
