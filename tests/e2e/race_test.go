@@ -135,9 +135,18 @@ func TestRaceCatchesTrampolineFreedEarlyCallOps(t *testing.T) {
 	raceCatchesFreedEarly(t, "arm64,riscv64", "bpf-tramp-skip-rcu-tasks", "trampoline", "bpf_trampoline_")
 }
 
+// The same on ppc64le (gcc 14 trampolines, make test-all): the bytes under
+// the held task turn into the freed image's trap fill, then the kernel
+// oopses in the caller, whose name the title carries (measured:
+// "Oops: Exception in kernel mode in full_proxy_write", 3.7 s after boot).
+func TestPPC64LERaceCatchesTrampolineFreedEarly(t *testing.T) {
+	requireAll(t)
+	raceCatchesFreedEarly(t, "ppc64le", "bpf-tramp-skip-rcu-tasks", "trampoline", "")
+}
+
 // raceCatchesFreedEarly runs mutant against the race at target on arches:
 // the unmutated kernel survives every injection, the mutant crashes at the
-// first within a minute of boot, with a title naming place.
+// first within a minute of boot, with a title naming place (if given).
 func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string) {
 	out := e2eOut(t)
 	args := []string{"mutate", "--arches", arches, "--mutants", mutant, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=" + target,
@@ -164,7 +173,7 @@ func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string) {
 		if len(res.Injections) != 1 || res.Injections[0].Outcome != event.InjCrashed {
 			t.Errorf("mutant %s: injections %+v; want the first one crashed", row.Mutant, res.Injections)
 		}
-		if !strings.Contains(row.Title, place) {
+		if place != "" && !strings.Contains(row.Title, place) {
 			t.Errorf("mutant %s: title %q does not name the %s", row.Mutant, row.Title, place)
 		}
 		t.Logf("mutant %s crashed at injection 1, %.1f s after boot: %s", row.Mutant, row.Seconds, row.Title)
