@@ -183,6 +183,19 @@ func TestX86CampaignPasses(t *testing.T) {
 	if !strings.Contains(r.stdout, "stage by stage") {
 		t.Errorf("summary table does not show the campaign's stages:\n%s", r.stdout)
 	}
+	// x86_64's race stage walks both windows, each from its first
+	// instruction, and the run prints how far.
+	for _, target := range []string{"trampoline", "opstramp"} {
+		if !slices.ContainsFunc(res.Windows, func(w event.RaceWindow) bool { return w.Target == target && len(w.Insns) > 0 }) {
+			t.Errorf("no decoded %s window: %+v", target, res.Windows)
+		}
+		if !slices.ContainsFunc(res.Injections, func(in event.Injection) bool { return in.Target == target && in.Offset == 0 }) {
+			t.Errorf("no %s injection at its first instruction", target)
+		}
+		if !strings.Contains(r.stdout, "  "+target+": ") {
+			t.Errorf("summary lacks the %s coverage line:\n%s", target, r.stdout)
+		}
+	}
 }
 
 // campaignRan checks that a campaign cell ran its stages in order, each
