@@ -29,6 +29,7 @@ type Coverage struct {
 var outcomeRank = map[string]int{
 	event.InjCrashed:        4,
 	event.InjFreedUnderTask: 3,
+	event.InjReleased:       2, // held and let go, never judged: the agent stopped
 	event.InjNotPreempted:   1,
 	event.InjSurvived:       0,
 }
@@ -40,9 +41,8 @@ type Point struct {
 }
 
 // PointResult is what a point's injections came to: the worst outcome
-// (crashed, then freed-under-task, not-preempted, survived; a released
-// injection the kernel died after counts as crashed) and how many were
-// judged there.
+// (crashed, then freed-under-task, released but never judged,
+// not-preempted, survived) and how many were made there.
 type PointResult struct {
 	Outcome string
 	N       int
@@ -61,10 +61,9 @@ func (r *Result) RacePoints(target string) (map[Point]PointResult, int) {
 			missed++
 			continue
 		}
+		// A release the kernel died after is already crashed
+		// (AttributeInjection); one still released was never judged.
 		o := in.Outcome
-		if o == event.InjReleased {
-			o = event.InjCrashed
-		}
 		p := Point{in.Offset, in.Action}
 		pr := out[p]
 		if pr.N == 0 || outcomeRank[o] > outcomeRank[pr.Outcome] {
@@ -101,7 +100,7 @@ func (c Coverage) String() string {
 		return fmt.Sprintf("%s: unreachable: %s", c.Target, c.Unreachable)
 	}
 	var parts []string
-	for _, o := range []string{event.InjSurvived, event.InjCrashed, event.InjFreedUnderTask, event.InjNotPreempted} {
+	for _, o := range []string{event.InjSurvived, event.InjCrashed, event.InjFreedUnderTask, event.InjReleased, event.InjNotPreempted} {
 		if n := c.Outcomes[o]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, o))
 		}

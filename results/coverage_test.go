@@ -22,8 +22,12 @@ func TestRaceCoverage(t *testing.T) {
 			"trampoline: 3 of 3 instruction×action points explored (3 instructions × 1 action), 3 survived"},
 		{"a point twice counts once, worst outcome kept", []event.Injection{inj(0, event.InjSurvived), inj(0, event.InjNotPreempted), inj(4, event.InjSurvived)},
 			"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 not-preempted"},
-		{"the kernel died after a release", []event.Injection{inj(0, event.InjSurvived), inj(4, event.InjReleased)},
+		{"the kernel died after a release", []event.Injection{inj(0, event.InjSurvived), inj(4, event.InjCrashed)},
 			"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 crashed"},
+		// The agent stopped with the task let go and not judged: not a
+		// crash.
+		{"released, never judged", []event.Injection{inj(0, event.InjSurvived), inj(4, event.InjReleased)},
+			"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 released"},
 		{"a miss explores nothing", []event.Injection{inj(0, event.InjMissed), inj(4, event.InjFreedUnderTask)},
 			"trampoline: 1 of 3 instruction×action points explored (3 instructions × 1 action), 1 freed-under-task, 1 injection(s) missed"},
 		{"another target's injections", []event.Injection{{Target: "opstramp", Offset: 0, Action: "tracer-off", Outcome: event.InjSurvived}},

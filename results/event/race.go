@@ -35,11 +35,12 @@ const (
 type Injection struct {
 	// Seq numbers the injections of a run from 1.
 	Seq int `json:"seq"`
-	// Target is the kind of place: "trampoline" (a BPF trampoline
-	// image's first instruction) or "callsite" (the second instruction of
-	// a function's patchable entry).
+	// Target is the kind of place: "trampoline" (an instruction of a BPF
+	// trampoline image), "opstramp" (of an x86 ftrace_ops trampoline) or
+	// "callsite" (the second instruction of a function's patchable
+	// entry).
 	Target string `json:"target"`
-	// Symbol names the place: bpf_trampoline_<key>+0x0, fth_target_counted+0x4.
+	// Symbol names the place: bpf_trampoline_<key>+0x1c, fth_target_counted+0x4.
 	Symbol string `json:"symbol"`
 	Addr   string `json:"addr"`
 	// Offset is the place's offset in its window (RaceWindow), and Asm
@@ -56,8 +57,9 @@ type Injection struct {
 	// Action is what ran on another CPU while the task was preempted
 	// there: "replace" (a second program attached: the trampoline
 	// regenerated and the held image put), "detach" (the trampoline's
-	// only link closed), "enable" (function tracing switched on for
-	// Function).
+	// only link closed), "tracer-off" (the function tracer instance whose
+	// ops trampoline holds the task switched to nop), "enable" (function
+	// tracing switched on for Function).
 	Action string `json:"action"`
 	// ActionMS is how long the action took from the release; ActionDone
 	// whether it ended inside the window (a correct kernel may make it
@@ -110,8 +112,8 @@ type RaceWindow struct {
 	// against: a point is an instruction and an action.
 	Insns   []WindowInsn `json:"insns"`
 	Actions []string     `json:"actions"`
-	// Unreachable says why the target has no window on this kernel; the
-	// other fields are then empty.
+	// Unreachable says why the target has no window on this kernel;
+	// Code and Insns are then empty.
 	Unreachable string `json:"unreachable,omitempty"`
 }
 

@@ -243,9 +243,16 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	// Each target has its share of the injections, and its first
 	// injection whatever the budget: the first is what catches a freed-early
 	// class at once.
-	share := options.All
-	if a.opts.Injections != options.All {
-		share = (a.opts.Injections + len(targets) - 1) / len(targets)
+	// injections=N: the targets' shares add up to N, each at least one.
+	share := func(k int) int {
+		if a.opts.Injections == options.All {
+			return options.All
+		}
+		n := a.opts.Injections / len(targets)
+		if k < a.opts.Injections%len(targets) {
+			n++
+		}
+		return max(n, 1)
 	}
 	// In the campaign each target has an equal share of what is left of
 	// the budget, so that the first target's window cannot take all.
@@ -261,11 +268,11 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 		r.started = 0
 		switch t {
 		case options.RaceCallsite:
-			err = r.callsites(ctx, share)
+			err = r.callsites(ctx, share(k))
 		case options.RaceOpsTrampoline:
-			err = r.opsTrampolines(ctx, share)
+			err = r.opsTrampolines(ctx, share(k))
 		default:
-			err = r.trampolines(ctx, share)
+			err = r.trampolines(ctx, share(k))
 		}
 		if err != nil {
 			break
@@ -465,8 +472,10 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 	// target function, or the target's raw address (an unwinder stops at
 	// a trampoline, which has no symbol it trusts).
 	inCaller := slices.ContainsFunc(in.Stack, func(f string) bool {
+		// The image's own frame at the held offset (x86: the
+		// interrupted place, unwound through the image's symbol).
 		return strings.HasPrefix(f, caller+"+") || strings.HasPrefix(f, in.Function+"+") || f == in.Addr || strings.HasPrefix(f, in.Symbol+"/")
-	}) || preemptedUnwindable(in.Stack)
+	}) || (in.Target == options.RaceOpsTrampoline && unwindStoppedAtIRQ(in.Stack))
 	switch {
 	case !stoppedByAgent:
 		// The preemptor hit its bound before the window's look at the
@@ -492,13 +501,13 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 	}
 }
 
-// preemptedUnwindable reports a stack that is a kernel-mode preemption on
+// unwindStoppedAtIRQ reports a stack that is a kernel-mode preemption on
 // an interrupt's return and nothing more: the unwinder could not go past
-// the interrupted place. x86_64 7.3.4's ORC unwinder stops so at an
+// the interrupted place. Only the ops trampoline target trusts it. x86_64 7.3.4's ORC unwinder stops so at an
 // ftrace_ops trampoline ("irqentry_exit+0xbe/0x6a0 <
 // asm_sysvec_call_function_single+0x16/0x20"); a task preempted in user
 // space or on its way there shows exit_to_user_mode_loop instead.
-func preemptedUnwindable(stack []string) bool {
+func unwindStoppedAtIRQ(stack []string) bool {
 	return len(stack) == 2 && strings.HasPrefix(stack[0], "irqentry_exit+") &&
 		(strings.HasPrefix(stack[1], "asm_sysvec_") || strings.HasPrefix(stack[1], "asm_common_interrupt+"))
 }

@@ -26,10 +26,10 @@ import (
 
 // The race scenario's targets: where the task is held and what races it.
 
-// trampolines injects at the first instruction of the trampoline image of
-// a fentry program on fth_target_counted, and detaches its only link
-// during the window: the image may be freed only after the preempted task
-// left it (RCU-tasks).
+// trampolines injects at each instruction of the trampoline image of a
+// fentry program on fth_target_counted in turn (its window), and replaces
+// or detaches it during the window: the image may be freed only after the
+// preempted task left it (RCU-tasks).
 func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 	// Trampoline images are in kallsyms only with BPF JIT symbols on,
 	// which is the default only where the JIT is (x86_64, not riscv64).
@@ -311,8 +311,8 @@ func parseTrampolineSyms(r io.Reader) (map[uint64]string, error) {
 	return out, err
 }
 
-// insnSize is the breakpoint's kind for the first instruction of a
-// trampoline: x86 counts bytes (1 does), the others a word.
+// insnSize is the breakpoint's kind for an instruction of a trampoline:
+// x86 counts bytes (1 does), the others a word.
 func insnSize() int {
 	if runtime.GOARCH == "amd64" {
 		return 1
@@ -325,14 +325,13 @@ func insnSize() int {
 // a MOV and a BL. x86 patches one 5-byte call: it has no second
 // instruction to stop at.
 func secondInsnOffset() (uint64, error) {
-	switch runtime.GOARCH {
-	case "riscv64", "arm64":
-		return 4, nil
+	if err := options.CheckRaceTargets(options.RaceCallsite, runtime.GOARCH); err != nil {
+		return 0, fmt.Errorf("race: %w", err)
 	}
-	return 0, fmt.Errorf("race: racetarget=callsite needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", runtime.GOARCH)
+	return 4, nil
 }
 
-// opsTrampolines injects at the first instruction of the trampoline x86
+// opsTrampolines injects at each instruction in turn of the trampoline x86
 // allocates for a dynamic ftrace_ops, a function tracer instance's filtered
 // to fth_target_counted (the callsite's only ops, so the callsite calls it
 // directly), and switches the instance's tracer off during the window:

@@ -39,8 +39,10 @@ func TestJudgeInjection(t *testing.T) {
 		{"held in another image", event.Injection{Symbol: "bpf_trampoline_10737479715+0x1", Addr: "0xffffffffa0800101", HeldMS: 872, SpunMS: 700, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20", "bpf_trampoline_10737479715+0x10/0xa8"}}, true, event.InjNotPreempted},
 		// x86_64 7.3.4: ORC stops at an ftrace_ops trampoline, before
 		// its address: only the interrupt's frames are left.
-		{"held at an ops trampoline", event.Injection{Addr: "0xffffffffa0001000", HeldMS: 872, SpunMS: 700, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjSurvived},
-		{"preempted on the way to user space", event.Injection{HeldMS: 872, SpunMS: 700, Stack: []string{"exit_to_user_mode_loop+0x1/0x2", "irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjNotPreempted},
+		{"held at an ops trampoline", event.Injection{Target: "opstramp", Addr: "0xffffffffa0001000", HeldMS: 872, SpunMS: 700, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjSurvived},
+		{"preempted on the way to user space", event.Injection{Target: "opstramp", HeldMS: 872, SpunMS: 700, Stack: []string{"exit_to_user_mode_loop+0x1/0x2", "irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjNotPreempted},
+		// Elsewhere an unwind that stops at the interrupt proves nothing.
+		{"a trampoline's interrupt frames alone", event.Injection{Target: "trampoline", Addr: "0xffffffffa0800100", HeldMS: 872, SpunMS: 700, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjNotPreempted},
 		// 6.12 as shipped: switched out at the return to user space, after
 		// the callsite, so held as long as the preemptor spun.
 		{"held after the return", event.Injection{HeldMS: 800, SpunMS: 700, Stack: []string{"__schedule+0x1/0x2", "exit_to_user_mode_loop+0x3/0x4"}}, true, event.InjNotPreempted},

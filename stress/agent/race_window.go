@@ -46,7 +46,9 @@ func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, ac
 	}
 	ev := event.RaceWindow{Target: target, Symbol: sym, Addr: fmt.Sprintf("%#x", addr), Arch: runtime.GOARCH, Actions: actions}
 	if err != nil {
-		w.err = err
+		// A partly decoded window is no window: every injection goes
+		// to +0x0, once.
+		w.err, w.insns = err, nil
 		ev.Unreachable = fmt.Sprintf("not decoded, every injection at +0x0: %v", err)
 		report.Logf(r.a.w, "race: %s window: %v", target, ev.Unreachable)
 	} else {
@@ -97,7 +99,7 @@ func (r *raceAgent) readImage(addr uint64, length int) ([]byte, error) {
 	if length > 0 {
 		first = min(length, windowRead)
 	}
-	for _, n := range []int{first, int(4096 - addr%4096)} {
+	for _, n := range []int{first, min(first, int(4096-addr%4096))} {
 		h, err := r.peekN(addr, n)
 		var unreadable errUnreadable
 		if errors.As(err, &unreadable) {

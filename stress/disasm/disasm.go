@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/ppc64/ppc64asm"
@@ -121,11 +120,19 @@ func decode(goarch string, addr uint64, code []byte, off int) (Insn, bool, error
 		if err != nil {
 			return Insn{}, false, err
 		}
-		t := ppc64asm.GNUSyntax(x, addr+uint64(off))
-		end := x.Op == ppc64asm.BCLR || x.Op == ppc64asm.BCCTR || strings.HasPrefix(t, "blr") || strings.HasPrefix(t, "bctr ")
-		return Insn{Off: off, Len: x.Len, Text: t}, end, nil
+		// blr or bctr: a branch to LR or CTR with no link (bclrl and
+		// bcctrl are calls) whose BO says "always" (beqlr is not an end).
+		end := (x.Op == ppc64asm.BCLR || x.Op == ppc64asm.BCCTR) && branchAlways(x)
+		return Insn{Off: off, Len: x.Len, Text: ppc64asm.GNUSyntax(x, addr+uint64(off))}, end, nil
 	}
 	return Insn{}, false, fmt.Errorf("%s: %w", goarch, ErrUnknownArch)
+}
+
+// branchAlways reports whether a powerpc conditional branch's BO field
+// (its first operand) ignores the condition and the counter: 1z1zz.
+func branchAlways(x ppc64asm.Inst) bool {
+	bo, ok := x.Args[0].(ppc64asm.Imm)
+	return ok && bo&0x14 == 0x14
 }
 
 // linkless reports whether a riscv64 jalr writes no link register.

@@ -51,6 +51,8 @@ func TestWindow(t *testing.T) {
 		{name: "riscv64 fentry trampoline", goarch: "riscv64", code: readHex(t, "riscv64-bpf-trampoline-fentry-7.3.4.hex"), tail: "00000000", insns: 51, last: "jr x5"},
 		// ppc64le 7.3.4 built by gcc 14: back with blr.
 		{name: "ppc64le fentry trampoline", goarch: "ppc64le", code: readHex(t, "ppc64le-bpf-trampoline-fentry-7.3.4.hex"), tail: "00000000", insns: 49, last: "blr"},
+		// ppc64le: beqlr (conditional) and blrl (a call) go on; blr ends.
+		{name: "ppc64le beqlr, blrl, blr", goarch: "ppc64le", code: mustHex("2000824d" + "2100804e" + "2000804e"), insns: 3, last: "blr"},
 		// The return thunk: a jump out of the code ends the window, a jump
 		// inside it does not.
 		{name: "x86_64 jmp __x86_return_thunk", goarch: "amd64", code: mustHex("55" + "eb00" + "e9f0ffffff"), insns: 3, last: "jmp"},

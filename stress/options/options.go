@@ -137,7 +137,8 @@ type Options struct {
 	// Budget bounds the campaign's churn and race stages together, from
 	// the churn's start: the churn is shortened to leave
 	// CampaignRaceReserve for the race, and the race injects no more once
-	// it is spent (after its first injection, which always runs). The storm and the detach sample are sized by N and
+	// it is spent (after each target's first injection, which always
+	// runs). The storm and the detach sample are sized by N and
 	// Detach. 0 means no bound.
 	Budget time.Duration
 
@@ -186,13 +187,14 @@ type Options struct {
 
 // Race targets (the race option).
 const (
-	// RaceTrampoline preempts a task at the first instruction of a BPF
-	// trampoline image and detaches the image's only link meanwhile.
+	// RaceTrampoline preempts a task at each instruction of a BPF
+	// trampoline image in turn and replaces or detaches it meanwhile
+	// (RaceAction).
 	RaceTrampoline = "trampoline"
 	// RaceCallsite preempts a task at the second instruction of a
 	// disabled patchable function entry and enables tracing meanwhile.
 	RaceCallsite = "callsite"
-	// RaceOpsTrampoline preempts a task at the first instruction of the
+	// RaceOpsTrampoline preempts a task at each instruction in turn of the
 	// trampoline x86 allocates for a dynamic ftrace_ops (a function tracer
 	// instance's) and unregisters the ops meanwhile: ftrace_shutdown()
 	// frees it once RCU-tasks let the task out.

@@ -160,7 +160,7 @@ var fields = []field{
 	},
 	{
 		name:  "racetarget",
-		usage: "race scenario: `where` the task is preempted, a comma-separated list run in order with the injections shared: \"trampoline\" (a BPF trampoline's first instruction; raceaction races it), \"opstramp\" (x86: the first instruction of a function tracer instance's ftrace_ops trampoline; the tracer is switched off meanwhile), \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile), or \"auto\" (the trampoline; in the campaign every target the arch has: trampoline,opstramp on x86_64)",
+		usage: "race scenario: `where` the task is preempted, a comma-separated list run in order with the injections shared: \"trampoline\" (each instruction of a BPF trampoline in turn; raceaction races it), \"opstramp\" (x86: each instruction of a function tracer instance's ftrace_ops trampoline; the tracer is switched off meanwhile), \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile), or \"auto\" (the trampoline; in the campaign every target the arch has: trampoline,opstramp on x86_64)",
 		set: func(o *Options, v string) error {
 			if v == RaceAuto {
 				o.RaceTarget = v

@@ -20,7 +20,7 @@ func cmdRace(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("race")
 	var (
 		list      = fs.Bool("list-windows", false, "boot the kernel, decode every race target's window (the instructions a held task is preempted at, one injection each) and list them; nothing is injected")
-		archName  = fs.String("arch", "x86_64", "target architecture: x86_64, arm64, riscv64 (ppc64le has no race)")
+		archName  = fs.String("arch", "x86_64", "target architecture: x86_64, arm64, riscv64, ppc64le")
 		target    = fs.String("target", "auto", "race targets to list (the racetarget agent option): auto is every target the arch has")
 		out       = fs.String("out", "out/runs", "directory for run results")
 		runID     = fs.String("run-id", "", "run id (default: windows- plus a time stamp)")
