@@ -345,6 +345,18 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	r.seq++
 	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", addr)
 	in.WindowMS = float64(r.window.Microseconds()) / 1000
+	// The image's first bytes, read before any vCPU is held (a look
+	// through the stub while one is held let it run on), to tell a freed
+	// image, refilled from its start, from one the kernel patched in
+	// place under the task.
+	start := addr - uint64(in.Offset)
+	var startBefore string
+	if checkFreed && in.Offset > 0 {
+		var err error
+		if startBefore, err = r.peek(start); err != nil && !errors.As(err, new(errUnreadable)) {
+			return err
+		}
+	}
 	if err := r.send(event.RaceMsg{Op: event.RaceArm, Addr: addr, Size: size, CPU: r.cpu, TimeoutMS: int(raceStopTimeout.Milliseconds())}); err != nil {
 		return err
 	}
@@ -418,6 +430,17 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 		default:
 			in.InsnAfter = after
 			in.FreedInWindow = after != in.Insn
+		}
+		if in.FreedInWindow && startBefore != "" {
+			// x86_64 7.3.4 puts a detached image by turning a nop5 in
+			// it into a jump to its epilogue (bpf_tramp_image_put,
+			// ip_after_call), with the task inside on purpose: a
+			// rewrite in place, not a free. A freed image is refilled
+			// from its start.
+			if startAfter, err := r.peek(start); err == nil && startAfter == startBefore {
+				in.FreedInWindow = false
+				in.Msg = fmt.Sprintf("the kernel rewrote the bytes under the held task in place (%s to %s) while the image's start stayed %s: patched, not freed", in.Insn, after, startBefore)
+			}
 		}
 	}
 	// What the window showed, recorded while the task is still held: on
