@@ -108,7 +108,11 @@ func (c Coverage) String() string {
 	if c.Missed > 0 {
 		parts = append(parts, fmt.Sprintf("%d injection(s) missed", c.Missed))
 	}
-	s := fmt.Sprintf("%s: %d of %d instruction×action points explored (%d instructions × %d action)", c.Target, c.Explored, c.Points, c.Insns, c.Actions)
+	actions := "actions"
+	if c.Actions == 1 {
+		actions = "action"
+	}
+	s := fmt.Sprintf("%s: %d of %d instruction×action points explored (%d instructions × %d %s)", c.Target, c.Explored, c.Points, c.Insns, c.Actions, actions)
 	if len(parts) > 0 {
 		s += ", " + strings.Join(parts, ", ")
 	}

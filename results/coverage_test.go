@@ -41,6 +41,11 @@ func TestRaceCoverage(t *testing.T) {
 			}
 		})
 	}
+	two := Result{Windows: []event.RaceWindow{{Target: "trampoline", Actions: []string{"replace", "detach"}, Insns: win.Insns}},
+		Injections: []event.Injection{inj(0, event.InjSurvived), {Target: "trampoline", Offset: 0, Action: "detach", Outcome: event.InjSurvived}}}
+	if got, want := two.RaceCoverage()[0].String(), "trampoline: 2 of 6 instruction×action points explored (3 instructions × 2 actions), 2 survived"; got != want {
+		t.Errorf("two actions: %q, want %q", got, want)
+	}
 	r := Result{Windows: []event.RaceWindow{{Target: "opstramp", Unreachable: "not decoded"}}}
 	if got := r.RaceCoverage()[0].String(); got != "opstramp: unreachable: not decoded" {
 		t.Errorf("an undecoded window: %q", got)
