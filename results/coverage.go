@@ -10,19 +10,21 @@ import (
 // Coverage is how much of one race target's window a run explored: a
 // point is one instruction of the window raced against one action.
 type Coverage struct {
-	Target string
+	Target string `json:"target"`
 	// Insns and Actions are the window's sizes; Points their product.
-	Insns, Actions, Points int
-	// Explored counts the points with at least one judged injection (any
+	Insns   int `json:"insns"`
+	Actions int `json:"actions"`
+	Points  int `json:"points"`
+	// Explored counts the points with at least one injection made (any
 	// outcome but missed, which injected nothing).
-	Explored int
-	// Outcomes counts each explored point's worst outcome (crashed, then
-	// freed-under-task, not-preempted, survived), so that they add up to
-	// Explored; Missed counts the injections that missed.
-	Outcomes map[string]int
-	Missed   int
+	Explored int `json:"explored"`
+	// Outcomes counts each explored point's worst outcome (PointResult),
+	// so that they add up to Explored; Missed counts the injections that
+	// missed.
+	Outcomes map[string]int `json:"outcomes,omitempty"`
+	Missed   int            `json:"missed,omitempty"`
 	// Unreachable says why the target had no window.
-	Unreachable string
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // outcomeRank orders outcomes from worst: a point keeps the worst seen.

@@ -27,9 +27,9 @@ type CellSummary struct {
 	Dir            string  `json:"dir"`
 	// Stages are a campaign cell's stages.
 	Stages []StageSummary `json:"stages,omitempty"`
-	// RaceCoverage is one line per race target: how much of its window
-	// the injections explored (Coverage.String).
-	RaceCoverage []string `json:"race_coverage,omitempty"`
+	// RaceCoverage is how much of each race target's window the
+	// injections explored.
+	RaceCoverage []Coverage `json:"race_coverage,omitempty"`
 }
 
 // Summary is a run's summary.json.
@@ -52,9 +52,7 @@ func Summarize(r Result, dir string) CellSummary {
 		s.DetachMedianMS = ms(p.Latency.Median.Std())
 	}
 	s.Stages = SummarizeStages(r)
-	for _, c := range r.RaceCoverage() {
-		s.RaceCoverage = append(s.RaceCoverage, c.String())
-	}
+	s.RaceCoverage = r.RaceCoverage()
 	return s
 }
 
@@ -102,8 +100,8 @@ func PrintTable(w io.Writer, s Summary) {
 			continue
 		}
 		fmt.Fprintf(w, "\n%s, race coverage:\n", c.Cell)
-		for _, l := range c.RaceCoverage {
-			fmt.Fprintf(w, "  %s\n", l)
+		for _, cov := range c.RaceCoverage {
+			fmt.Fprintf(w, "  %s\n", cov)
 		}
 	}
 }
