@@ -99,8 +99,10 @@ func TestX86RaceTrampolinesSurvive(t *testing.T) {
 			t.Errorf("injection %d at %s (%q): want the window's instruction %d at +%#x", in.Seq, in.Symbol, in.Asm, i, offsets[in.Target][i])
 		}
 		seen[in.Target]++
-		if in.InsnAfter != in.Insn {
-			t.Errorf("injection %d: the bytes under the held task went from %s to %q on a correct kernel", in.Seq, in.Insn, in.InsnAfter)
+		// A detach patches the held image in place (x86: a nop5 turned
+		// into a jump to the epilogue); only a free is a failure.
+		if in.FreedInWindow || (in.InsnAfter != in.Insn && !strings.Contains(in.Msg, "patched, not freed")) {
+			t.Errorf("injection %d (%s): the bytes under the held task went from %s to %q on a correct kernel: %s", in.Seq, in.Action, in.Insn, in.InsnAfter, in.Msg)
 		}
 	}
 
