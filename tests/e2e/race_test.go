@@ -46,18 +46,17 @@ func racePasses(t *testing.T, r fthRun, n int) {
 
 // On the correct 7.3.4 x86_64 kernel a task is stopped through the
 // gdbstub at every instruction of two windows in turn and preempted there:
-// a BPF trampoline's, which is regenerated (a second program attached) or
-// detached while the task stays off the CPU (a detach patches the held
-// image in place: not a free), and a function tracer instance's
+// a BPF trampoline's, which is regenerated (a second program attached)
+// while the task stays off the CPU, and a function tracer instance's
 // ftrace_ops trampoline, whose tracer is switched off meanwhile. RCU-tasks
 // must keep each image until the task has left it, every time.
 func TestX86RaceTrampolinesSurvive(t *testing.T) {
-	r := runFth(t, 20*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=trampoline,opstramp", "--agent-arg", "raceaction=replace,detach")
+	r := runFth(t, 20*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=trampoline,opstramp")
 	want := map[string]struct {
 		symbol  string
 		actions []string
 	}{
-		"trampoline": {"bpf_trampoline_", []string{"replace", "detach"}},
+		"trampoline": {"bpf_trampoline_", []string{"replace"}},
 		"opstramp":   {"ftrace_trampoline", []string{"tracer-off"}},
 	}
 	if len(r.result.Windows) != 2 {
