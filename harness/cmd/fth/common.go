@@ -23,6 +23,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/harness/toolroot"
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 // defaultKernelSrc is where `make deps` unpacks Debian's linux-source-7.3.
@@ -362,5 +363,18 @@ func cmdImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		state = "cached"
 	}
 	fmt.Fprintf(stdout, "%s: initramfs for %s in %s: %s\n", state, a.GOARCH, time.Since(start).Round(time.Millisecond), img.Path)
+	return nil
+}
+
+// checkRaceTarget refuses, before any build, a racetarget agent option the
+// arch cannot run (options.CheckRaceTargets): fth run and fth mutate alike.
+func checkRaceTarget(agent map[string]string, a arch.Arch) error {
+	t := agent["racetarget"]
+	if t == "" {
+		return nil
+	}
+	if err := options.CheckRaceTargets(t, a.GOARCH); err != nil {
+		return fmt.Errorf("%w: --agent-arg racetarget on %s: %v", errUsage, a.Name, err)
+	}
 	return nil
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/stress/options"
 )
 
 func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -135,10 +134,8 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			if err := checkAgentArgs(agent, nil); err != nil {
 				return runner.Cell{}, fmt.Errorf("%s: %w", name, err)
 			}
-			if t := agent["racetarget"]; t != "" {
-				if err := options.CheckRaceTargets(t, a.GOARCH); err != nil {
-					return runner.Cell{}, fmt.Errorf("%w: --agent-arg racetarget on %s: %v", errUsage, a.Name, err)
-				}
+			if err := checkRaceTarget(agent, a); err != nil {
+				return runner.Cell{}, err
 			}
 			return runner.Cell{
 				Name: name, Arch: a, Fragments: cfrags, Preempt: "full", Scenario: scenarioName(agent), AgentArgs: agent,

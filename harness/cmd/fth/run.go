@@ -108,10 +108,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if agent["scenario"] == string(event.ScenarioRace) && a.NoRace != "" {
 		return fmt.Errorf("%w: --agent-arg scenario=race on %s: %s", errUsage, a.Name, a.NoRace)
 	}
-	if t := agent["racetarget"]; t != "" {
-		if err := options.CheckRaceTargets(t, a.GOARCH); err != nil {
-			return fmt.Errorf("%w: --agent-arg racetarget on %s: %v", errUsage, a.Name, err)
-		}
+	if err := checkRaceTarget(agent, a); err != nil {
+		return err
 	}
 	if err := options.CheckCrashArch(agent["crash"], string(a.Name)); err != nil {
 		return fmt.Errorf("%w: --crash: %v", errUsage, err)
