@@ -82,17 +82,23 @@ func (r *Result) RacePoints(target string) (map[Point]PointResult, int) {
 func (r *Result) RaceCoverage() []Coverage {
 	var out []Coverage
 	for _, w := range r.Windows {
-		c := Coverage{Target: w.Target, Insns: len(w.Insns), Actions: len(w.Actions), Outcomes: map[string]int{}, Unreachable: w.Unreachable}
-		c.Points = c.Insns * c.Actions
-		points, missed := r.RacePoints(w.Target)
-		c.Missed = missed
-		for _, pr := range points {
-			c.Outcomes[pr.Outcome]++
-		}
-		c.Explored = len(points)
+		c, _ := r.WindowCoverage(w)
 		out = append(out, c)
 	}
 	return out
+}
+
+// WindowCoverage is one window's Coverage, and the points it counted.
+func (r *Result) WindowCoverage(w event.RaceWindow) (Coverage, map[Point]PointResult) {
+	c := Coverage{Target: w.Target, Insns: len(w.Insns), Actions: len(w.Actions), Outcomes: map[string]int{}, Unreachable: w.Unreachable}
+	c.Points = c.Insns * c.Actions
+	points, missed := r.RacePoints(w.Target)
+	c.Missed = missed
+	for _, pr := range points {
+		c.Outcomes[pr.Outcome]++
+	}
+	c.Explored = len(points)
+	return c, points
 }
 
 // String is the coverage line a run prints: "trampoline: 12 of 46

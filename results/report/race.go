@@ -31,11 +31,10 @@ type raceCell struct {
 }
 
 func buildRace(r results.Result) []raceView {
-	cov := r.RaceCoverage()
 	var out []raceView
-	for i, w := range r.Windows {
-		v := raceView{Target: w.Target, Symbol: w.Symbol, Arch: w.Arch, Line: cov[i].String(), Actions: w.Actions}
-		points, _ := r.RacePoints(w.Target)
+	for _, w := range r.Windows {
+		cov, points := r.WindowCoverage(w)
+		v := raceView{Target: w.Target, Symbol: w.Symbol, Arch: w.Arch, Line: cov.String(), Actions: w.Actions}
 		for _, in := range w.Insns {
 			row := raceRow{Off: fmt.Sprintf("+%#x", in.Off), Asm: in.Asm}
 			for _, a := range w.Actions {
