@@ -15,11 +15,11 @@ type Coverage struct {
 	Insns   int `json:"insns"`
 	Actions int `json:"actions"`
 	Points  int `json:"points"`
-	// Explored counts the points with at least one injection made (any
-	// outcome but missed, which injected nothing).
+	// Explored counts the points where an injection held the task in
+	// the target (any outcome but missed and not-preempted).
 	Explored int `json:"explored"`
-	// Outcomes counts each explored point's worst outcome (PointResult),
-	// so that they add up to Explored; Missed counts the injections that
+	// Outcomes counts each injected point's worst outcome (PointResult):
+	// Explored and the not-preempted ones; Missed counts the injections that
 	// missed.
 	Outcomes map[string]int `json:"outcomes,omitempty"`
 	Missed   int            `json:"missed,omitempty"`
@@ -28,12 +28,14 @@ type Coverage struct {
 }
 
 // outcomeRank orders outcomes from worst: a point keeps the worst seen.
+// Not-preempted is last: it explored nothing (the agent tries such a point
+// again), so any other outcome at the point says more.
 var outcomeRank = map[string]int{
 	event.InjCrashed:        4,
 	event.InjFreedUnderTask: 3,
 	event.InjReleased:       2, // held and let go, never judged: the agent stopped
-	event.InjNotPreempted:   1,
-	event.InjSurvived:       0,
+	event.InjSurvived:       1,
+	event.InjNotPreempted:   0,
 }
 
 // Point is one instruction of a window raced against one action.
@@ -43,8 +45,9 @@ type Point struct {
 }
 
 // PointResult is what a point's injections came to: the worst outcome
-// (crashed, then freed-under-task, released but never judged,
-// not-preempted, survived) and how many were made there.
+// (crashed, then freed-under-task, released but never judged, survived,
+// and not-preempted only when no injection there held the task) and how
+// many were made there.
 type PointResult struct {
 	Outcome string
 	N       int
@@ -96,8 +99,10 @@ func (r *Result) WindowCoverage(w event.RaceWindow) (Coverage, map[Point]PointRe
 	c.Missed = missed
 	for _, pr := range points {
 		c.Outcomes[pr.Outcome]++
+		if pr.Outcome != event.InjNotPreempted {
+			c.Explored++
+		}
 	}
-	c.Explored = len(points)
 	return c, points
 }
 

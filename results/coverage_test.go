@@ -20,8 +20,14 @@ func TestRaceCoverage(t *testing.T) {
 		{"nothing injected", nil, "trampoline: 0 of 3 instruction×action points explored (3 instructions × 1 action)"},
 		{"every point survived", []event.Injection{inj(0, event.InjSurvived), inj(4, event.InjSurvived), inj(5, event.InjSurvived)},
 			"trampoline: 3 of 3 instruction×action points explored (3 instructions × 1 action), 3 survived"},
-		{"a point twice counts once, worst outcome kept", []event.Injection{inj(0, event.InjSurvived), inj(0, event.InjNotPreempted), inj(4, event.InjSurvived)},
-			"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 not-preempted"},
+		{"a point twice counts once, worst outcome kept", []event.Injection{inj(0, event.InjSurvived), inj(0, event.InjFreedUnderTask), inj(4, event.InjSurvived)},
+			"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 freed-under-task"},
+		// The agent tries a not-preempted point again: a later survival
+		// explored it.
+		{"not preempted, then survived", []event.Injection{inj(0, event.InjNotPreempted), inj(0, event.InjSurvived), inj(4, event.InjSurvived)},
+			"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 2 survived"},
+		{"never preempted is not explored", []event.Injection{inj(0, event.InjNotPreempted), inj(0, event.InjNotPreempted), inj(4, event.InjSurvived)},
+			"trampoline: 1 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 not-preempted"},
 		{"the kernel died after a release", []event.Injection{inj(0, event.InjSurvived), inj(4, event.InjCrashed)},
 			"trampoline: 2 of 3 instruction×action points explored (3 instructions × 1 action), 1 survived, 1 crashed"},
 		// The agent stopped with the task let go and not judged: not a

@@ -82,7 +82,7 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 		if r.a.opts.RaceList {
 			return unix.Close(fd)
 		}
-		at, action := w.place(i)
+		at, action := w.place()
 		in := &event.Injection{Target: options.RaceTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: action}
 		// The action runs beside the window (inject): links is shared.
 		var mu sync.Mutex
@@ -119,6 +119,7 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
+		w.done(in.Outcome)
 		if action == options.RaceReplace {
 			if err := images.relist(); err != nil {
 				return err
@@ -161,12 +162,13 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 		if r.a.opts.RaceList {
 			return nil
 		}
-		at, _ := w.place(i)
+		at, _ := w.place()
 		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Offset: int(off), Asm: at.Text, Function: targetCounted, Action: "enable"}
 		enable := func() error { return inst.SetTracer(tracefs.Function) }
 		if err := r.inject(in, fn+off, 2, enable, false); err != nil {
 			return err
 		}
+		w.done(in.Outcome)
 	}
 	return inst.SetTracer(tracefs.Nop)
 }
@@ -368,12 +370,13 @@ func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
 		if r.a.opts.RaceList {
 			return inst.SetTracer(tracefs.Nop)
 		}
-		at, _ := w.place(i)
+		at, _ := w.place()
 		in := &event.Injection{Target: options.RaceOpsTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: raceTracerOff}
 		off := func() error { return inst.SetTracer(tracefs.Nop) }
 		if err := r.inject(in, addr+uint64(at.Off), insnSize(), off, true); err != nil {
 			return err
 		}
+		w.done(in.Outcome)
 	}
 	return nil
 }

@@ -182,21 +182,50 @@ func TestNewImage(t *testing.T) {
 }
 
 // The injections walk a window's points in order, every action at an
-// instruction before the next instruction, and injections=all makes one
-// at each point.
+// instruction before the next instruction; injections=all explores each
+// point, trying an unexplored one (missed, not preempted) up to
+// pointTries times.
 func TestWindowPlaces(t *testing.T) {
+	tests := []struct {
+		name     string
+		outcomes []string // by injection; survived after the list
+		want     []string
+	}{
+		{"all explored", nil, []string{"+0 replace", "+0 detach", "+1 replace", "+1 detach", "+4 replace", "+4 detach"}},
+		{"a not-preempted point is tried again", []string{event.InjSurvived, event.InjSurvived, event.InjNotPreempted},
+			[]string{"+0 replace", "+0 detach", "+1 replace", "+1 replace", "+1 detach", "+4 replace", "+4 detach"}},
+		{"a point that never holds the task is given up after pointTries", []string{event.InjMissed, event.InjNotPreempted, event.InjMissed},
+			[]string{"+0 replace", "+0 replace", "+0 replace", "+0 detach", "+1 replace", "+1 detach", "+4 replace", "+4 detach"}},
+		{"a crash or a free explores its point", []string{event.InjFreedUnderTask, event.InjCrashed},
+			[]string{"+0 replace", "+0 detach", "+1 replace", "+1 detach", "+4 replace", "+4 detach"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &insnWindow{insns: []disasm.Insn{{Off: 0}, {Off: 1}, {Off: 4}}, actions: []string{"replace", "detach"}}
+			var got []string
+			for i := 0; w.wants(i, options.All); i++ {
+				if i > 20 {
+					t.Fatal("the walk does not end")
+				}
+				in, a := w.place()
+				got = append(got, fmt.Sprintf("+%d %s", in.Off, a))
+				o := event.InjSurvived
+				if i < len(tc.outcomes) {
+					o = tc.outcomes[i]
+				}
+				w.done(o)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("points %v, want %v", got, tc.want)
+			}
+		})
+	}
 	w := &insnWindow{insns: []disasm.Insn{{Off: 0}, {Off: 1}, {Off: 4}}, actions: []string{"replace", "detach"}}
-	var got []string
-	for i := 0; w.wants(i, options.All); i++ {
-		in, a := w.place(i)
-		got = append(got, fmt.Sprintf("+%d %s", in.Off, a))
+	for range 7 {
+		w.done(event.InjSurvived)
 	}
-	want := []string{"+0 replace", "+0 detach", "+1 replace", "+1 detach", "+4 replace", "+4 detach"}
-	if !slices.Equal(got, want) {
-		t.Errorf("points %v, want %v", got, want)
-	}
-	if in, a := w.place(7); in.Off != 0 || a != "detach" {
-		t.Errorf("place(7) = +%d %s: want the walk to wrap round", in.Off, a)
+	if in, a := w.place(); in.Off != 0 || a != "detach" {
+		t.Errorf("point 7 = +%d %s: want the walk to wrap round", in.Off, a)
 	}
 	if !w.wants(9, 10) || w.wants(10, 10) {
 		t.Error("a count of 10 is 10 injections")
@@ -206,7 +235,8 @@ func TestWindowPlaces(t *testing.T) {
 		t.Error("before the window is decoded, all is one injection")
 	}
 	bad := &insnWindow{err: fmt.Errorf("not decoded"), actions: []string{"replace"}}
-	if in, _ := bad.place(3); in.Off != 0 || bad.wants(1, options.All) {
+	bad.done(event.InjSurvived)
+	if in, _ := bad.place(); in.Off != 0 || bad.wants(1, options.All) {
 		t.Error("an undecoded window injects once, at the image's first instruction")
 	}
 }

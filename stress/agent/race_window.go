@@ -30,6 +30,8 @@ type insnWindow struct {
 	// err is why the window could not be decoded: the injections then
 	// all go to the image's first instruction, as before windows.
 	err error
+	// pos is the walk's current point, tries the injections made there.
+	pos, tries int
 }
 
 // decodeWindow decodes, once per target, the window of the image at addr, and
@@ -113,19 +115,42 @@ func (r *raceAgent) readImage(addr uint64, length int) ([]byte, error) {
 	return nil, fmt.Errorf("the image at %#x is unreadable through the gdbstub", addr)
 }
 
-// place is where the current target's injection i (from 0) goes, and
-// what races it there: the window's points in order, an instruction with
-// each action in turn, wrapping round once every point was injected at.
-func (w *insnWindow) place(i int) (disasm.Insn, string) {
-	action := w.actions[i%len(w.actions)]
+// pointTries is how many injections a point gets before the walk moves
+// on without having explored it: one that missed or whose task was not
+// held in the target explored nothing (a loaded machine's preemptor can
+// give up at its bound), so the point is tried again.
+const pointTries = 3
+
+// place is where the current target's next injection goes, and what
+// races it there: the window's points in order, an instruction with each
+// action in turn, wrapping round once every point was injected at.
+func (w *insnWindow) place() (disasm.Insn, string) {
+	action := w.actions[w.pos%len(w.actions)]
 	if w.err != nil || len(w.insns) == 0 {
 		return disasm.Insn{}, action
 	}
-	return w.insns[(i/len(w.actions))%len(w.insns)], action
+	return w.insns[(w.pos/len(w.actions))%len(w.insns)], action
 }
 
-// wants reports whether a target with n injections (options.All: one per
-// point of its window) makes its injection i.
+// done records the outcome of the injection at the current point: the
+// walk stays there while the point is unexplored and has tries left.
+func (w *insnWindow) done(outcome string) {
+	w.tries++
+	if explored(outcome) || w.tries >= pointTries {
+		w.pos++
+		w.tries = 0
+	}
+}
+
+// explored reports whether an injection's outcome says anything about
+// its point: missed and not-preempted ones held no task in the target.
+func explored(outcome string) bool {
+	return outcome != event.InjMissed && outcome != event.InjNotPreempted
+}
+
+// wants reports whether a target with n injections (options.All: every
+// point of its window explored or tried pointTries times) makes its
+// injection i.
 func (w *insnWindow) wants(i, n int) bool {
 	if n != options.All {
 		return i < n
@@ -133,5 +158,5 @@ func (w *insnWindow) wants(i, n int) bool {
 	if w == nil {
 		return i == 0
 	}
-	return i < max(len(w.insns), 1)*len(w.actions)
+	return w.pos < max(len(w.insns), 1)*len(w.actions)
 }

@@ -18,17 +18,31 @@ const raceInjections = 10
 // racePasses checks a race cell on a correct kernel: a pass, every
 // injection held at its target (the task preempted there for the whole
 // window, not run on) and survived, and no image freed under the task.
-func racePasses(t *testing.T, r fthRun, n int) {
+func racePasses(t *testing.T, r fthRun, points int) {
 	t.Helper()
 	r.mustCell(t)
 	if r.exit != 0 || r.result.Verdict != results.Pass {
 		t.Fatalf("exit %d, verdict %s (%s): a correct kernel must survive every injection", r.exit, r.result.Verdict, r.result.Reason)
 	}
-	if len(r.result.Injections) != n {
-		t.Fatalf("%d injections recorded, want %d: %+v", len(r.result.Injections), n, r.result.Injections)
+	type point struct {
+		target string
+		off    int
+		action string
 	}
+	explored, tried := map[point]bool{}, map[point]string{}
 	for _, in := range r.result.Injections {
-		if in.Outcome != event.InjSurvived {
+		p := point{in.Target, in.Offset, in.Action}
+		switch in.Outcome {
+		case event.InjSurvived:
+			explored[p] = true
+		case event.InjNotPreempted, event.InjMissed:
+			// Held nowhere or not long enough (a loaded machine's
+			// preemptor gives up at its bound): the agent tries the
+			// point again, and another injection must explore it.
+			tried[p] = fmt.Sprintf("injection %d at %s: %s (%s)", in.Seq, in.Symbol, in.Outcome, in.Msg)
+			t.Log(tried[p])
+			continue
+		default:
 			t.Errorf("injection %d at %s: %s (%s)", in.Seq, in.Symbol, in.Outcome, in.Msg)
 			continue
 		}
@@ -41,7 +55,20 @@ func racePasses(t *testing.T, r fthRun, n int) {
 			t.Errorf("injection %d: no instruction bytes at %s", in.Seq, in.Symbol)
 		}
 	}
-	t.Logf("seed %s; %d injections, e.g. %+v", r.result.Seed, n, r.result.Injections[0])
+	for p, why := range tried {
+		if !explored[p] {
+			t.Errorf("never explored, the last try: %s", why)
+		}
+	}
+	if len(explored) != points {
+		t.Errorf("%d points explored, want %d", len(explored), points)
+	}
+	t.Logf("seed %s; %d injections at %d points, e.g. %+v", r.result.Seed, len(r.result.Injections), points, r.result.Injections[0])
+}
+
+// survivedOnly is the injections that explored their point.
+func survivedOnly(in []event.Injection) []event.Injection {
+	return slices.DeleteFunc(slices.Clone(in), func(in event.Injection) bool { return in.Outcome != event.InjSurvived })
 }
 
 // On the correct 7.3.4 x86_64 kernel a task is stopped through the
@@ -87,7 +114,7 @@ func TestX86RaceTrampolinesSurvive(t *testing.T) {
 	}
 	racePasses(t, r, total)
 	seen := map[string]int{}
-	for _, in := range r.result.Injections {
+	for _, in := range survivedOnly(r.result.Injections) {
 		w, ok := want[in.Target]
 		if !ok || !strings.HasPrefix(in.Symbol, w.symbol) || !slices.Contains(w.actions, in.Action) {
 			t.Errorf("injection %d: target %s at %s, action %s", in.Seq, in.Target, in.Symbol, in.Action)
@@ -110,12 +137,15 @@ func TestX86RaceTrampolinesSurvive(t *testing.T) {
 	// or calls out of the image differs from boot to boot.
 	out := filepath.Join(filepath.Dir(filepath.Dir(r.cell)), "repro")
 	rr := runCell(t, 20*time.Minute, out, fthBin, "repro", "--out", out, "--run-id", "r", r.cell)
-	if rr.exit != 0 || len(rr.result.Injections) != total {
-		t.Fatalf("repro: exit %d, %d injections", rr.exit, len(rr.result.Injections))
+	// Compared by the points they explored: a point tried again on
+	// one run need not be on the other.
+	again, first := survivedOnly(rr.result.Injections), survivedOnly(r.result.Injections)
+	if rr.exit != 0 || len(again) != total || len(first) != total {
+		t.Fatalf("repro: exit %d, %d of %d injections explored their point; the run explored %d", rr.exit, len(again), len(rr.result.Injections), len(first))
 	}
-	for i, in := range rr.result.Injections {
-		was := r.result.Injections[i]
-		if in.Symbol != was.Symbol || in.Target != was.Target || in.Offset != was.Offset || in.Outcome != event.InjSurvived {
+	for i, in := range again {
+		was := first[i]
+		if in.Symbol != was.Symbol || in.Target != was.Target || in.Offset != was.Offset {
 			t.Errorf("repro injection %d: %s at %s, %s; the run had %s at %s", in.Seq, in.Target, in.Symbol, in.Outcome, was.Target, was.Symbol)
 		}
 	}
@@ -201,7 +231,11 @@ func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string) {
 func TestRISCV64RaceCallsiteSurvives(t *testing.T) {
 	r := runFthArch(t, "riscv64", 40*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=callsite",
 		"--agent-arg", fmt.Sprintf("injections=%d", raceInjections))
-	racePasses(t, r, raceInjections)
+	// One place, injected at raceInjections times.
+	racePasses(t, r, 1)
+	if len(r.result.Injections) != raceInjections {
+		t.Errorf("%d injections, want %d", len(r.result.Injections), raceInjections)
+	}
 }
 
 // The seed's own race, on the kernel that had it. Linux 6.12's riscv
