@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -457,17 +458,17 @@ func (c *Conn) Resume(ctx context.Context, actions ...Action) error {
 	return nil
 }
 
-// ResumeExcept resumes every thread of threads but the one given, which
-// stays stopped where it is.
-func (c *Conn) ResumeExcept(ctx context.Context, threads []int, stopped int) error {
+// ResumeExcept resumes every thread of threads but the stopped ones, which
+// stay where they are.
+func (c *Conn) ResumeExcept(ctx context.Context, threads []int, stopped ...int) error {
 	var acts []Action
 	for _, t := range threads {
-		if t != stopped {
+		if !slices.Contains(stopped, t) {
 			acts = append(acts, Action{Thread: t})
 		}
 	}
 	if len(acts) == 0 {
-		return fmt.Errorf("gdbstub: no thread but %d to resume", stopped)
+		return fmt.Errorf("gdbstub: no thread but %v to resume", stopped)
 	}
 	return c.Resume(ctx, acts...)
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/gdbstub"
@@ -41,15 +42,42 @@ type Conductor struct {
 
 	gdb     *gdbstub.Conn
 	threads []int
-	// held is the thread id held at a breakpoint, 0 when none.
-	held   int
+	// held are the vCPUs held at a breakpoint, in the order they stopped.
+	held   []hold
 	bpAddr uint64
 	bpSize int
 }
 
+// hold is one held vCPU: its number and its gdbstub thread.
+type hold struct{ cpu, thread int }
+
 // Stats counts the conductor's outcomes.
 type Stats struct {
 	Armed, Stopped, Missed, Timeouts, Released, ForcedReleases int
+	// CondRuns counts the stops at an armed place whose condition did
+	// not hold: the vCPU ran on.
+	CondRuns int
+}
+
+// heldThreads are the threads of the held vCPUs.
+func (c *Conductor) heldThreads() []int {
+	var out []int
+	for _, h := range c.held {
+		out = append(out, h.thread)
+	}
+	return out
+}
+
+// resumeFree resumes every vCPU that is not held; with every one held the
+// VM stays stopped.
+func (c *Conductor) resumeFree(ctx context.Context) error {
+	if len(c.held) == 0 {
+		return c.gdb.Resume(ctx)
+	}
+	if len(c.held) == len(c.threads) {
+		return nil
+	}
+	return c.gdb.ResumeExcept(ctx, c.threads, c.heldThreads()...)
 }
 
 // DefaultHoldLimit is HoldLimit's default.
@@ -89,7 +117,7 @@ func (c *Conductor) Serve(ctx context.Context) error {
 	}
 	for {
 		var holdLimit <-chan time.Time
-		if c.held != 0 {
+		if len(c.held) != 0 {
 			holdLimit = time.After(c.HoldLimit)
 		}
 		select {
@@ -97,7 +125,7 @@ func (c *Conductor) Serve(ctx context.Context) error {
 			return nil
 		case <-holdLimit:
 			c.Stats.ForcedReleases++
-			c.Log.Warn("race: the agent did not release the held vCPU in time; releasing it", "cpu", c.held-1, "limit", c.HoldLimit)
+			c.Log.Warn("race: the agent did not release the held vCPU in time; releasing it", "held", c.held, "limit", c.HoldLimit)
 			if err := c.releaseAll(ctx); err != nil {
 				return err
 			}
@@ -124,22 +152,22 @@ func (c *Conductor) Serve(ctx context.Context) error {
 func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
 	switch m.Op {
 	case event.RaceArm:
-		if c.held != 0 {
-			reply(event.RaceMsg{Op: event.RaceError, Msg: "arm while a vCPU is held: release first"})
+		if slices.ContainsFunc(c.held, func(h hold) bool { return h.cpu == m.CPU }) {
+			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("arm for vCPU %d, which is held: release it first", m.CPU)})
 			return nil
 		}
 		return c.arm(ctx, m, reply)
 	case event.RaceRelease:
-		if c.held == 0 {
-			reply(event.RaceMsg{Op: event.RaceError, Msg: "release with no vCPU held"})
+		i := slices.IndexFunc(c.held, func(h hold) bool { return h.cpu == m.CPU })
+		if i < 0 {
+			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("release of vCPU %d, which is not held (held: %v)", m.CPU, c.held)})
 			return nil
 		}
-		cpu := c.held - 1
-		if err := c.releaseAll(ctx); err != nil {
+		if err := c.release(ctx, i); err != nil {
 			return err
 		}
 		c.Stats.Released++
-		reply(event.RaceMsg{Op: event.RaceReleased, CPU: cpu})
+		reply(event.RaceMsg{Op: event.RaceReleased, CPU: m.CPU})
 		return nil
 	case event.RacePeek:
 		return c.peek(ctx, m, reply)
@@ -170,12 +198,7 @@ func (c *Conductor) peek(ctx context.Context, m event.RaceMsg, reply func(event.
 			break
 		}
 	}
-	if c.held != 0 {
-		err = c.gdb.ResumeExcept(rctx, c.threads, c.held)
-	} else {
-		err = c.gdb.Resume(rctx)
-	}
-	if err != nil {
+	if err := c.resumeFree(rctx); err != nil {
 		return err
 	}
 	if rerr != nil {
@@ -217,7 +240,8 @@ func (c *Conductor) stop(ctx context.Context) (context.Context, context.CancelFu
 	return rctx, cancel, err
 }
 
-// arm sets the breakpoint, lets the VM run, and waits for the stop.
+// arm sets the breakpoint, lets the VM run (every vCPU not held), and
+// waits for the stop.
 func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
 	// After a release the VM runs: stop it to set the breakpoint.
 	rctx, cancel, err := c.stop(ctx)
@@ -233,7 +257,7 @@ func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.R
 		return err
 	}
 	c.bpAddr, c.bpSize = m.Addr, size
-	if err := c.gdb.Resume(rctx); err != nil {
+	if err := c.resumeFree(rctx); err != nil {
 		return err
 	}
 	c.Stats.Armed++
@@ -244,55 +268,105 @@ func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.R
 		wait = 10 * time.Second
 	}
 	wctx, wcancel := context.WithTimeout(ctx, wait)
-	stop, err := c.gdb.Wait(wctx)
-	wcancel()
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		if err := c.releaseAll(ctx); err != nil {
+	defer wcancel()
+	for {
+		stop, err := c.gdb.Wait(wctx)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			if err := c.disarm(ctx); err != nil {
+				return err
+			}
+			c.Stats.Timeouts++
+			reply(event.RaceMsg{Op: event.RaceTimeout, Addr: m.Addr, CPU: m.CPU, Msg: fmt.Sprintf("no vCPU reached %#x in %v", m.Addr, wait)})
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		c.Stats.Timeouts++
-		reply(event.RaceMsg{Op: event.RaceTimeout, Addr: m.Addr, CPU: m.CPU, Msg: fmt.Sprintf("no vCPU reached %#x in %v", m.Addr, wait)})
-		return nil
+		if stop.Exited {
+			return fmt.Errorf("race: the VM exited while armed (%s)", stop.Raw)
+		}
+		rctx2, cancel2 := context.WithTimeout(ctx, requestTimeout)
+		done, err := c.stopped(rctx2, m, stop, reply)
+		cancel2()
+		if done || err != nil {
+			return err
+		}
 	}
+}
+
+// stopped handles a stop while armed: a hold, a miss, or (a condition
+// that does not hold) the VM run on and done false.
+func (c *Conductor) stopped(ctx context.Context, m event.RaceMsg, stop gdbstub.Stop, reply func(event.RaceMsg)) (bool, error) {
+	pc, err := c.gdb.Register(ctx, stop.Thread, c.PCRegister)
 	if err != nil {
-		return err
-	}
-	if stop.Exited {
-		return fmt.Errorf("race: the VM exited while armed (%s)", stop.Raw)
-	}
-	rctx2, cancel2 := context.WithTimeout(ctx, requestTimeout)
-	defer cancel2()
-	pc, err := c.gdb.Register(rctx2, stop.Thread, c.PCRegister)
-	if err != nil {
-		return err
+		return true, err
 	}
 	if stop.CPU() != m.CPU || pc != m.Addr {
-		c.held = stop.Thread // so that releaseAll runs everything again
-		if err := c.releaseAll(ctx); err != nil {
-			return err
+		if err := c.disarm(ctx); err != nil {
+			return true, err
 		}
 		c.Stats.Missed++
 		reply(event.RaceMsg{Op: event.RaceMissed, Addr: pc, CPU: stop.CPU(),
 			Msg: fmt.Sprintf("vCPU %d stopped at %#x (signal %d), not vCPU %d at %#x", stop.CPU(), pc, stop.Signal, m.CPU, m.Addr)})
-		return nil
+		return true, nil
 	}
-	insn, err := c.gdb.ReadMemory(rctx2, stop.Thread, m.Addr, 8)
+	if m.CondWant != "" {
+		b, err := c.gdb.ReadMemory(ctx, stop.Thread, m.CondAddr, len(m.CondWant)/2)
+		if err != nil || hex.EncodeToString(b) != m.CondWant {
+			// Not the moment asked for: run on, the breakpoint set.
+			c.Stats.CondRuns++
+			return false, c.resumeFree(ctx)
+		}
+	}
+	insn, err := c.gdb.ReadMemory(ctx, stop.Thread, m.Addr, 8)
 	if err != nil {
 		insn = nil // the record goes without the bytes
 	}
+	var seen []byte
+	if m.LookAddr != 0 {
+		seen, _ = c.gdb.ReadMemory(ctx, stop.Thread, m.LookAddr, max(m.LookLen, 1))
+	}
 	// The breakpoint goes before the others run, so that no other vCPU
 	// stops there while this one is held.
-	if err := c.gdb.ClearBreakpoint(rctx2, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
-		return err
+	if err := c.gdb.ClearBreakpoint(ctx, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
+		return true, err
 	}
 	c.bpAddr = 0
-	if err := c.gdb.ResumeExcept(rctx2, c.threads, stop.Thread); err != nil {
+	c.held = append(c.held, hold{cpu: stop.CPU(), thread: stop.Thread})
+	if err := c.resumeFree(ctx); err != nil {
+		return true, err
+	}
+	c.Stats.Stopped++
+	reply(event.RaceMsg{Op: event.RaceStopped, Addr: pc, CPU: stop.CPU(), Insn: hex.EncodeToString(insn), Seen: hex.EncodeToString(seen)})
+	return true, nil
+}
+
+// disarm stops the VM, removes the breakpoint, and resumes every vCPU
+// that is not held.
+func (c *Conductor) disarm(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if _, err := c.gdb.Interrupt(rctx); err != nil {
 		return err
 	}
-	c.held = stop.Thread
-	c.Stats.Stopped++
-	reply(event.RaceMsg{Op: event.RaceStopped, Addr: pc, CPU: stop.CPU(), Insn: hex.EncodeToString(insn)})
-	return nil
+	if c.bpAddr != 0 {
+		if err := c.gdb.ClearBreakpoint(rctx, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
+			return err
+		}
+		c.bpAddr = 0
+	}
+	return c.resumeFree(rctx)
+}
+
+// release lets the i-th held vCPU go; the others stay held.
+func (c *Conductor) release(ctx context.Context, i int) error {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if _, err := c.gdb.Interrupt(rctx); err != nil {
+		return err
+	}
+	c.held = slices.Delete(c.held, i, i+1)
+	return c.resumeFree(rctx)
 }
 
 // releaseAll stops the VM, removes the breakpoint, and resumes every vCPU.
@@ -308,7 +382,7 @@ func (c *Conductor) releaseAll(ctx context.Context) error {
 		}
 		c.bpAddr = 0
 	}
-	c.held = 0
+	c.held = nil
 	return c.gdb.Resume(rctx)
 }
 
@@ -327,5 +401,5 @@ func (c *Conductor) finish() {
 	}
 	c.gdb.Close()
 	c.Log.Info("race: conductor done", "armed", c.Stats.Armed, "stopped", c.Stats.Stopped, "missed", c.Stats.Missed,
-		"timeouts", c.Stats.Timeouts, "released", c.Stats.Released, "forced_releases", c.Stats.ForcedReleases)
+		"timeouts", c.Stats.Timeouts, "released", c.Stats.Released, "forced_releases", c.Stats.ForcedReleases, "cond_runs", c.Stats.CondRuns)
 }

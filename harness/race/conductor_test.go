@@ -168,3 +168,61 @@ func TestConductorReleasesAfterHoldLimit(t *testing.T) {
 		t.Errorf("stats %+v", c.Stats)
 	}
 }
+
+// The INT3 window holds two vCPUs at once (the patcher, then the task
+// that trapped) and lets them go one at a time; its patcher breakpoint is
+// conditional, and the stop reports bytes read the moment it happened.
+func TestConductorHoldsTwoAndConditions(t *testing.T) {
+	const hart0Loop = 0x8000000c
+	target, agentConn := start(t)
+	c := serve(t, target, 5*time.Second)
+	a := &agentSide{t: t, c: agentConn, in: bufio.NewReader(agentConn)}
+
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	// With vCPU 1 held, vCPU 0 still runs into its own loop.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart0Loop, Size: 4, CPU: 0, TimeoutMS: 5000, LookAddr: 0x80000000, LookLen: 4})
+	a.recv(event.RaceArmed)
+	if m := a.recv(event.RaceStopped); m.CPU != 0 || m.Seen != "63060500" {
+		t.Errorf("second hold %+v, want vCPU 0 and the first instruction seen (63060500)", m)
+	}
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart0Loop, Size: 4, CPU: 0, TimeoutMS: 5000})
+	if m := a.recv(event.RaceError); !strings.Contains(m.Msg, "is held") {
+		t.Errorf("arm for a held vCPU: %+v", m)
+	}
+	// vCPU 1 goes and runs; vCPU 0 stays held until its own release.
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	a.recv(event.RaceReleased)
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	for _, cpu := range []int{0, 1} {
+		a.send(event.RaceMsg{Op: event.RaceRelease, CPU: cpu})
+		a.recv(event.RaceReleased)
+	}
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	if m := a.recv(event.RaceError); !strings.Contains(m.Msg, "not held") {
+		t.Errorf("release of a free vCPU: %+v", m)
+	}
+
+	// A condition that holds stops; one that never holds lets the vCPU
+	// run through the breakpoint until the timeout.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000, CondAddr: 0x80000000, CondWant: "63060500"})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	a.recv(event.RaceReleased)
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 300, CondAddr: 0x80000000, CondWant: "00000000"})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceTimeout)
+	if c.Stats.CondRuns == 0 || c.Stats.Stopped != 4 {
+		t.Errorf("stats %+v: want the unmet condition run through, 4 holds", c.Stats)
+	}
+	// Running again after all that.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	a.recv(event.RaceReleased)
+}

@@ -129,6 +129,9 @@ type WindowInsn struct {
 // "arm" (stop a vCPU at Addr) and later "release"; the host answers
 // "armed", then "stopped" (the vCPU CPU stands at Addr and the others
 // run), "missed" or "timeout", and to a release "released", or "error".
+// Several vCPUs may be held at once (the INT3 window holds the patcher,
+// then the task that trapped); a release lets CPU's go and keeps the
+// others held.
 type RaceMsg struct {
 	Op   string `json:"op"`
 	Addr uint64 `json:"addr,omitempty"`
@@ -140,6 +143,19 @@ type RaceMsg struct {
 	// Insn is the instruction bytes at Addr (hex), with stopped.
 	Insn string `json:"insn,omitempty"`
 	Msg  string `json:"msg,omitempty"`
+	// CondAddr and CondWant make an arm's breakpoint conditional: a vCPU
+	// that reaches Addr while the bytes at CondAddr are not CondWant
+	// (hex) runs on and the wait goes on, as gdb's conditional
+	// breakpoints do (the patcher stopped only in the batch that
+	// patches the target's callsite).
+	CondAddr uint64 `json:"cond_addr,omitempty"`
+	CondWant string `json:"cond_want,omitempty"`
+	// LookAddr asks the arm for LookLen bytes there read the moment the
+	// vCPU stopped, answered in Seen with stopped: the callsite's bytes
+	// while the patcher is held.
+	LookAddr uint64 `json:"look_addr,omitempty"`
+	LookLen  int    `json:"look_len,omitempty"`
+	Seen     string `json:"seen,omitempty"`
 }
 
 // The race port's operations.
