@@ -156,7 +156,7 @@ func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(even
 			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("arm for vCPU %d, which is held: release it first", m.CPU)})
 			return nil
 		}
-		return c.arm(ctx, m, reply)
+		return c.armChain(ctx, m, reply)
 	case event.RaceRelease:
 		i := slices.IndexFunc(c.held, func(h hold) bool { return h.cpu == m.CPU })
 		if i < 0 {
@@ -240,25 +240,64 @@ func (c *Conductor) stop(ctx context.Context) (context.Context, context.CancelFu
 	return rctx, cancel, err
 }
 
+// armChain runs an arm and, once it holds its vCPU, the arm chained to it
+// (Then) with no round trip to the agent, which may be on the held vCPU:
+// when Then's vCPU stops, or never does, the first is let go, and Then's
+// is held HoldMS more and let go too.
+func (c *Conductor) armChain(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
+	held, err := c.arm(ctx, m, reply)
+	if err != nil || !held || m.Then == nil {
+		return err
+	}
+	next := *m.Then
+	held, err = c.arm(ctx, next, reply)
+	if err != nil {
+		return err
+	}
+	if err := c.releaseCPU(ctx, m.CPU, reply); err != nil || !held {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(time.Duration(next.HoldMS) * time.Millisecond):
+	}
+	return c.releaseCPU(ctx, next.CPU, reply)
+}
+
+// releaseCPU lets vCPU cpu go, if held, and says so.
+func (c *Conductor) releaseCPU(ctx context.Context, cpu int, reply func(event.RaceMsg)) error {
+	i := slices.IndexFunc(c.held, func(h hold) bool { return h.cpu == cpu })
+	if i < 0 {
+		return nil
+	}
+	if err := c.release(ctx, i); err != nil {
+		return err
+	}
+	c.Stats.Released++
+	reply(event.RaceMsg{Op: event.RaceReleased, CPU: cpu})
+	return nil
+}
+
 // arm sets the breakpoint, lets the VM run (every vCPU not held), and
-// waits for the stop.
-func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
+// waits for the stop; held says the vCPU asked for is held there.
+func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) (held bool, err error) {
 	// After a release the VM runs: stop it to set the breakpoint.
 	rctx, cancel, err := c.stop(ctx)
 	defer cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	size := m.Size
 	if size == 0 {
 		size = 1
 	}
 	if err := c.gdb.SetBreakpoint(rctx, gdbstub.Hardware, m.Addr, size); err != nil {
-		return err
+		return false, err
 	}
 	c.bpAddr, c.bpSize = m.Addr, size
 	if err := c.resumeFree(rctx); err != nil {
-		return err
+		return false, err
 	}
 	c.Stats.Armed++
 	reply(event.RaceMsg{Op: event.RaceArmed, Addr: m.Addr, CPU: m.CPU})
@@ -273,23 +312,23 @@ func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.R
 		stop, err := c.gdb.Wait(wctx)
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			if err := c.disarm(ctx); err != nil {
-				return err
+				return false, err
 			}
 			c.Stats.Timeouts++
 			reply(event.RaceMsg{Op: event.RaceTimeout, Addr: m.Addr, CPU: m.CPU, Msg: fmt.Sprintf("no vCPU reached %#x in %v", m.Addr, wait)})
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if stop.Exited {
-			return fmt.Errorf("race: the VM exited while armed (%s)", stop.Raw)
+			return false, fmt.Errorf("race: the VM exited while armed (%s)", stop.Raw)
 		}
 		rctx2, cancel2 := context.WithTimeout(ctx, requestTimeout)
 		done, err := c.stopped(rctx2, m, stop, reply)
 		cancel2()
 		if done || err != nil {
-			return err
+			return done && err == nil && slices.ContainsFunc(c.held, func(h hold) bool { return h.cpu == m.CPU }), err
 		}
 	}
 }

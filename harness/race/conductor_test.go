@@ -219,6 +219,32 @@ func TestConductorHoldsTwoAndConditions(t *testing.T) {
 	if c.Stats.CondRuns == 0 || c.Stats.Stopped != 4 {
 		t.Errorf("stats %+v: want the unmet condition run through, 4 holds", c.Stats)
 	}
+	// A chained arm, for an agent that sits on the vCPU its first arm
+	// holds: the host arms the second itself, lets the first go once the
+	// second holds (or never does), and the second HoldMS later.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000,
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: hart0Loop, Size: 4, CPU: 0, TimeoutMS: 5000, HoldMS: 200}})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.recv(event.RaceArmed)
+	if m := a.recv(event.RaceStopped); m.CPU != 0 {
+		t.Errorf("chained hold %+v", m)
+	}
+	if m := a.recv(event.RaceReleased); m.CPU != 1 {
+		t.Errorf("first release %+v, want vCPU 1's", m)
+	}
+	if m := a.recv(event.RaceReleased); m.CPU != 0 {
+		t.Errorf("second release %+v, want vCPU 0's", m)
+	}
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000,
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: nowhere, Size: 4, CPU: 0, TimeoutMS: 300, HoldMS: 200}})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceTimeout)
+	if m := a.recv(event.RaceReleased); m.CPU != 1 {
+		t.Errorf("release after the chained timeout %+v", m)
+	}
 	// Running again after all that.
 	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
 	a.recv(event.RaceArmed)

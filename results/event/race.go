@@ -156,6 +156,13 @@ type RaceMsg struct {
 	LookAddr uint64 `json:"look_addr,omitempty"`
 	LookLen  int    `json:"look_len,omitempty"`
 	Seen     string `json:"seen,omitempty"`
+	// Then is an arm the host makes itself the moment this one holds its
+	// vCPU, for an agent that runs on the vCPU it had held (the INT3
+	// window's patcher): when Then's vCPU stops, or times out, the first
+	// is released; Then's stays held HoldMS more. The host answers each
+	// step as it happens: armed, stopped or timeout, released, released.
+	Then   *RaceMsg `json:"then,omitempty"`
+	HoldMS int      `json:"hold_ms,omitempty"`
 }
 
 // The race port's operations.
