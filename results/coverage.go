@@ -31,8 +31,9 @@ type Coverage struct {
 // Not-preempted is last: it explored nothing (the agent tries such a point
 // again), so any other outcome at the point says more.
 var outcomeRank = map[string]int{
-	event.InjCrashed:        4,
-	event.InjFreedUnderTask: 3,
+	event.InjCrashed:        5,
+	event.InjFreedUnderTask: 4,
+	event.InjWrongState:     3,
 	event.InjReleased:       2, // held and let go, never judged: the agent stopped
 	event.InjSurvived:       1,
 	event.InjNotPreempted:   0,
@@ -113,7 +114,7 @@ func (c Coverage) String() string {
 		return fmt.Sprintf("%s: unreachable: %s", c.Target, c.Unreachable)
 	}
 	var parts []string
-	for _, o := range []string{event.InjSurvived, event.InjCrashed, event.InjFreedUnderTask, event.InjReleased, event.InjNotPreempted} {
+	for _, o := range []string{event.InjSurvived, event.InjCrashed, event.InjFreedUnderTask, event.InjWrongState, event.InjReleased, event.InjNotPreempted} {
 		if n := c.Outcomes[o]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, o))
 		}

@@ -27,6 +27,10 @@ const (
 	// while it was held (the image freed and refilled, or unmapped): the
 	// bug itself, seen before the task runs into it.
 	InjFreedUnderTask = "freed-under-task"
+	// InjWrongState: the INT3 window's patch ended with the callsite in a
+	// state the tracer did not ask for, or the racer's calls through it
+	// failed.
+	InjWrongState = "wrong-state"
 	// InjCrashed is set by the host when the kernel died after a release.
 	InjCrashed = "crashed"
 )
@@ -36,9 +40,11 @@ type Injection struct {
 	// Seq numbers the injections of a run from 1.
 	Seq int `json:"seq"`
 	// Target is the kind of place: "trampoline" (an instruction of a BPF
-	// trampoline image), "opstramp" (of an x86 ftrace_ops trampoline) or
+	// trampoline image), "opstramp" (of an x86 ftrace_ops trampoline),
 	// "callsite" (the second instruction of a function's patchable
-	// entry).
+	// entry) or "int3" (a step of x86's patcher, which is held there
+	// while the task runs the callsite; Symbol and Addr are the
+	// patcher's place, Insn the callsite's bytes at the hold).
 	Target string `json:"target"`
 	// Symbol names the place: bpf_trampoline_<key>+0x1c, fth_target_counted+0x4.
 	Symbol string `json:"symbol"`
@@ -59,7 +65,7 @@ type Injection struct {
 	// regenerated and the held image put), "detach" (the trampoline's
 	// only link closed), "tracer-off" (the function tracer instance whose
 	// ops trampoline holds the task switched to nop), "enable" (function
-	// tracing switched on for Function).
+	// tracing switched on for Function), "disable" (switched off).
 	Action string `json:"action"`
 	// ActionMS is how long the action took from the release; ActionDone
 	// whether it ended inside the window (a correct kernel may make it

@@ -40,7 +40,7 @@ func buildRace(r results.Result) []raceView {
 			for _, a := range w.Actions {
 				pr := points[results.Point{Off: in.Off, Action: a}]
 				row.Cells = append(row.Cells, raceCell{Outcome: pr.Outcome, N: pr.N,
-					Bad: pr.Outcome == event.InjCrashed || pr.Outcome == event.InjFreedUnderTask})
+					Bad: pr.Outcome == event.InjCrashed || pr.Outcome == event.InjFreedUnderTask || pr.Outcome == event.InjWrongState})
 			}
 			v.Rows = append(v.Rows, row)
 		}

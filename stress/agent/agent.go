@@ -413,6 +413,9 @@ func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done
 	if n := a.race[event.InjFreedUnderTask]; n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d injection(s): the kernel freed a trampoline image while a task was preempted inside it", n))
 	}
+	if n := a.race[event.InjWrongState]; n > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d injection(s): an INT3 patch left the callsite in a state the tracer did not ask for, or calls through it failed", n))
+	}
 	if len(reasons) > 0 {
 		return event.Done{Reason: strings.Join(reasons, "; ")}
 	}

@@ -271,6 +271,8 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 			err = r.callsites(ctx, share(k))
 		case options.RaceOpsTrampoline:
 			err = r.opsTrampolines(ctx, share(k))
+		case options.RaceInt3:
+			err = r.int3Patches(ctx, share(k))
 		default:
 			err = r.trampolines(ctx, share(k))
 		}

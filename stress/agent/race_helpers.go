@@ -180,6 +180,10 @@ func racerMain(args []string) error {
 		if n := rawRead(0, buf); n <= 0 {
 			return nil
 		}
+		if buf[0] == racerLoop {
+			loopCalls(fd, one)
+			continue
+		}
 		var ru0, ru1 unix.Rusage
 		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
 		// The calling thread's id first, so that the controller can read
@@ -191,6 +195,35 @@ func racerMain(args []string) error {
 		d := time.Since(t0)
 		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
 		fmt.Printf("done %d %d %d %d %d\n", d.Nanoseconds(), int(errno), ru1.Nivcsw-ru0.Nivcsw, ru1.Nvcsw-ru0.Nvcsw, getcpu())
+	}
+}
+
+// racerLoop is the racer's command to call the target back to back until
+// the next byte (the INT3 window: the callsite is run whenever the
+// patcher is held, with no round trip to a controller that may be held
+// with it); every other byte is one timed call.
+const racerLoop = 'l'
+
+// loopCalls calls the target through fd until stdin has a byte, reads
+// it, and says "looped <calls> <failed> <errno>": failed counts the calls
+// that returned an error, errno is the last one's.
+func loopCalls(fd int, one []byte) {
+	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
+	var zero unix.Timespec
+	calls, failed, last := 0, 0, 0
+	for {
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one[0])), 1)
+		calls++
+		if errno != 0 {
+			failed, last = failed+1, int(errno)
+		}
+		n, _, _ := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		if n > 0 {
+			b := make([]byte, 1)
+			rawRead(0, b)
+			fmt.Printf("looped %d %d %d\n", calls, failed, last)
+			return
+		}
 	}
 }
 

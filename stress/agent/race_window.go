@@ -37,6 +37,12 @@ type insnWindow struct {
 // decodeWindow decodes, once per target, the window of the image at addr, and
 // reports it (KindRaceWindow).
 func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, actions []string) *insnWindow {
+	return r.decodeWith(target, sym, addr, length, actions, disasm.Window)
+}
+
+// decodeWith is decodeWindow with the decoder of a window other than an
+// image's straight path (the INT3 window's patcher steps).
+func (r *raceAgent) decodeWith(target, sym string, addr uint64, length int, actions []string, decode func(goarch string, addr uint64, code []byte) ([]disasm.Insn, error)) *insnWindow {
 	if w, ok := r.windows[target]; ok {
 		return w
 	}
@@ -44,7 +50,7 @@ func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, ac
 	r.windows[target] = w
 	code, err := r.readImage(addr, length)
 	if err == nil {
-		w.insns, err = disasm.Window(runtime.GOARCH, addr, code)
+		w.insns, err = decode(runtime.GOARCH, addr, code)
 	}
 	ev := event.RaceWindow{Target: target, Symbol: sym, Addr: fmt.Sprintf("%#x", addr), Arch: runtime.GOARCH, Actions: actions}
 	if err != nil {

@@ -143,3 +143,49 @@ func linkless(x riscv64asm.Inst) bool {
 	r, ok := x.Args[0].(riscv64asm.Reg)
 	return ok && r == riscv64asm.X0
 }
+
+// Steps decodes code, a whole function from its symbol to the next, and
+// returns the instructions that follow a call or a locked instruction:
+// the places where the function has finished a step another CPU can see
+// (a text_poke, an IPI sync, a reference dropped), in address order. The
+// INT3 window holds the patcher at each. x86 only: the other arches
+// patch no INT3.
+func Steps(goarch string, addr uint64, code []byte) ([]Insn, error) {
+	if goarch != "amd64" {
+		return nil, fmt.Errorf("steps of %s: %w", goarch, ErrUnknownArch)
+	}
+	var out []Insn
+	after := false
+	for off := 0; off < len(code); {
+		in, _, err := decode(goarch, addr, code, off)
+		if err != nil {
+			return out, fmt.Errorf("disasm %s at %#x (+%#x, % x): %w", goarch, addr+uint64(off), off, head(code[off:]), err)
+		}
+		if after {
+			out = append(out, in)
+		}
+		after = false
+		if in.Text != "endbr64" {
+			x, _ := x86asm.Decode(code[off:], 64)
+			after = x.Op == x86asm.CALL || locked(x)
+		}
+		off += in.Len
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("disasm %s at %#x: no call or locked instruction in %d bytes", goarch, addr, len(code))
+	}
+	return out, nil
+}
+
+// locked reports an instruction with the lock prefix.
+func locked(x x86asm.Inst) bool {
+	for _, p := range x.Prefix {
+		if p == 0 {
+			break
+		}
+		if p&0xff == x86asm.PrefixLOCK {
+			return true
+		}
+	}
+	return false
+}

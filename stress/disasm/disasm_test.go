@@ -3,6 +3,7 @@ package disasm
 import (
 	"encoding/hex"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -113,5 +114,34 @@ func TestOne(t *testing.T) {
 	}
 	if _, err := One("riscv64", 0, nil); err == nil {
 		t.Error("One of no code: no error")
+	}
+}
+
+// The INT3 window's places: the patcher's steps in x86_64 7.3.4's
+// smp_text_poke_batch_finish (read from vmlinux, __fentry__ still a
+// call), one after each call and each locked instruction.
+func TestSteps(t *testing.T) {
+	code := readHex(t, "x86_64-smp_text_poke_batch_finish-7.3.4.hex")
+	steps, err := Steps("amd64", 0xffffffff81027fb0, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int
+	for _, s := range steps {
+		offs = append(offs, s.Off)
+	}
+	// After __fentry__, cond_resched, the step-1 text_poke, the first
+	// sync, perf_event_text_poke, the step-2 text_poke, the step-3
+	// text_poke, the step-3 and step-2 syncs (laid out in that order),
+	// and the refs' lock decl.
+	want := []int{0x5, 0x87, 0xcb, 0xef, 0x138, 0x1c4, 0x28e, 0x2fd, 0x32a, 0x366}
+	if !slices.Equal(offs, want) {
+		t.Errorf("steps at %#x, want %#x", offs, want)
+	}
+	if _, err := Steps("arm64", 0, code); err == nil {
+		t.Error("arm64 has no INT3 steps")
+	}
+	if _, err := Steps("amd64", 0, mustHex("9090c3")); err == nil {
+		t.Error("a function with no step is an error")
 	}
 }

@@ -199,6 +199,11 @@ const (
 	// instance's) and unregisters the ops meanwhile: ftrace_shutdown()
 	// frees it once RCU-tasks let the task out.
 	RaceOpsTrampoline = "opstramp"
+	// RaceInt3 holds x86's patcher at each step of an INT3 patch of a
+	// function's callsite (smp_text_poke_batch_finish) while a task runs
+	// the callsite; a task that traps on the INT3 is held in the handler
+	// while the patcher runs on, tracing switched on or off meanwhile.
+	RaceInt3 = "int3"
 	// RaceAuto is the race scenario's trampoline alone, and in the
 	// campaign's race stage every target the arch can be raced at for a
 	// freed-early class (RaceTargets).
@@ -216,6 +221,8 @@ func CheckRaceTargets(target, goarch string) error {
 			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", t, goarch)
 		case t == RaceOpsTrampoline && goarch != "amd64":
 			return fmt.Errorf("racetarget=%s needs x86's per-ftrace_ops trampolines; %s calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline", t, goarch)
+		case t == RaceInt3 && goarch != "amd64":
+			return fmt.Errorf("racetarget=%s needs x86's INT3 patching (smp_text_poke_batch_finish); %s patches a callsite without a breakpoint: use racetarget=callsite or trampoline", t, goarch)
 		}
 	}
 	return nil
@@ -226,7 +233,7 @@ func CheckRaceTargets(target, goarch string) error {
 func ArchRaceTargets(goarch string) []string {
 	switch goarch {
 	case "amd64":
-		return []string{RaceTrampoline, RaceOpsTrampoline}
+		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
 	case "arm64", "riscv64":
 		return []string{RaceTrampoline, RaceCallsite}
 	}
@@ -235,15 +242,16 @@ func ArchRaceTargets(goarch string) []string {
 
 // RaceTargets resolves the racetarget option for goarch: the targets to
 // run in order, each with its share of the injections. campaign is true
-// for the campaign's race stage, whose auto is every freed-early target
-// the arch has: x86 allocates a trampoline per ftrace_ops, the CALL_OPS
-// arches call every ops through ftrace_caller and have none to free.
+// for the campaign's race stage, whose auto is every target the arch has
+// for a class the campaign claims: x86 allocates a trampoline per
+// ftrace_ops and patches through INT3, the CALL_OPS arches call every ops
+// through ftrace_caller and have none to free.
 func RaceTargets(target, goarch string, campaign bool) []string {
 	if target != RaceAuto {
 		return strings.Split(target, ",")
 	}
 	if campaign && goarch == "amd64" {
-		return []string{RaceTrampoline, RaceOpsTrampoline}
+		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
 	}
 	return []string{RaceTrampoline}
 }

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/tracefs"
+)
+
+// The INT3 window (racetarget=int3, x86): x86 patches a live callsite in
+// three steps, each followed by an IPI sync of every CPU: an INT3 over
+// its first byte, the new tail, the new first byte. A CPU that runs the
+// callsite meanwhile traps, and smp_text_poke_int3_handler() emulates the
+// new instruction from the batch it finds, under a reference the batch's
+// end waits for. Each injection holds the patcher, through the gdbstub,
+// at one step of smp_text_poke_batch_finish() while it patches
+// fth_target_counted's callsite (a conditional breakpoint: other batches
+// run through); the racer calls the function back to back meanwhile. If
+// it traps, the host holds it at the handler's entry, before it takes its
+// reference, lets the patcher run on for the window, then lets the racer
+// go: a batch that ends without waiting for it (no final sync) leaves it
+// no batch to emulate from, and the kernel dies of a stray INT3.
+
+// The patcher's and the handler's functions, and the batch they share.
+const (
+	int3Patcher = "smp_text_poke_batch_finish"
+	int3Handler = "smp_text_poke_int3_handler"
+	int3Batch   = "text_poke_array"
+)
+
+// Actions of the INT3 window: the function tracer instance filtered to
+// fth_target_counted switched on (nop5 to call) or off (call to nop5).
+const (
+	raceEnable  = "enable"
+	raceDisable = "disable"
+)
+
+// int3Syms are the kernel addresses the INT3 window needs.
+type int3Syms struct {
+	patcher, patcherLen, handler, batch, stext uint64
+}
+
+// readInt3Syms reads them from kallsyms; the patcher's length runs to the
+// next symbol.
+func readInt3Syms() (int3Syms, error) {
+	var s int3Syms
+	f, err := os.Open(ksyms.DefaultPath)
+	if err != nil {
+		return s, fmt.Errorf("race: %w", err)
+	}
+	defer f.Close()
+	next := ^uint64(0)
+	var all []uint64
+	err = ksyms.Each(f, func(k ksyms.Sym) {
+		if k.Module != "" {
+			return
+		}
+		switch k.Name {
+		case int3Patcher:
+			s.patcher = k.Addr
+		case int3Handler:
+			s.handler = k.Addr
+		case int3Batch:
+			s.batch = k.Addr
+		case "_stext":
+			s.stext = k.Addr
+		}
+		all = append(all, k.Addr)
+	})
+	if err != nil {
+		return s, fmt.Errorf("race: %s: %w", ksyms.DefaultPath, err)
+	}
+	if s.patcher == 0 || s.handler == 0 || s.batch == 0 || s.stext == 0 {
+		return s, fmt.Errorf("race: %s lacks %s, %s, %s or _stext (CONFIG_KALLSYMS_ALL, and an x86 kernel that patches through INT3)", ksyms.DefaultPath, int3Patcher, int3Handler, int3Batch)
+	}
+	for _, a := range all {
+		if a > s.patcher && a < next {
+			next = a
+		}
+	}
+	if next == ^uint64(0) {
+		return s, fmt.Errorf("race: no symbol after %s to size it by", int3Patcher)
+	}
+	s.patcherLen = next - s.patcher
+	return s, nil
+}
+
+// x86Callsite is the address of a function's patchable entry: the 5-byte
+// nop or call at its start, after the IBT marker when it has one.
+func (r *raceAgent) x86Callsite(fn uint64) (uint64, error) {
+	h, err := r.peekN(fn, 9)
+	if err != nil {
+		return 0, err
+	}
+	b, _ := hex.DecodeString(h)
+	off := 0
+	if strings.HasPrefix(h, "f30f1efa") {
+		off = 4
+	}
+	if len(b) < off+5 || (b[off] != 0xe8 && h[off*2:off*2+10] != nop5) {
+		return 0, fmt.Errorf("race: %s starts % x: no 5-byte nop or call at its entry", targetCounted, b)
+	}
+	return fn + uint64(off), nil
+}
+
+// nop5 is x86's 5-byte nop, a disabled callsite.
+const nop5 = "0f1f440000"
+
+// int3Patches runs the INT3 window's injections: each step of the
+// patcher, raced by switching tracing of fth_target_counted on and off.
+func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
+	if err := options.CheckRaceTargets(options.RaceInt3, runtime.GOARCH); err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	syms, err := readInt3Syms()
+	if err != nil {
+		return err
+	}
+	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetCounted})
+	if err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	fn, ok := addrs.Addr(targetCounted)
+	if !ok {
+		return fmt.Errorf("race: no kallsyms address for %s", targetCounted)
+	}
+	inst, drop, err := targetInstance("fth_race_int3")
+	if err != nil {
+		return err
+	}
+	defer drop()
+	if err := inst.SetTracer(tracefs.Nop); err != nil {
+		return fmt.Errorf("race: tracer off: %w", err)
+	}
+	site, err := r.x86Callsite(fn)
+	if err != nil {
+		return err
+	}
+	report.Logf(r.a.w, "race: int3: the patcher held at each step of %s patching %s's callsite at %#x", int3Patcher, targetCounted, site)
+	w := r.decodeWith(options.RaceInt3, int3Patcher, syms.patcher, int(syms.patcherLen), []string{raceEnable, raceDisable}, disasm.Steps)
+	if r.a.opts.RaceList {
+		return nil
+	}
+	// The patcher stops only in the batch whose first entry is the
+	// callsite: text_poke_array.vec[0].rel_addr, from _stext.
+	rel := make([]byte, 4)
+	binary.LittleEndian.PutUint32(rel, uint32(int32(site-syms.stext)))
+	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
+		at, action := w.place()
+		in := &event.Injection{Target: options.RaceInt3, Symbol: fmt.Sprintf("%s+%#x", int3Patcher, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: action}
+		arm := event.RaceMsg{Op: event.RaceArm, Addr: syms.patcher + uint64(at.Off), Size: 1, CPU: int3PatcherCPU,
+			TimeoutMS: int(raceStopTimeout.Milliseconds()), CondAddr: syms.batch, CondWant: hex.EncodeToString(rel), LookAddr: site, LookLen: 5,
+			Then: &event.RaceMsg{Op: event.RaceArm, Addr: syms.handler, Size: 1, CPU: r.cpu, TimeoutMS: int(int3TrapWait.Milliseconds()), HoldMS: int(r.window.Milliseconds())}}
+		if err := r.injectInt3(in, arm, site, inst); err != nil {
+			return err
+		}
+		w.done(in.Outcome)
+	}
+	return inst.SetTracer(tracefs.Nop)
+}
+
+// int3PatcherCPU is where the action runs, and so the patcher: the
+// controller's CPU (every CPU below the held one; the first).
+const int3PatcherCPU = 0
+
+// int3TrapWait bounds how long the host waits for the racer to trap once
+// the patcher is held: the racer calls back to back, so a callsite that
+// holds an INT3 traps it within a few calls.
+const int3TrapWait = time.Second
+
+// injectInt3 runs one injection of the INT3 window: the tracer state set
+// before (off to enable, on to disable), the racer looping, the patcher
+// armed at its step, the action, and the judgement from what the host
+// held and what the callsite holds after.
+func (r *raceAgent) injectInt3(in *event.Injection, arm event.RaceMsg, site uint64, inst tracefs.FS) error {
+	r.seq++
+	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", arm.Addr)
+	in.WindowMS = float64(r.window.Microseconds()) / 1000
+	before, after, want := tracefs.Nop, tracefs.Function, "e8"
+	if in.Action == raceDisable {
+		before, after, want = tracefs.Function, tracefs.Nop, nop5
+	}
+	if err := inst.SetTracer(before); err != nil {
+		return fmt.Errorf("race: tracer %s before the injection: %w", before, err)
+	}
+	if err := r.racer.poke(racerLoop); err != nil {
+		return err
+	}
+	if err := r.send(arm); err != nil {
+		return err
+	}
+	if m, err := r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
+		return fmt.Errorf("race: arm %#x: %+v %v", arm.Addr, m, err)
+	}
+	acted := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		// The patcher's CPU is the one the host was asked to stop.
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(int3PatcherCPU)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			acted <- err
+			return
+		}
+		acted <- inst.SetTracer(after)
+	}()
+	trapped, err := r.int3Holds(in, arm)
+	if err != nil {
+		return err
+	}
+	var actErr error
+	select {
+	case actErr = <-acted:
+		in.ActionDone = true
+		in.ActionMS = float64(time.Since(start).Microseconds()) / 1000
+	case <-time.After(raceReturnTimeout):
+		return fmt.Errorf("race: tracer %s on %s did not end within %v", after, targetCounted, raceReturnTimeout)
+	}
+	if err := r.racer.poke('s'); err != nil {
+		return err
+	}
+	line, err := r.racer.read(raceReturnTimeout)
+	if err != nil || !strings.HasPrefix(line, "looped ") {
+		return fmt.Errorf("race: the racer did not stop its calls: %q %v", line, err)
+	}
+	var calls, failed, errno int
+	fmt.Sscanf(line, "looped %d %d %d", &calls, &failed, &errno)
+	final, err := r.peekN(site, 5)
+	if err != nil {
+		return err
+	}
+	in.InsnAfter = final
+	judgeInt3(in, trapped, want, calls, failed, errno, actErr)
+	r.emit(*in)
+	return nil
+}
+
+// int3Holds reads the host's answers to a chained arm: the patcher held
+// (or never there), then the racer trapped and held (or not), and the
+// releases. It reports whether the racer trapped.
+func (r *raceAgent) int3Holds(in *event.Injection, arm event.RaceMsg) (bool, error) {
+	m, err := r.recv(raceStopTimeout + 5*time.Second)
+	if err != nil {
+		return false, err
+	}
+	if m.Op != event.RaceStopped {
+		in.Outcome, in.Msg = event.InjMissed, fmt.Sprintf("the patcher did not stop at %s in the batch that patches %s: %s", in.Symbol, targetCounted, m.Msg)
+		return false, nil
+	}
+	// What the racer will run while the patcher is held.
+	in.Insn = m.Seen
+	in.Outcome = event.InjReleased
+	r.emit(*in)
+	if m, err = r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
+		return false, fmt.Errorf("race: the handler's arm: %+v %v", m, err)
+	}
+	wait := time.Duration(arm.Then.TimeoutMS+arm.Then.HoldMS)*time.Millisecond + 5*time.Second
+	if m, err = r.recv(wait); err != nil {
+		return false, err
+	}
+	trapped := m.Op == event.RaceStopped
+	if !trapped && m.Op != event.RaceTimeout {
+		return false, fmt.Errorf("race: the handler's arm: %+v", m)
+	}
+	// The patcher's release, and the racer's after the window.
+	releases := 1
+	if trapped {
+		releases = 2
+	}
+	for range releases {
+		if m, err = r.recv(wait); err != nil || m.Op != event.RaceReleased {
+			return false, fmt.Errorf("race: release: %+v %v", m, err)
+		}
+	}
+	return trapped, nil
+}
+
+// judgeInt3 sets the outcome of an INT3 window injection that held the
+// patcher: the racer's calls all returned, the action ended, and the
+// callsite holds what the tracer state asks for (a call when on, the
+// 5-byte nop when off). A kernel that died is marked by the host.
+func judgeInt3(in *event.Injection, trapped bool, want string, calls, failed, errno int, actErr error) {
+	if in.Outcome == event.InjMissed {
+		return
+	}
+	how := fmt.Sprintf("the racer ran %s at the hold without trapping", in.Insn)
+	if trapped {
+		how = fmt.Sprintf("the racer trapped on the INT3 (%s) and was held in %s while the patcher ran on", in.Insn, int3Handler)
+	}
+	switch {
+	case !strings.HasPrefix(in.InsnAfter, want):
+		in.Outcome = event.InjWrongState
+		in.Msg = fmt.Sprintf("%s; the callsite ended as %s, not %s with the tracer %s", how, in.InsnAfter, want, in.Action+"d")
+	case failed > 0:
+		in.Outcome = event.InjWrongState
+		in.Msg = fmt.Sprintf("%s; %d of its %d calls failed (errno %d)", how, failed, calls, errno)
+	default:
+		in.Outcome = event.InjSurvived
+		in.Msg = fmt.Sprintf("%s; %d calls, the callsite ended as %s", how, calls, in.InsnAfter)
+	}
+	if actErr != nil {
+		in.Msg += "; action: " + actErr.Error()
+	}
+}
+
