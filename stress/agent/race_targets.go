@@ -176,6 +176,12 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 // targetInstance makes a tracefs instance whose function filter is
 // fth_target_counted alone, and the function that removes it.
 func targetInstance(name string) (tracefs.FS, func(), error) {
+	return filteredInstance(name, targetCounted)
+}
+
+// filteredInstance makes a tracefs instance whose function filter is fn
+// alone, and the function that removes it.
+func filteredInstance(name, fn string) (tracefs.FS, func(), error) {
 	top := tracefs.New(tracefs.DefaultRoot)
 	inst, err := top.Instance(name)
 	if err != nil {
@@ -185,9 +191,9 @@ func targetInstance(name string) (tracefs.FS, func(), error) {
 		_ = inst.Reset()
 		_ = top.RemoveInstance(name)
 	}
-	if err := inst.SetFilter(targetCounted); err != nil {
+	if err := inst.SetFilter(fn); err != nil {
 		drop()
-		return inst, nil, fmt.Errorf("race: set_ftrace_filter %s: %w", targetCounted, err)
+		return inst, nil, fmt.Errorf("race: set_ftrace_filter %s: %w", fn, err)
 	}
 	return inst, drop, nil
 }
