@@ -243,11 +243,21 @@ func (c *Conductor) stop(ctx context.Context) (context.Context, context.CancelFu
 // armChain runs an arm and, once it holds its vCPU, the arm chained to it
 // (Then) with no round trip to the agent, which may be on the held vCPU:
 // when Then's vCPU stops, or never does, the first is let go, and Then's
-// is held HoldMS more and let go too.
+// is held HoldMS more and let go too. An arm with HoldMS and no Then is
+// let go by the host HoldMS after it held.
 func (c *Conductor) armChain(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
 	held, err := c.arm(ctx, m, reply)
-	if err != nil || !held || m.Then == nil {
+	if err != nil || !held || (m.Then == nil && m.HoldMS == 0) {
 		return err
+	}
+	if m.Then == nil {
+		// Held HoldMS, then let go by the host.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Duration(m.HoldMS) * time.Millisecond):
+		}
+		return c.releaseCPU(ctx, m.CPU, reply)
 	}
 	next := *m.Then
 	held, err = c.arm(ctx, next, reply)

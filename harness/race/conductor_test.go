@@ -245,6 +245,13 @@ func TestConductorHoldsTwoAndConditions(t *testing.T) {
 	if m := a.recv(event.RaceReleased); m.CPU != 1 {
 		t.Errorf("release after the chained timeout %+v", m)
 	}
+	// HoldMS alone: the host lets the vCPU go itself.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000, HoldMS: 100})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	if m := a.recv(event.RaceReleased); m.CPU != 1 {
+		t.Errorf("timed release %+v", m)
+	}
 	// Running again after all that.
 	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
 	a.recv(event.RaceArmed)

@@ -65,7 +65,8 @@ type Injection struct {
 	// regenerated and the held image put), "detach" (the trampoline's
 	// only link closed), "tracer-off" (the function tracer instance whose
 	// ops trampoline holds the task switched to nop), "enable" (function
-	// tracing switched on for Function), "disable" (switched off).
+	// tracing switched on for Function), "disable" (switched off); the INT3
+	// window's are these two with "-patcher-first" or "-handler-first".
 	Action string `json:"action"`
 	// ActionMS is how long the action took from the release; ActionDone
 	// whether it ended inside the window (a correct kernel may make it
@@ -167,6 +168,8 @@ type RaceMsg struct {
 	// window's patcher): when Then's vCPU stops, or times out, the first
 	// is released; Then's stays held HoldMS more. The host answers each
 	// step as it happens: armed, stopped or timeout, released, released.
+	// HoldMS on an arm with no Then has the host let its vCPU go that
+	// long after the hold.
 	Then   *RaceMsg `json:"then,omitempty"`
 	HoldMS int      `json:"hold_ms,omitempty"`
 }

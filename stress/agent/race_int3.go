@@ -42,11 +42,23 @@ const (
 )
 
 // Actions of the INT3 window: the function tracer instance filtered to
-// fth_target_counted switched on (nop5 to call) or off (call to nop5).
+// fth_target_counted switched on (nop5 to call) or off (call to nop5), in
+// one of two orders. Patcher first: a racer that traps is held at the
+// handler's entry while the patcher runs on (the batch's end against a
+// handler still to run). Handler first: the racer runs the handler while
+// the patcher stays held at its step (the batch's state at that step, as
+// a handler finds it).
 const (
 	raceEnable  = "enable"
 	raceDisable = "disable"
+	// The order suffixes.
+	patcherFirst = "-patcher-first"
+	handlerFirst = "-handler-first"
 )
+
+// int3Actions are the INT3 window's actions, each a point with every
+// step.
+var int3Actions = []string{raceEnable + patcherFirst, raceDisable + patcherFirst, raceEnable + handlerFirst, raceDisable + handlerFirst}
 
 // int3Syms are the kernel addresses the INT3 window needs.
 type int3Syms struct {
@@ -162,7 +174,8 @@ func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
 		return err
 	}
 	report.Logf(r.a.w, "race: int3: the patcher held at each step of %s patching %s's callsite at %#x", int3Patcher, targetCounted, site)
-	w := r.decodeWith(options.RaceInt3, int3Patcher, syms.patcher, int(syms.patcherLen), []string{raceEnable, raceDisable}, disasm.Steps)
+	w := r.decodeWith(options.RaceInt3, int3Patcher, syms.patcher, int(syms.patcherLen), int3Actions, disasm.Steps)
+	w.backwards = true
 	if r.a.opts.RaceList {
 		return nil
 	}
@@ -174,8 +187,14 @@ func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
 		at, action := w.place()
 		in := &event.Injection{Target: options.RaceInt3, Symbol: fmt.Sprintf("%s+%#x", int3Patcher, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: action}
 		arm := event.RaceMsg{Op: event.RaceArm, Addr: syms.patcher + uint64(at.Off), Size: 1, CPU: int3PatcherCPU,
-			TimeoutMS: int(raceStopTimeout.Milliseconds()), CondAddr: syms.batch, CondWant: hex.EncodeToString(rel), LookAddr: site, LookLen: 5,
-			Then: &event.RaceMsg{Op: event.RaceArm, Addr: syms.handler, Size: 1, CPU: r.cpu, TimeoutMS: int(int3TrapWait.Milliseconds()), HoldMS: int(r.window.Milliseconds())}}
+			TimeoutMS: int(raceStopTimeout.Milliseconds()), CondAddr: syms.batch, CondWant: hex.EncodeToString(rel), LookAddr: site, LookLen: 5}
+		if strings.HasSuffix(action, handlerFirst) {
+			// The patcher alone is held, for the window, while the
+			// racer runs the callsite (and the handler, on an INT3).
+			arm.HoldMS = int(r.window.Milliseconds())
+		} else {
+			arm.Then = &event.RaceMsg{Op: event.RaceArm, Addr: syms.handler, Size: 1, CPU: r.cpu, TimeoutMS: int(int3TrapWait.Milliseconds()), HoldMS: int(r.window.Milliseconds())}
+		}
 		if err := r.injectInt3(in, arm, site, inst); err != nil {
 			return err
 		}
@@ -206,7 +225,7 @@ func (r *raceAgent) injectInt3(in *event.Injection, arm event.RaceMsg, site uint
 	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", arm.Addr)
 	in.WindowMS = float64(r.window.Microseconds()) / 1000
 	before, after, want := tracefs.Nop, tracefs.Function, "e8"
-	if in.Action == raceDisable {
+	if strings.HasPrefix(in.Action, raceDisable) {
 		before, after, want = tracefs.Function, tracefs.Nop, nop5
 	}
 	if err := inst.SetTracer(before); err != nil {
@@ -281,6 +300,14 @@ func (r *raceAgent) int3Holds(in *event.Injection, arm event.RaceMsg) (bool, err
 	in.Insn = m.Seen
 	in.Outcome = event.InjReleased
 	r.emit(*in)
+	if arm.Then == nil {
+		// Handler first: the racer ran the callsite, trapping on an
+		// INT3, while the host held the patcher.
+		if m, err = r.recv(time.Duration(arm.HoldMS)*time.Millisecond + 5*time.Second); err != nil || m.Op != event.RaceReleased {
+			return false, fmt.Errorf("race: the patcher's release: %+v %v", m, err)
+		}
+		return strings.HasPrefix(in.Insn, "cc"), nil
+	}
 	if m, err = r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
 		return false, fmt.Errorf("race: the handler's arm: %+v %v", m, err)
 	}
@@ -314,13 +341,16 @@ func judgeInt3(in *event.Injection, trapped bool, want string, calls, failed, er
 		return
 	}
 	how := fmt.Sprintf("the racer ran %s at the hold without trapping", in.Insn)
-	if trapped {
+	switch {
+	case trapped && strings.HasSuffix(in.Action, handlerFirst):
+		how = fmt.Sprintf("the racer trapped on the INT3 (%s) and ran %s while the patcher was held", in.Insn, int3Handler)
+	case trapped:
 		how = fmt.Sprintf("the racer trapped on the INT3 (%s) and was held in %s while the patcher ran on", in.Insn, int3Handler)
 	}
 	switch {
 	case !strings.HasPrefix(in.InsnAfter, want):
 		in.Outcome = event.InjWrongState
-		in.Msg = fmt.Sprintf("%s; the callsite ended as %s, not %s with the tracer %s", how, in.InsnAfter, want, in.Action+"d")
+		in.Msg = fmt.Sprintf("%s; the callsite ended as %s, not %s", how, in.InsnAfter, want)
 	case failed > 0:
 		in.Outcome = event.InjWrongState
 		in.Msg = fmt.Sprintf("%s; %d of its %d calls failed (errno %d)", how, failed, calls, errno)

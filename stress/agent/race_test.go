@@ -230,6 +230,16 @@ func TestWindowPlaces(t *testing.T) {
 	if !w.wants(9, 10) || w.wants(10, 10) {
 		t.Error("a count of 10 is 10 injections")
 	}
+	back := &insnWindow{insns: []disasm.Insn{{Off: 0}, {Off: 1}, {Off: 4}}, actions: []string{"enable"}, backwards: true}
+	var offs []int
+	for i := 0; back.wants(i, options.All); i++ {
+		in, _ := back.place()
+		offs = append(offs, in.Off)
+		back.done(event.InjSurvived)
+	}
+	if !slices.Equal(offs, []int{4, 1, 0}) {
+		t.Errorf("a backwards walk went %v, want [4 1 0]", offs)
+	}
 	var none *insnWindow
 	if !none.wants(0, options.All) || none.wants(1, options.All) {
 		t.Error("before the window is decoded, all is one injection")

@@ -32,6 +32,11 @@ type insnWindow struct {
 	err error
 	// pos is the walk's current point, tries the injections made there.
 	pos, tries int
+	// backwards walks the instructions from the last: the INT3 window's
+	// patcher steps, whose last ones (the final sync, the references
+	// dropped, the batch emptied) are where a handler and the end of a
+	// batch meet, which a campaign's short share must reach first.
+	backwards bool
 }
 
 // decodeWindow decodes, once per target, the window of the image at addr, and
@@ -135,7 +140,11 @@ func (w *insnWindow) place() (disasm.Insn, string) {
 	if w.err != nil || len(w.insns) == 0 {
 		return disasm.Insn{}, action
 	}
-	return w.insns[(w.pos/len(w.actions))%len(w.insns)], action
+	i := (w.pos / len(w.actions)) % len(w.insns)
+	if w.backwards {
+		i = len(w.insns) - 1 - i
+	}
+	return w.insns[i], action
 }
 
 // done records the outcome of the injection at the current point: the
