@@ -234,6 +234,10 @@ func (r *raceAgent) injectInt3(in *event.Injection, arm event.RaceMsg, site uint
 	if err := r.racer.poke(racerLoop); err != nil {
 		return err
 	}
+	// In flight from the arm on: the racer may trap and the kernel die
+	// while the patcher, and this agent with it, is held.
+	in.Outcome = event.InjReleased
+	r.emit(*in)
 	if err := r.send(arm); err != nil {
 		return err
 	}
@@ -362,4 +366,3 @@ func judgeInt3(in *event.Injection, trapped bool, want string, calls, failed, er
 		in.Msg += "; action: " + actErr.Error()
 	}
 }
-

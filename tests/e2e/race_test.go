@@ -297,3 +297,74 @@ func TestX86RaceListWindows(t *testing.T) {
 		t.Errorf("%d windows, %d injections: want two windows and nothing injected", len(r.result.Windows), len(r.result.Injections))
 	}
 }
+
+// The INT3 window on x86_64: the patcher is held at each step of
+// smp_text_poke_batch_finish while it patches fth_target_counted's
+// callsite, in both orders and both directions. The correct kernel
+// survives every point; a batch that ends without the final sync
+// (x86-int3-no-final-sync) dies when a racer held in the handler runs
+// after the patcher has finished (patcher first), and a batch published
+// to the handler after its INT3 is written (x86-int3-refs-after-int3)
+// dies when the racer traps while the patcher is held between the two
+// (handler first). Both escaped tcg-single's turns in some scenarios; here
+// each is caught at its step, on any accelerator.
+func TestX86RaceInt3(t *testing.T) {
+	out := e2eOut(t)
+	want := map[string]string{"x86-int3-no-final-sync": "-patcher-first", "x86-int3-refs-after-int3": "-handler-first"}
+	args := []string{"mutate", "--arches", "x86_64", "--mutants", "x86-int3-no-final-sync,x86-int3-refs-after-int3",
+		"--agent-arg", "scenario=race", "--agent-arg", "racetarget=int3", "--require-detected", "--out", out, "--run-id", "m"}
+	r := runCell(t, 40*time.Minute, out, fthBin, args...)
+	table := mutationTable(t, filepath.Join(out, "m"))
+	if len(table.Rows) != 3 {
+		t.Fatalf("rows %+v: want the unmutated kernel and 2 mutants", table.Rows)
+	}
+	for _, row := range table.Rows {
+		res, err := results.ReadResult(filepath.Join(out, "m", row.Cell, results.ResultFile))
+		if err != nil {
+			t.Fatalf("%s: %v", row.Cell, err)
+		}
+		if row.Mutant == "" {
+			if row.Verdict != results.Pass || len(res.Windows) != 1 {
+				t.Fatalf("the unmutated kernel: verdict %s (%s), windows %+v", row.Verdict, row.Reason, res.Windows)
+			}
+			w := res.Windows[0]
+			// x86_64 7.3.4: 8 steps (after each call and the refs'
+			// lock decl; __fentry__ is a nop at run time) × 4 actions.
+			if len(w.Insns) < 6 || len(w.Actions) != 4 {
+				t.Errorf("int3 window: %d steps × %v", len(w.Insns), w.Actions)
+			}
+			n := len(w.Insns) * len(w.Actions)
+			line := fmt.Sprintf("int3: %d of %d instruction×action points explored (%d instructions × 4 actions), %d survived", n, n, len(w.Insns), n)
+			if cov := res.RaceCoverage(); len(cov) != 1 || cov[0].String() != line {
+				t.Errorf("coverage %v, want %q", cov, line)
+			}
+			trapped := 0
+			for _, in := range survivedOnly(res.Injections) {
+				if strings.HasPrefix(in.Insn, "cc") {
+					trapped++
+				}
+				if in.InsnAfter == "" || in.Msg == "" {
+					t.Errorf("injection %d at %s: no final bytes or account: %+v", in.Seq, in.Symbol, in)
+				}
+			}
+			// The racer ran into the INT3 at the steps between the
+			// first and the third write, for every action.
+			if trapped < 8 {
+				t.Errorf("%d injections saw the callsite hold the INT3, want the steps between its write and the last (at least 2 × 4)", trapped)
+			}
+			continue
+		}
+		if !row.Detected || !strings.HasPrefix(row.Title, "Oops: int3") {
+			t.Errorf("mutant %s: detected %v, title %q: want Oops: int3", row.Mutant, row.Detected, row.Title)
+			continue
+		}
+		last := res.Injections[len(res.Injections)-1]
+		if last.Target != "int3" || last.Outcome != event.InjCrashed || !strings.HasSuffix(last.Action, want[row.Mutant]) {
+			t.Errorf("mutant %s: the last injection %s %s at %s: %s; want it crashed in a %s action", row.Mutant, last.Target, last.Action, last.Symbol, last.Outcome, want[row.Mutant])
+		}
+		t.Logf("mutant %s: %.1f s, injection %d (%s at %s): %s", row.Mutant, row.Seconds, last.Seq, last.Action, last.Symbol, row.Title)
+	}
+	if r.exit != 0 && !t.Failed() {
+		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
+	}
+}
