@@ -183,14 +183,21 @@ func TestX86CampaignPasses(t *testing.T) {
 	if !strings.Contains(r.stdout, "stage by stage") {
 		t.Errorf("summary table does not show the campaign's stages:\n%s", r.stdout)
 	}
-	// x86_64's race stage walks both windows, each from its first
-	// instruction, and the run prints how far.
-	for _, target := range []string{"trampoline", "opstramp"} {
-		if !slices.ContainsFunc(res.Windows, func(w event.RaceWindow) bool { return w.Target == target && len(w.Insns) > 0 }) {
+	// x86_64's race stage walks the three windows, the trampolines' each
+	// from its first instruction, the INT3 patcher's from its last step,
+	// and the run prints how far.
+	for _, target := range []string{"trampoline", "opstramp", "int3"} {
+		i := slices.IndexFunc(res.Windows, func(w event.RaceWindow) bool { return w.Target == target && len(w.Insns) > 0 })
+		if i < 0 {
 			t.Errorf("no decoded %s window: %+v", target, res.Windows)
+			continue
 		}
-		if !slices.ContainsFunc(res.Injections, func(in event.Injection) bool { return in.Target == target && in.Offset == 0 }) {
-			t.Errorf("no %s injection at its first instruction", target)
+		first := res.Windows[i].Insns[0].Off
+		if target == "int3" {
+			first = res.Windows[i].Insns[len(res.Windows[i].Insns)-1].Off
+		}
+		if !slices.ContainsFunc(res.Injections, func(in event.Injection) bool { return in.Target == target && in.Offset == first }) {
+			t.Errorf("no %s injection at the window's first place (+%#x)", target, first)
 		}
 		if !strings.Contains(r.stdout, "  "+target+": ") {
 			t.Errorf("summary lacks the %s coverage line:\n%s", target, r.stdout)
