@@ -72,7 +72,7 @@ func TestSummaryTable(t *testing.T) {
 	var b strings.Builder
 	PrintTable(&b, s)
 	for _, want := range []string{"x86_64-direct-calls-full", "fail", "1234", "5.0/9.3", "Oops: int3 in arch_scale_cpu_capacity",
-		"x86_64-direct-calls-full, race coverage:\n  opstramp: 1 of 2 instruction×action points explored (2 instructions × 1 action), 1 survived"} {
+		"x86_64-direct-calls-full, race coverage (tcg-single):\n  opstramp: 1 of 2 instruction×action points explored (2 instructions × 1 action), 1 survived"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -99,7 +99,7 @@ func PrintTable(w io.Writer, s Summary) {
 		if len(c.RaceCoverage) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s, race coverage:\n", c.Cell)
+		fmt.Fprintf(w, "\n%s, race coverage (%s):\n", c.Cell, c.Accel)
 		for _, cov := range c.RaceCoverage {
 			fmt.Fprintf(w, "  %s\n", cov)
 		}

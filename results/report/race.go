@@ -10,7 +10,10 @@ import (
 // raceView is one race target's window as a table: an instruction per
 // row, an action per column, each cell the point's outcome.
 type raceView struct {
-	Target, Symbol, Arch string
+	// Accel is the accelerator every point of the cell ran under: a
+	// window whose two CPUs must run truly at once (x86's INT3 steps)
+	// says whether they did (tcg-multi, kvm) or took turns (tcg-single).
+	Target, Symbol, Arch, Accel string
 	// Line is the coverage line the run printed.
 	Line    string
 	Actions []string
@@ -34,7 +37,7 @@ func buildRace(r results.Result) []raceView {
 	var out []raceView
 	for _, w := range r.Windows {
 		cov, points := r.WindowCoverage(w)
-		v := raceView{Target: w.Target, Symbol: w.Symbol, Arch: w.Arch, Line: cov.String(), Actions: w.Actions}
+		v := raceView{Target: w.Target, Symbol: w.Symbol, Arch: w.Arch, Accel: r.Accel, Line: cov.String(), Actions: w.Actions}
 		for _, in := range w.Insns {
 			row := raceRow{Off: fmt.Sprintf("+%#x", in.Off), Asm: in.Asm}
 			for _, a := range w.Actions {
