@@ -60,6 +60,7 @@ func readmeLedger() map[string]coverage {
 		"bin/fth run --agent-arg scenario=race":                                                {check: "dry-run", tests: e2e("TestX86RaceTrampolinesSurvive")},
 		"bin/fth run --agent-arg scenario=race --agent-arg racetarget=trampoline,opstramp":     {check: "dry-run", tests: e2e("TestX86RaceTrampolinesSurvive")},
 		"bin/fth race --list-windows --arch x86_64":                                            {tests: e2e("TestX86RaceListWindows")},
+		"bin/fth run --agent-arg scenario=race --agent-arg racetarget=int3":                    {check: "dry-run", tests: e2e("TestX86RaceInt3")},
 		"bin/fth run --arch riscv64 --kernel 6.12 ...":                                         {tests: e2e("TestRISCV64Seed612HalfPatchedCallsite")},
 		"bin/fth run --arch riscv64 --agent-arg scenario=race --agent-arg racetarget=callsite": {check: "dry-run", tests: e2e("TestRISCV64RaceCallsiteSurvives")},
 		"bin/fth mutate --mutants bpf-tramp-skip-rcu-tasks --agent-arg scenario=race":          {check: "dry-run", tests: e2e("TestX86RaceCatchesTrampolineFreedEarly")},
