@@ -208,6 +208,9 @@ const (
 	// campaign's race stage every target the arch can be raced at for a
 	// freed-early class (RaceTargets).
 	RaceAuto = "auto"
+	// RaceAll is every target the arch has (ArchRaceTargets): the
+	// nightly's full exploration.
+	RaceAll = "all"
 )
 
 // CheckRaceTargets says why a racetarget value cannot run on goarch, so
@@ -247,6 +250,9 @@ func ArchRaceTargets(goarch string) []string {
 // ftrace_ops and patches through INT3, the CALL_OPS arches call every ops
 // through ftrace_caller and have none to free.
 func RaceTargets(target, goarch string, campaign bool) []string {
+	if target == RaceAll {
+		return ArchRaceTargets(goarch)
+	}
 	if target != RaceAuto {
 		return strings.Split(target, ",")
 	}

@@ -3,6 +3,7 @@ package options
 import (
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -474,6 +475,40 @@ func TestPressureDefaultsPerScenario(t *testing.T) {
 		}
 		if o.RT != c.rt || o.TimerPeriod != c.timer {
 			t.Errorf("%s: rt %d, timerperiod %s; want %d, %s", c.cmdline, o.RT, o.TimerPeriod, c.rt, c.timer)
+		}
+	}
+}
+
+// racetarget resolves per arch: auto is the trampoline in the race
+// scenario and every freed-early or patching target in the campaign, all
+// is every target the arch has, and a target the arch cannot run is
+// refused with the arch's reason.
+func TestRaceTargets(t *testing.T) {
+	for _, tc := range []struct {
+		target, goarch string
+		campaign       bool
+		want           []string
+		wantErr        string
+	}{
+		{target: RaceAuto, goarch: "amd64", want: []string{RaceTrampoline}},
+		{target: RaceAuto, goarch: "amd64", campaign: true, want: []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}},
+		{target: RaceAuto, goarch: "riscv64", campaign: true, want: []string{RaceTrampoline}},
+		{target: RaceAll, goarch: "amd64", want: []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}},
+		{target: RaceAll, goarch: "arm64", want: []string{RaceTrampoline, RaceCallsite}},
+		{target: RaceAll, goarch: "riscv64", want: []string{RaceTrampoline, RaceCallsite}},
+		{target: RaceAll, goarch: "ppc64le", want: []string{RaceTrampoline}},
+		{target: "int3,trampoline", goarch: "amd64", want: []string{RaceInt3, RaceTrampoline}},
+		{target: RaceInt3, goarch: "arm64", want: []string{RaceInt3}, wantErr: "needs x86's INT3 patching"},
+		{target: RaceOpsTrampoline, goarch: "riscv64", want: []string{RaceOpsTrampoline}, wantErr: "per-ftrace_ops trampolines"},
+		{target: RaceCallsite, goarch: "amd64", want: []string{RaceCallsite}, wantErr: "two-instruction callsite"},
+	} {
+		got := RaceTargets(tc.target, tc.goarch, tc.campaign)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("RaceTargets(%q, %s, campaign %v) = %v, want %v", tc.target, tc.goarch, tc.campaign, got, tc.want)
+		}
+		err := CheckRaceTargets(tc.target, tc.goarch)
+		if (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("CheckRaceTargets(%q, %s) = %v, want an error with %q", tc.target, tc.goarch, err, tc.wantErr)
 		}
 	}
 }

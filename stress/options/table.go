@@ -160,9 +160,9 @@ var fields = []field{
 	},
 	{
 		name:  "racetarget",
-		usage: "race scenario: `where` the task is preempted, a comma-separated list run in order with the injections shared: \"trampoline\" (each instruction of a BPF trampoline in turn; raceaction races it), \"opstramp\" (x86: each instruction of a function tracer instance's ftrace_ops trampoline; the tracer is switched off meanwhile), \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile), \"int3\" (x86: the patcher held at each step of the INT3 patch of a callsite while a task runs it; a task that traps is held in the handler while the patcher runs on), or \"auto\" (the trampoline; in the campaign every target the arch has: trampoline,opstramp,int3 on x86_64)",
+		usage: "race scenario: `where` the task is preempted, a comma-separated list run in order with the injections shared: \"trampoline\" (each instruction of a BPF trampoline in turn; raceaction races it), \"opstramp\" (x86: each instruction of a function tracer instance's ftrace_ops trampoline; the tracer is switched off meanwhile), \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile), \"int3\" (x86: the patcher held at each step of the INT3 patch of a callsite while a task runs it; a task that traps is held in the handler while the patcher runs on), \"auto\" (the trampoline; in the campaign every target the arch has: trampoline,opstramp,int3 on x86_64), or \"all\" (every target the arch has, in the race scenario too: the nightly's full exploration)",
 		set: func(o *Options, v string) error {
-			if v == RaceAuto {
+			if v == RaceAuto || v == RaceAll {
 				o.RaceTarget = v
 				return nil
 			}

@@ -212,3 +212,40 @@ func nodeText(n yaml.Node) string {
 	}
 	return string(b)
 }
+
+// The nightly race job explores every point of every window on every
+// arch: one job per arch, running tests/matrix/race.yaml, whose agent
+// options ask for every target and every point.
+func TestNightlyRaceExploresEveryArch(t *testing.T) {
+	w := load(t, "nightly-race.yml")
+	if !strings.Contains(nodeText(w.On), "cron") {
+		t.Error("nightly-race.yml has no cron schedule")
+	}
+	j, ok := w.Jobs["race"]
+	if !ok {
+		t.Fatal("nightly-race.yml: no race job")
+	}
+	arches := matrixList(t, j, "arch")
+	for _, a := range arch.Names() {
+		if !slices.Contains(arches, string(a)) {
+			t.Errorf("race matrix lacks arch %s (harness/arch has it)", a)
+		}
+	}
+	for _, cmd := range []string{"make deps", "make fth"} {
+		if !j.runs(cmd) {
+			t.Errorf("race job does not run %s", cmd)
+		}
+	}
+	if _, ok := j.step(func(s step) bool {
+		return strings.Contains(s.Run, "fth matrix") && strings.Contains(s.Run, "--file tests/matrix/race.yaml") && strings.Contains(s.Run, `--arches "${{ matrix.arch }}"`)
+	}); !ok {
+		t.Error("race job does not run fth matrix --file tests/matrix/race.yaml for its arch")
+	}
+	spec, err := matrix.LoadFile(filepath.Join(root, "tests", "matrix", "race.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := spec.Params; p.Scenario != "race" || p.Agent["racetarget"] != "all" || p.Agent["injections"] != "all" || p.Agent["raceaction"] != "replace,detach" {
+		t.Errorf("race.yaml: scenario %q, agent %v: want the race scenario at every point of every target, both actions", p.Scenario, p.Agent)
+	}
+}
