@@ -220,6 +220,10 @@ const (
 func CheckRaceTargets(target, goarch string) error {
 	for _, t := range RaceTargets(target, goarch, true) {
 		switch {
+		case t == RaceCallsite && goarch == "amd64":
+			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); amd64 patches one 5-byte instruction, through an INT3: use racetarget=int3", t)
+		case t == RaceCallsite && goarch == "ppc64le":
+			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); ppc64le 7.3 patches one nop at the callsite into a branch to an out-of-line stub, which holds the mflr r0/bl pair older kernels patched in place: use racetarget=trampoline", t)
 		case t == RaceCallsite && goarch != "riscv64" && goarch != "arm64":
 			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", t, goarch)
 		case t == RaceOpsTrampoline && goarch != "amd64":
@@ -230,6 +234,9 @@ func CheckRaceTargets(target, goarch string) error {
 	}
 	return nil
 }
+
+// AllRaceTargets is every race target of any arch.
+var AllRaceTargets = []string{RaceTrampoline, RaceOpsTrampoline, RaceCallsite, RaceInt3}
 
 // ArchRaceTargets is every target goarch can be raced at, what racelist
 // lists for racetarget auto.

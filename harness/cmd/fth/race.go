@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 // cmdRace is `fth race --list-windows`: one boot of the race scenario
@@ -83,5 +84,23 @@ func printWindows(w io.Writer, r results.Result) {
 		for _, in := range win.Insns {
 			fmt.Fprintf(w, "  +%#-5x %s\n", in.Off, in.Asm)
 		}
+	}
+	if len(r.Windows) == 0 {
+		return
+	}
+	// The window kinds this arch has none of, and why: the catalogue
+	// says what it cannot reach, not only what it can.
+	goarch := r.Windows[0].Arch
+	first := true
+	for _, t := range options.AllRaceTargets {
+		err := options.CheckRaceTargets(t, goarch)
+		if err == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\nnot on %s:\n", goarch)
+			first = false
+		}
+		fmt.Fprintf(w, "  %s: %v\n", t, err)
 	}
 }
