@@ -259,3 +259,27 @@ func TestConductorHoldsTwoAndConditions(t *testing.T) {
 	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
 	a.recv(event.RaceReleased)
 }
+
+// A peek while a vCPU is held keeps it held: the stub stops the VM for
+// the read and resumes only the others. Checked through the VM itself: a
+// place only the held hart passes is never reached.
+func TestConductorPeekKeepsTheHold(t *testing.T) {
+	target, agentConn := start(t)
+	serve(t, target, 5*time.Second)
+	a := &agentSide{t: t, c: agentConn, in: bufio.NewReader(agentConn)}
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	for range 3 {
+		a.send(event.RaceMsg{Op: event.RacePeek, Addr: hart1Loop, Size: 8})
+		a.recv(event.RacePeeked)
+	}
+	// hart 1's loop's second instruction: reached at once if it runs.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop + 4, Size: 4, CPU: 0, TimeoutMS: 500})
+	a.recv(event.RaceArmed)
+	if m := a.recv(event.RaceTimeout); m.Op != event.RaceTimeout {
+		t.Errorf("the held hart ran after a peek: %+v", m)
+	}
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	a.recv(event.RaceReleased)
+}
