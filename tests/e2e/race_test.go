@@ -308,15 +308,17 @@ func TestX86RaceListWindows(t *testing.T) {
 // dies when the racer traps between the two: at the handler-first step
 // there, or earlier when the racer, which calls back to back through
 // every patch, happens to trap in that gap (measured: injection 14,
-// disable-patcher-first). Each within the window's first pass.
+// disable-patcher-first); a sync that does not wait for its IPIs
+// (x86-int3-sync-no-wait) dies as the first does. Each within the
+// window's first pass.
 func TestX86RaceInt3(t *testing.T) {
 	out := e2eOut(t)
-	args := []string{"mutate", "--arches", "x86_64", "--mutants", "x86-int3-no-final-sync,x86-int3-refs-after-int3",
+	args := []string{"mutate", "--arches", "x86_64", "--mutants", "x86-int3-no-final-sync,x86-int3-refs-after-int3,x86-int3-sync-no-wait",
 		"--agent-arg", "scenario=race", "--agent-arg", "racetarget=int3", "--require-detected", "--out", out, "--run-id", "m"}
 	r := runCell(t, 40*time.Minute, out, fthBin, args...)
 	table := mutationTable(t, filepath.Join(out, "m"))
-	if len(table.Rows) != 3 {
-		t.Fatalf("rows %+v: want the unmutated kernel and 2 mutants", table.Rows)
+	if len(table.Rows) != 4 {
+		t.Fatalf("rows %+v: want the unmutated kernel and 3 mutants", table.Rows)
 	}
 	for _, row := range table.Rows {
 		res, err := results.ReadResult(filepath.Join(out, "m", row.Cell, results.ResultFile))
