@@ -420,19 +420,8 @@ func (c *Conductor) release(ctx context.Context, i int) error {
 
 // releaseAll stops the VM, removes the breakpoint, and resumes every vCPU.
 func (c *Conductor) releaseAll(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	if _, err := c.gdb.Interrupt(rctx); err != nil {
-		return err
-	}
-	if c.bpAddr != 0 {
-		if err := c.gdb.ClearBreakpoint(rctx, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
-			return err
-		}
-		c.bpAddr = 0
-	}
 	c.held = nil
-	return c.gdb.Resume(rctx)
+	return c.disarm(ctx)
 }
 
 // finish leaves the VM running with no client.

@@ -141,13 +141,9 @@ func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetCounted})
+	fn, err := targetCountedAddr()
 	if err != nil {
-		return fmt.Errorf("race: %w", err)
-	}
-	fn, ok := addrs.Addr(targetCounted)
-	if !ok {
-		return fmt.Errorf("race: no kallsyms address for %s", targetCounted)
+		return err
 	}
 	inst, drop, err := targetInstance("fth_race_int3")
 	if err != nil {

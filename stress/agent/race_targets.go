@@ -139,13 +139,9 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetCounted})
+	fn, err := targetCountedAddr()
 	if err != nil {
-		return fmt.Errorf("race: %w", err)
-	}
-	fn, ok := addrs.Addr(targetCounted)
-	if !ok {
-		return fmt.Errorf("race: no kallsyms address for %s", targetCounted)
+		return err
 	}
 	inst, drop, err := targetInstance("fth_race")
 	if err != nil {
@@ -171,6 +167,19 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 		w.done(in.Outcome)
 	}
 	return inst.SetTracer(tracefs.Nop)
+}
+
+// targetCountedAddr is fth_target_counted's address, from kallsyms.
+func targetCountedAddr() (uint64, error) {
+	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetCounted})
+	if err != nil {
+		return 0, fmt.Errorf("race: %w", err)
+	}
+	fn, ok := addrs.Addr(targetCounted)
+	if !ok {
+		return 0, fmt.Errorf("race: no kallsyms address for %s", targetCounted)
+	}
+	return fn, nil
 }
 
 // targetInstance makes a tracefs instance whose function filter is
