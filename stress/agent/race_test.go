@@ -250,3 +250,44 @@ func TestWindowPlaces(t *testing.T) {
 		t.Error("an undecoded window injects once, at the image's first instruction")
 	}
 }
+
+// An INT3 window injection is judged by what the callsite holds after the
+// patch and what the racer's calls came to; a missed one stays missed.
+func TestJudgeInt3(t *testing.T) {
+	for _, tc := range []struct {
+		name, action, insn, after string
+		trapped                   bool
+		failed                    int
+		outcome, msg              string
+	}{
+		{name: "trapped, patcher first, enabled", action: "enable-patcher-first", insn: "cc1f440000", after: "e85b1e0000", trapped: true,
+			outcome: event.InjSurvived, msg: "held in smp_text_poke_int3_handler while the patcher ran on"},
+		{name: "trapped, handler first, disabled", action: "disable-handler-first", insn: "cc5b1e0000", after: "0f1f440000", trapped: true,
+			outcome: event.InjSurvived, msg: "ran smp_text_poke_int3_handler while the patcher was held"},
+		{name: "no trap", action: "enable-handler-first", insn: "e85b1e0000", after: "e85b1e0000",
+			outcome: event.InjSurvived, msg: "without trapping"},
+		{name: "left disabled after an enable", action: "enable-patcher-first", insn: "cc1f440000", after: "0f1f440000", trapped: true,
+			outcome: event.InjWrongState, msg: "ended as 0f1f440000, not e8"},
+		{name: "left a call after a disable", action: "disable-patcher-first", insn: "cc5b1e0000", after: "e85b1e0000",
+			outcome: event.InjWrongState, msg: "not 0f1f440000"},
+		{name: "calls failed", action: "enable-patcher-first", insn: "0f1f440000", after: "e85b1e0000", failed: 2,
+			outcome: event.InjWrongState, msg: "2 of its 10 calls failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &event.Injection{Action: tc.action, Insn: tc.insn, InsnAfter: tc.after, Outcome: event.InjReleased}
+			want := "e8"
+			if strings.HasPrefix(tc.action, raceDisable) {
+				want = nop5
+			}
+			judgeInt3(in, tc.trapped, want, 10, tc.failed, 5, nil)
+			if in.Outcome != tc.outcome || !strings.Contains(in.Msg, tc.msg) {
+				t.Errorf("outcome %s (%s), want %s with %q", in.Outcome, in.Msg, tc.outcome, tc.msg)
+			}
+		})
+	}
+	missed := &event.Injection{Outcome: event.InjMissed, Msg: "the patcher did not stop"}
+	judgeInt3(missed, false, "e8", 0, 0, 0, nil)
+	if missed.Outcome != event.InjMissed || missed.Msg != "the patcher did not stop" {
+		t.Errorf("a missed injection was judged: %+v", missed)
+	}
+}
