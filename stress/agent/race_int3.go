@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -68,15 +69,20 @@ type int3Syms struct {
 // readInt3Syms reads them from kallsyms; the patcher's length runs to the
 // next symbol.
 func readInt3Syms() (int3Syms, error) {
-	var s int3Syms
 	f, err := os.Open(ksyms.DefaultPath)
 	if err != nil {
-		return s, fmt.Errorf("race: %w", err)
+		return int3Syms{}, fmt.Errorf("race: %w", err)
 	}
 	defer f.Close()
+	return parseInt3Syms(f)
+}
+
+// parseInt3Syms reads the INT3 window's symbols from a kallsyms listing.
+func parseInt3Syms(r io.Reader) (int3Syms, error) {
+	var s int3Syms
 	next := ^uint64(0)
 	var all []uint64
-	err = ksyms.Each(f, func(k ksyms.Sym) {
+	err := ksyms.Each(r, func(k ksyms.Sym) {
 		if k.Module != "" {
 			return
 		}

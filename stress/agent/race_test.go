@@ -291,3 +291,26 @@ func TestJudgeInt3(t *testing.T) {
 		t.Errorf("a missed injection was judged: %+v", missed)
 	}
 }
+
+// The INT3 window's symbols come from kallsyms, the patcher sized by the
+// next symbol; a kernel without them (no KALLSYMS_ALL, not x86) is an
+// error that says so.
+func TestParseInt3Syms(t *testing.T) {
+	const listing = `ffffffff81000000 T _stext
+ffffffff81027fb0 T smp_text_poke_batch_finish
+ffffffff81028380 T encode_dr7
+ffffffff815917b0 T smp_text_poke_int3_handler
+ffffffff8209baa0 b text_poke_array
+ffffffffa00001a0 t fth_target_counted	[fth_target]
+`
+	s, err := parseInt3Syms(strings.NewReader(listing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.patcher != 0xffffffff81027fb0 || s.patcherLen != 0x3d0 || s.handler != 0xffffffff815917b0 || s.batch != 0xffffffff8209baa0 || s.stext != 0xffffffff81000000 {
+		t.Errorf("syms %+v", s)
+	}
+	if _, err := parseInt3Syms(strings.NewReader("ffffffff81000000 T _stext\n")); err == nil || !strings.Contains(err.Error(), "KALLSYMS_ALL") {
+		t.Errorf("a listing without the patcher: %v", err)
+	}
+}
