@@ -126,7 +126,11 @@ func (c Coverage) String() string {
 	if c.Actions == 1 {
 		actions = "action"
 	}
-	s := fmt.Sprintf("%s: %d of %d instruction×action points explored (%d instructions × %d %s)", c.Target, c.Explored, c.Points, c.Insns, c.Actions, actions)
+	insns := "instructions"
+	if c.Insns == 1 {
+		insns = "instruction"
+	}
+	s := fmt.Sprintf("%s: %d of %d instruction×action points explored (%d %s × %d %s)", c.Target, c.Explored, c.Points, c.Insns, insns, c.Actions, actions)
 	if len(parts) > 0 {
 		s += ", " + strings.Join(parts, ", ")
 	}

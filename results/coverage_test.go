@@ -52,6 +52,11 @@ func TestRaceCoverage(t *testing.T) {
 	if got, want := two.RaceCoverage()[0].String(), "trampoline: 2 of 6 instruction×action points explored (3 instructions × 2 actions), 2 survived"; got != want {
 		t.Errorf("two actions: %q, want %q", got, want)
 	}
+	one := Result{Windows: []event.RaceWindow{{Target: "callsite", Actions: []string{"enable"}, Insns: win.Insns[:1]}},
+		Injections: []event.Injection{{Target: "callsite", Offset: 0, Action: "enable", Outcome: event.InjSurvived}}}
+	if got, want := one.RaceCoverage()[0].String(), "callsite: 1 of 1 instruction×action points explored (1 instruction × 1 action), 1 survived"; got != want {
+		t.Errorf("one place: %q, want %q", got, want)
+	}
 	r := Result{Windows: []event.RaceWindow{{Target: "opstramp", Unreachable: "not decoded"}}}
 	if got := r.RaceCoverage()[0].String(); got != "opstramp: unreachable: not decoded" {
 		t.Errorf("an undecoded window: %q", got)
