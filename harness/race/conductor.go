@@ -59,6 +59,11 @@ type Stats struct {
 	CondRuns int
 }
 
+// heldIndex is vCPU cpu's place in held, -1 when it is not held.
+func (c *Conductor) heldIndex(cpu int) int {
+	return slices.IndexFunc(c.held, func(h hold) bool { return h.cpu == cpu })
+}
+
 // heldThreads are the threads of the held vCPUs.
 func (c *Conductor) heldThreads() []int {
 	var out []int
@@ -152,23 +157,17 @@ func (c *Conductor) Serve(ctx context.Context) error {
 func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
 	switch m.Op {
 	case event.RaceArm:
-		if slices.ContainsFunc(c.held, func(h hold) bool { return h.cpu == m.CPU }) {
+		if c.heldIndex(m.CPU) >= 0 {
 			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("arm for vCPU %d, which is held: release it first", m.CPU)})
 			return nil
 		}
 		return c.armChain(ctx, m, reply)
 	case event.RaceRelease:
-		i := slices.IndexFunc(c.held, func(h hold) bool { return h.cpu == m.CPU })
-		if i < 0 {
+		if c.heldIndex(m.CPU) < 0 {
 			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("release of vCPU %d, which is not held (held: %v)", m.CPU, c.held)})
 			return nil
 		}
-		if err := c.release(ctx, i); err != nil {
-			return err
-		}
-		c.Stats.Released++
-		reply(event.RaceMsg{Op: event.RaceReleased, CPU: m.CPU})
-		return nil
+		return c.releaseCPU(ctx, m.CPU, reply)
 	case event.RacePeek:
 		return c.peek(ctx, m, reply)
 	}
@@ -251,13 +250,7 @@ func (c *Conductor) armChain(ctx context.Context, m event.RaceMsg, reply func(ev
 		return err
 	}
 	if m.Then == nil {
-		// Held HoldMS, then let go by the host.
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Duration(m.HoldMS) * time.Millisecond):
-		}
-		return c.releaseCPU(ctx, m.CPU, reply)
+		return c.releaseAfter(ctx, m.HoldMS, m.CPU, reply)
 	}
 	next := *m.Then
 	held, err = c.arm(ctx, next, reply)
@@ -267,17 +260,23 @@ func (c *Conductor) armChain(ctx context.Context, m event.RaceMsg, reply func(ev
 	if err := c.releaseCPU(ctx, m.CPU, reply); err != nil || !held {
 		return err
 	}
+	return c.releaseAfter(ctx, next.HoldMS, next.CPU, reply)
+}
+
+// releaseAfter lets vCPU cpu go ms milliseconds from now, unless ctx ends
+// first.
+func (c *Conductor) releaseAfter(ctx context.Context, ms, cpu int, reply func(event.RaceMsg)) error {
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-time.After(time.Duration(next.HoldMS) * time.Millisecond):
+	case <-time.After(time.Duration(ms) * time.Millisecond):
 	}
-	return c.releaseCPU(ctx, next.CPU, reply)
+	return c.releaseCPU(ctx, cpu, reply)
 }
 
 // releaseCPU lets vCPU cpu go, if held, and says so.
 func (c *Conductor) releaseCPU(ctx context.Context, cpu int, reply func(event.RaceMsg)) error {
-	i := slices.IndexFunc(c.held, func(h hold) bool { return h.cpu == cpu })
+	i := c.heldIndex(cpu)
 	if i < 0 {
 		return nil
 	}
@@ -338,7 +337,7 @@ func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.R
 		done, err := c.stopped(rctx2, m, stop, reply)
 		cancel2()
 		if done || err != nil {
-			return done && err == nil && slices.ContainsFunc(c.held, func(h hold) bool { return h.cpu == m.CPU }), err
+			return done && err == nil && c.heldIndex(m.CPU) >= 0, err
 		}
 	}
 }
