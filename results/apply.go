@@ -39,6 +39,8 @@ func Apply(r *Result, ev event.Event) {
 		r.HotSet = ev.HotSet
 	case event.KindBench:
 		r.Bench = ev.Bench
+	case event.KindDelivery:
+		r.Delivery = ev.Delivery
 	case event.KindInjection:
 		r.Injections = AddInjection(r.Injections, *ev.Injection)
 	case event.KindRaceWindow:
@@ -97,6 +99,8 @@ func FailedOracle(os []event.Oracle) (string, bool) {
 			continue
 		}
 		switch {
+		case o.Title != "" && o.Checks == 0:
+			return o.Title, true
 		case o.Function != "" && o.Checks == 0 && o.Name == event.OracleExact:
 			return fmt.Sprintf("oracle %s failed on %s: expected %d hits, got %d", o.Name, o.Function, o.Expected, o.Got), true
 		case o.Function != "" && o.Checks == 0:

@@ -230,6 +230,8 @@ type Result struct {
 	Windows []event.RaceWindow `json:"windows,omitempty"`
 	// Bench holds the bench scenario's measurements.
 	Bench *event.Bench `json:"bench,omitempty"`
+	// Delivery is the delivery oracle's coverage.
+	Delivery *event.Delivery `json:"delivery,omitempty"`
 	// Board is set for a soak on an SSH board.
 	Board *Board `json:"board,omitempty"`
 	// AgentOK and AgentReason are the agent's own view; the verdict also weighs

@@ -47,10 +47,15 @@ const (
 	// DirectModifyUnsafe: a direct call's target changed without routing
 	// the callsites through the temporary ops first.
 	DirectModifyUnsafe Class = "direct-modify-unsafe"
+	// TransientMisdelivery: a dispatch switch whose steps leave a user
+	// that stays attached uncalled (or a user called for a function it
+	// does not trace) while the switch is in flight, and the callsite
+	// right afterwards: only the delivery oracle sees it.
+	TransientMisdelivery Class = "transient-misdelivery"
 )
 
 // Classes lists every class, in the order reports show them.
-var Classes = []Class{TrampolineFreedEarly, PatchUnsynchronised, CallOpsLiteralLate, TextMutexDropped, DirectModifyUnsafe}
+var Classes = []Class{TrampolineFreedEarly, PatchUnsynchronised, CallOpsLiteralLate, TextMutexDropped, DirectModifyUnsafe, TransientMisdelivery}
 
 // Mutant is one mutants/<name>.patch file.
 type Mutant struct {

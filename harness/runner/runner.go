@@ -154,18 +154,26 @@ func (e *Env) request(ctx context.Context, dir string, a arch.Arch, frags []stri
 // GuestModuleDir is where the initramfs holds the modules the agent loads.
 const GuestModuleDir = "/lib/modules/fth"
 
-// modules builds the project's test module against k and returns every
+// projectModules are the project's own module source directories, one
+// module each: fth_target (the trace targets and injected bugs) and
+// fth_deliver (the delivery oracle's callers and counting users).
+func projectModules() []string { return []string{"stress/kmod", "stress/kmod-deliver"} }
+
+// modules builds the project's test modules against k and returns every
 // module the guest gets, as guest path → host path: k's in-tree modules
 // (the ftrace samples) and fth_target. A kernel without modules gets none.
 func (e *Env) modules(ctx context.Context, req kbuild.Request, k kbuild.Kernel) (map[string]string, error) {
 	if k.Modules == nil {
 		return nil, nil
 	}
-	ko, err := kbuild.BuildModule(ctx, e.Log, req, k, filepath.Join(e.ModuleDir, "stress", "kmod"))
-	if err != nil {
-		return nil, err
+	files := map[string]string{}
+	for _, src := range projectModules() {
+		ko, err := kbuild.BuildModule(ctx, e.Log, req, k, filepath.Join(e.ModuleDir, src))
+		if err != nil {
+			return nil, err
+		}
+		files[GuestModuleDir+"/"+filepath.Base(ko)] = ko
 	}
-	files := map[string]string{GuestModuleDir + "/" + filepath.Base(ko): ko}
 	for name, p := range k.Modules {
 		files[GuestModuleDir+"/"+name+".ko"] = p
 	}

@@ -55,6 +55,9 @@ const (
 	// KindBench carries the bench scenario's measurements, once, at the
 	// end of the run.
 	KindBench Kind = "bench"
+	// KindDelivery reports the delivery oracle's coverage, once, when its
+	// churn ends: users attached, callsite states and edges walked.
+	KindDelivery Kind = "delivery"
 )
 
 // Event is one line on the agent channel.
@@ -80,6 +83,8 @@ type Event struct {
 	HotSet     *HotSet  `json:"hotset,omitempty"`
 	Feature    *Feature `json:"feature,omitempty"`
 	Bench      *Bench   `json:"bench,omitempty"`
+	// Delivery is KindDelivery's payload.
+	Delivery *Delivery `json:"delivery,omitempty"`
 	// Injection is KindInjection's payload (race.go).
 	Injection *Injection `json:"injection,omitempty"`
 	// Stage is KindStage's payload (campaign.go).
@@ -210,6 +215,9 @@ const (
 	OracleCalibration OracleName = "func-ip-calibration"
 	// OracleExact counts hits in a window with a known number of calls.
 	OracleExact OracleName = "exact-count"
+	// OracleDelivery checks that every call reaches every user attached
+	// to the callsite through other users' transitions (stress/deliver).
+	OracleDelivery OracleName = "delivery"
 )
 
 // Oracle is the result of an oracle check. Expected and Got are counts for
@@ -232,6 +240,50 @@ type Oracle struct {
 	// Skipped says why the oracle could not run at all.
 	Skipped string `json:"skipped,omitempty"`
 	Msg     string `json:"msg,omitempty"`
+	// Title names a failure the way a cell's headline shows it, when the
+	// oracle has a name of its own for it (the delivery oracle's "missed
+	// call: <user> on <function> during <transition>").
+	Title string `json:"title,omitempty"`
+}
+
+// Delivery is what the delivery oracle's churn covered (stress/deliver).
+type Delivery struct {
+	// Steps counts attaches, detaches and filter changes made; Checked
+	// the calls judged against a user's window.
+	Steps   int    `json:"steps"`
+	Checked uint64 `json:"checked"`
+	// Users are every user the oracle knows, attached or not.
+	Users []DeliveryUser `json:"users"`
+	// States counts each callsite state entered (nop, one-ops, list,
+	// direct, direct+ops); Edges each change between two ("list ->
+	// one-ops").
+	States map[string]int `json:"states,omitempty"`
+	Edges  map[string]int `json:"edges,omitempty"`
+}
+
+// DeliveryEdges are the changes of the callsite's state that one user's
+// attach or detach can make: what a delivery churn should cover. The
+// states: nop; one-ops (the CALL_OPS literal's single ops, or an x86 ops
+// trampoline); list (ftrace_ops_list_func); direct (a direct call alone);
+// direct+ops.
+func DeliveryEdges() []string {
+	return []string{
+		"nop -> one-ops", "one-ops -> nop",
+		"one-ops -> list", "list -> one-ops",
+		"nop -> direct", "direct -> nop",
+		"direct -> direct+ops", "direct+ops -> direct",
+		"one-ops -> direct+ops", "direct+ops -> one-ops",
+		"list -> direct+ops", "direct+ops -> list",
+	}
+}
+
+// DeliveryUser is one user of the delivery oracle's callsite.
+type DeliveryUser struct {
+	Name     string `json:"name"`
+	Attaches int    `json:"attaches"`
+	Refused  int    `json:"refused,omitempty"`
+	// Skipped says why the kernel cannot provide the user.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Preempt describes run-time preemption-model switching through

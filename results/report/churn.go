@@ -24,6 +24,40 @@ type churnView struct {
 	Preempt      []fact
 	HotSet       []hotRow
 	Exact        string
+	Delivery     *deliveryView
+}
+
+// deliveryView is the delivery oracle's coverage: its users and every
+// state change the callsite went through, the ones it never made (N 0)
+// included.
+type deliveryView struct {
+	Steps   int
+	Checked uint64
+	Users   []event.DeliveryUser
+	Edges   []edgeRow
+}
+
+type edgeRow struct {
+	K string
+	N int
+}
+
+func buildDelivery(d *event.Delivery) *deliveryView {
+	if d == nil {
+		return nil
+	}
+	v := &deliveryView{Steps: d.Steps, Checked: d.Checked, Users: d.Users}
+	seen := map[string]bool{}
+	for _, e := range event.DeliveryEdges() {
+		v.Edges = append(v.Edges, edgeRow{e, d.Edges[e]})
+		seen[e] = true
+	}
+	for _, e := range slices.Sorted(maps.Keys(d.Edges)) {
+		if !seen[e] {
+			v.Edges = append(v.Edges, edgeRow{e, d.Edges[e]})
+		}
+	}
+	return v
 }
 
 type transitionRow struct {
@@ -55,7 +89,7 @@ type hotRow struct {
 // empty reports whether a cell has none of the churn's records.
 func (v *churnView) empty() bool {
 	return len(v.Transitions) == 0 && len(v.Oracles) == 0 && len(v.FailedChecks) == 0 &&
-		len(v.Features) == 0 && len(v.Preempt) == 0 && len(v.HotSet) == 0 && v.Exact == ""
+		len(v.Features) == 0 && len(v.Preempt) == 0 && len(v.HotSet) == 0 && v.Exact == "" && v.Delivery == nil
 }
 
 // buildChurn gathers the churn records of r; nil when it has none.
@@ -64,6 +98,7 @@ func buildChurn(r results.Result) *churnView {
 		Transitions: transitionRows(r.Transitions),
 		Features:    featureRows(r.Features),
 		Preempt:     preemptFacts(r.Preempt),
+		Delivery:    buildDelivery(r.Delivery),
 	}
 	v.Oracles, v.FailedChecks = oracleRows(r.Oracles)
 	if h := r.HotSet; h != nil {

@@ -731,3 +731,20 @@ func failedCellPage(t *testing.T, dir string, r results.Result) string {
 	}
 	return string(writePage(t, dir))
 }
+
+// The delivery oracle's table lists every state change one user's attach
+// or detach can make, the ones the run never made marked, and those the
+// run made beyond them after.
+func TestBuildDelivery(t *testing.T) {
+	v := buildDelivery(&event.Delivery{Steps: 3, Checked: 900, Users: []event.DeliveryUser{{Name: "ops", Attaches: 2}, {Name: "fprobe", Skipped: "no CONFIG_FPROBE"}},
+		Edges: map[string]int{"nop -> one-ops": 2, "one-ops -> nop": 1, "nop -> list": 1}})
+	if v == nil || len(v.Edges) != len(event.DeliveryEdges())+1 {
+		t.Fatalf("view = %+v", v)
+	}
+	if v.Edges[0] != (edgeRow{"nop -> one-ops", 2}) || v.Edges[2] != (edgeRow{"one-ops -> list", 0}) || v.Edges[len(v.Edges)-1] != (edgeRow{"nop -> list", 1}) {
+		t.Errorf("edges = %+v", v.Edges)
+	}
+	if buildDelivery(nil) != nil {
+		t.Error("a cell without the oracle has a delivery table")
+	}
+}

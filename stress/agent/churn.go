@@ -229,7 +229,8 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	rec := tally.New(a.w, 0)
 	rec.LogOps(time.Now())
 
-	m, err := oracle.NewMap(2*len(hot.Funcs) + 8)
+	// 8 spare slots for the exact-count, module and delivery programs.
+	m, err := oracle.NewMap(2*len(hot.Funcs) + 12)
 	if err != nil {
 		return fmt.Errorf("churn: %w", err)
 	}
@@ -361,6 +362,14 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		go func() {
 			defer wg.Done()
 			a.runModules(cctx, top, loader, rec, anchor, mods)
+		}()
+	}
+
+	if o.Delivery {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.runDelivery(cctx, top, loader, rec)
 		}()
 	}
 

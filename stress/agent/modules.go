@@ -15,6 +15,7 @@ import (
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/options"
@@ -54,8 +55,9 @@ const (
 )
 
 // notCycled are modules the loop never loads: ftrace-ops runs a benchmark
-// in its init (the overhead measurement's job, not the churn's).
-var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true}
+// in its init (the overhead measurement's job, not the churn's); the
+// delivery oracle owns fth_deliver.
+var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true, deliver.ModuleName: true}
 
 // modStats counts what the module companions did, for the summary.
 type modStats struct {

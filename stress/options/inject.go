@@ -127,4 +127,10 @@ const (
 	// SabotageSkipCount makes each exact-count window make one call fewer
 	// than it expects.
 	SabotageSkipCount = "skip-count"
+	// SabotageDropCall makes every delivery-oracle user of fth_deliver.ko
+	// drop one call in SabotageDropEvery.
+	SabotageDropCall = "drop-call"
 )
+
+// SabotageDropEvery is the drop-call sabotage's N.
+const SabotageDropEvery = 1000

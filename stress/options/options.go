@@ -131,7 +131,12 @@ type Options struct {
 	// ModHold is the longest a cycled module stays loaded (drawn from
 	// [ModHold/4, ModHold]).
 	ModHold time.Duration
-	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount).
+	// Delivery runs the delivery oracle (stress/deliver) beside the
+	// churn: fth_deliver.ko's numbered calls checked for every user on
+	// one callsite while the others attach and detach.
+	Delivery bool
+	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount,
+	// SabotageDropCall).
 	Sabotage string
 
 	// Budget bounds the campaign's churn and race stages together, from
@@ -360,6 +365,7 @@ func Defaults(env Env) Options {
 		RTReserve:   int(hammer.DefaultFairShare * 100),
 		Modules:     true,
 		ModHold:     3 * time.Second,
+		Delivery:    true,
 
 		RaceTarget: RaceAuto,
 		RaceAction: RaceReplace,

@@ -201,7 +201,7 @@ func TestParse(t *testing.T) {
 func TestArgsRoundTrip(t *testing.T) {
 	orig := Options{N: 17, Seed: 99, Hold: 1500 * time.Millisecond, Detach: 3, Threads: 5, Stall: 7 * time.Second, Crash: CrashSysrqC, Events: "/tmp/with space", Poweroff: true, MaxArgs: 4,
 		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second,
-		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount,
+		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, Delivery: true, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount,
 		BenchParts: []string{benchopts.Syscall, benchopts.Wakeup}, OpsSweep: []benchopts.OpsPoint{{Relevant: 0, Irrelevant: 5, SaveRegs: true}, {Relevant: 3, Irrelevant: 0, SaveRegs: false}}, OpsCalls: 1000, SyscallCalls: 77,
 		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond,
 		RaceTarget: RaceCallsite, RaceAction: RaceDetach, Injections: 3, Window: 250 * time.Millisecond}
@@ -295,7 +295,7 @@ func withChurnDefaults(o Options) Options {
 	o.Scenario, o.Hot, o.Churn, o.Cycles, o.Workers = d.Scenario, d.Hot, d.Churn, d.Cycles, d.Workers
 	o.ExactCalls, o.ExactEvery, o.PreemptEvery, o.Mixed, o.Hotplug = d.ExactCalls, d.ExactEvery, d.PreemptEvery, d.Mixed, d.Hotplug
 	o.RT, o.TimerPeriod, o.RTReserve, o.Modules, o.ModHold, o.Sabotage = d.RT, d.TimerPeriod, d.RTReserve, d.Modules, d.ModHold, d.Sabotage
-	o.ModList, o.Budget = d.ModList, d.Budget
+	o.ModList, o.Budget, o.Delivery = d.ModList, d.Budget, d.Delivery
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
 	o.RaceTarget, o.RaceAction, o.Injections, o.Window = d.RaceTarget, d.RaceAction, d.Injections, d.Window
@@ -360,7 +360,8 @@ func TestSabotageValues(t *testing.T) {
 		{"none", SabotageNone, ""},
 		{"wrong-ip", SabotageWrongIP, ""},
 		{"skip-count", SabotageSkipCount, ""},
-		{"bogus", "", `want "none", "wrong-ip" or "skip-count"`},
+		{"drop-call", SabotageDropCall, ""},
+		{"bogus", "", `want "none", "wrong-ip", "skip-count" or "drop-call"`},
 	} {
 		o, err := Parse(nil, "fth.sabotage="+tt.in, env4, io.Discard)
 		if tt.err != "" {

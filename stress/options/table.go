@@ -401,6 +401,20 @@ var fields = []field{
 		get: func(o *Options) string { return strconv.FormatBool(o.Modules) },
 	},
 	{
+		name:   "delivery",
+		usage:  "churn: run the delivery oracle (fth_deliver.ko: numbered calls, every user on the callsite counting them) beside the churn",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.Delivery = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Delivery) },
+	},
+	{
 		name:  "modlist",
 		usage: "churn: comma-separated module `names` to cycle (default: every module under /lib/modules/fth but ftrace_ops)",
 		set: func(o *Options, v string) error {
@@ -476,15 +490,15 @@ var fields = []field{
 	},
 	{
 		name:  "sabotage",
-		usage: "test only: \"wrong-ip\" or \"skip-count\" makes the func-ip or exact-count oracle see a failure",
+		usage: "test only: \"wrong-ip\", \"skip-count\" or \"drop-call\" makes the func-ip, exact-count or delivery oracle see a failure",
 		set: func(o *Options, v string) error {
 			switch v {
 			case "none", SabotageNone:
 				o.Sabotage = SabotageNone
-			case SabotageWrongIP, SabotageSkipCount:
+			case SabotageWrongIP, SabotageSkipCount, SabotageDropCall:
 				o.Sabotage = v
 			default:
-				return errors.New(`want "none", "wrong-ip" or "skip-count"`)
+				return errors.New(`want "none", "wrong-ip", "skip-count" or "drop-call"`)
 			}
 			return nil
 		},

@@ -111,14 +111,16 @@ func TestARM64ChurnPasses(t *testing.T) {
 }
 
 // The oracles fail the cell when they should: a program expecting the wrong
-// address (func-ip) and windows that make one call fewer than they count
-// on (exact-count).
+// address (func-ip), windows that make one call fewer than they count
+// on (exact-count), and users that drop calls (delivery).
 func TestOraclesCatchSabotage(t *testing.T) {
 	tests := []struct {
 		mode, reason string
 	}{
 		{"wrong-ip", "oracle func-ip failed"},
 		{"skip-count", "oracle exact-count failed"},
+		// Every user of fth_deliver.ko drops one call in 1,000.
+		{"drop-call", "missed call: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
@@ -132,6 +134,44 @@ func TestOraclesCatchSabotage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The delivery oracle on the correct kernel: 3 minutes of the churn with
+// its delivery companion, every call checked against every attached
+// user's window, and no miss; every user the kernel provides attached at
+// least once, and every change of the callsite's state made at least
+// once.
+func TestX86DeliveryChurn(t *testing.T) {
+	r := runFth(t, 20*time.Minute, churnArgs("3m")...)
+	r.mustCell(t)
+	if r.exit != 0 || r.result.Verdict != results.Pass {
+		t.Fatalf("verdict %s (%s), exit %d; want a pass", r.result.Verdict, r.result.Reason, r.exit)
+	}
+	sum, ok := oracleSummary(r.result, event.OracleDelivery, "")
+	if !ok || !sum.OK || sum.Skipped != "" || sum.Checks == 0 {
+		t.Fatalf("delivery summary = %+v, want calls checked and no failure", sum)
+	}
+	d := r.result.Delivery
+	if d == nil {
+		t.Fatal("result.json has no delivery section")
+	}
+	for _, u := range d.Users {
+		switch {
+		case u.Skipped != "":
+			t.Logf("user %s skipped: %s", u.Name, u.Skipped)
+		case u.Attaches == 0:
+			t.Errorf("user %s never attached (%d refused)", u.Name, u.Refused)
+		}
+	}
+	if len(d.Users) < 12 {
+		t.Errorf("%d users, want the module's 8, fentry, fexit and two tracers: %+v", len(d.Users), d.Users)
+	}
+	for _, e := range event.DeliveryEdges() {
+		if d.Edges[e] == 0 {
+			t.Errorf("the callsite never went %s: edges %v", e, d.Edges)
+		}
+	}
+	t.Logf("delivery: seed %s, %d steps, %d calls checked, states %v, edges %v", r.result.Seed, d.Steps, d.Checked, d.States, d.Edges)
 }
 
 // A finding of this harness, kept reproduced: cycling the kernel's

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/tally"
+	"github.com/ftrace-harness/fth/stress/tracefs"
+)
+
+// streamDeliver is the delivery churn's seeded stream.
+const streamDeliver = 0x66746864656c6976
+
+// maxDeliveryEvents bounds the failure events one run emits: a broken
+// kernel misses calls in every window, and the first ones say it all.
+const maxDeliveryEvents = 20
+
+// The tracefs instances whose tracers are the delivery churn's toggles.
+const (
+	deliverFnInstance    = "fth_deliver_fn"
+	deliverGraphInstance = "fth_deliver_graph"
+)
+
+// runDelivery loads fth_deliver.ko and runs the delivery churn on its
+// callsite until ctx ends, then emits the oracle's summary and unloads the
+// module.
+func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder) {
+	sum := event.Oracle{Name: event.OracleDelivery}
+	emitSummary := func() { _ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &sum}) }
+	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
+	if err := kmods.Load(path, ""); err != nil {
+		sum.Skipped = fmt.Sprintf("load %s: %v", path, err)
+		report.Logf(a.w, "delivery: %s", sum.Skipped)
+		emitSummary()
+		return
+	}
+	a.logModule(deliver.ModuleName)
+	defer func() {
+		if err := kmods.UnloadRetry(rec, deliver.ModuleName, 20); err != nil {
+			report.Logf(a.w, "delivery: unload: %v", err)
+		}
+	}()
+	mod := deliver.Module{Dir: deliver.DefaultDir}
+	if a.opts.Sabotage == options.SabotageDropCall {
+		if err := mod.Sabotage(options.SabotageDropEvery); err != nil {
+			report.Logf(a.w, "delivery: sabotage: %v", err)
+		}
+		report.Logf(a.w, "delivery: SABOTAGE drop-call: every user drops one call in %d", options.SabotageDropEvery)
+	}
+
+	groups := deliver.ModuleUsers()
+	counted := map[string]deliver.Counted{}
+	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, deliver.ModuleName, []string{deliver.FuncSeq})
+	if err != nil || len(addrs) == 0 {
+		report.Logf(a.w, "delivery: no kallsyms address for %s (%v): BPF users do not check func-ip", deliver.FuncSeq, err)
+	}
+	ml := loader.WithAddrs(addrs)
+	for _, kind := range []oracle.Kind{oracle.FEntry, oracle.FExit} {
+		counted[kind.String()] = &bpfCounted{a: a, l: ml, kind: kind, link: -1}
+		groups[kind.String()] = deliver.GroupDirect
+	}
+	toggles := map[string]deliver.Toggle{}
+	for _, t := range []struct {
+		inst, tracer, name string
+		group              deliver.Group
+	}{
+		{deliverFnInstance, tracefs.Function, "function-tracer", "function-tracer"},
+		{deliverGraphInstance, tracefs.FunctionGraph, "graph-tracer", deliver.GroupFgraph},
+	} {
+		inst, err := top.Instance(t.inst)
+		if err != nil {
+			report.Logf(a.w, "delivery: %s: %v", t.name, err)
+			continue
+		}
+		_ = inst.SetBufferKB(64)
+		defer func() { _ = inst.Reset(); _ = top.RemoveInstance(t.inst) }()
+		toggles[t.name] = tracerToggle{fs: inst, tracer: t.tracer}
+		groups[t.name] = t.group
+	}
+
+	var (
+		mu      sync.Mutex
+		emitted int
+	)
+	res, err := deliver.Churn(ctx, deliver.Config{
+		Mod: mod, Counted: counted, Toggles: toggles, Groups: groups,
+		Rng: rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
+		Fail: func(o event.Oracle) {
+			mu.Lock()
+			emitted++
+			n := emitted
+			mu.Unlock()
+			if n <= maxDeliveryEvents {
+				_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
+				a.oracleFail(o)
+			}
+		},
+		Logf: func(format string, args ...any) { report.Logf(a.w, format, args...) },
+	})
+	if err != nil {
+		report.Logf(a.w, "delivery: %v", err)
+	}
+	sum.Checks = int(res.Checked)
+	sum.Failures = res.Failures
+	sum.OK = res.Failures == 0
+	sum.Msg = deliverySummary(res)
+	if err != nil && res.Steps == 0 {
+		sum.Skipped = err.Error()
+	}
+	report.Logf(a.w, "delivery: %d steps, %d calls checked, %d failures; %s", res.Steps, res.Checked, res.Failures, sum.Msg)
+	names := slices.Sorted(maps.Keys(groups))
+	ev := res.Event(names)
+	_ = a.w.Emit(event.Event{Kind: event.KindDelivery, Delivery: &ev})
+	emitSummary()
+}
+
+// deliverySummary says which users attached, which the kernel could not
+// provide, and the states and edges covered.
+func deliverySummary(r deliver.Result) string {
+	var users []string
+	for _, u := range slices.Sorted(maps.Keys(r.Attaches)) {
+		users = append(users, fmt.Sprintf("%s %d", u, r.Attaches[u]))
+	}
+	for _, u := range slices.Sorted(maps.Keys(r.Refused)) {
+		if r.Attaches[u] == 0 {
+			users = append(users, fmt.Sprintf("%s refused %d", u, r.Refused[u]))
+		}
+	}
+	var skipped []string
+	for _, u := range slices.Sorted(maps.Keys(r.Skipped)) {
+		skipped = append(skipped, u+" ("+r.Skipped[u]+")")
+	}
+	s := "attached: " + strings.Join(users, ", ")
+	if len(skipped) > 0 {
+		s += "; skipped: " + strings.Join(skipped, ", ")
+	}
+	return s + "; states: " + deliver.EdgeTable(r.States) + "; edges: " + deliver.EdgeTable(r.Edges)
+}
+
+// bpfCounted is a func-ip fentry or fexit program on FuncSeq, counting in
+// the oracle map's slot for its kind.
+type bpfCounted struct {
+	a    *agent
+	l    *oracle.Loader
+	kind oracle.Kind
+	link int
+	prev oracle.Counters
+	slot uint32
+}
+
+func (b *bpfCounted) key() string { return oracle.Key(b.kind, deliver.FuncSeq) }
+
+func (b *bpfCounted) Attach() error {
+	ld, err := b.l.Load(deliver.FuncSeq, b.kind, b.key())
+	if err != nil {
+		return err
+	}
+	defer ld.Prog.Close()
+	b.slot = ld.FuncIP.Slot
+	b.prev, _ = b.l.Map.Read(b.slot)
+	fd, errno := attach.LinkCreate(ld.Prog.FD(), b.kind.LinkType())
+	if errno != 0 {
+		return fmt.Errorf("BPF_LINK_CREATE: %w", errno)
+	}
+	b.link = fd
+	return nil
+}
+
+func (b *bpfCounted) Detach() error {
+	if b.link < 0 {
+		return nil
+	}
+	err := unix.Close(b.link)
+	b.link = -1
+	if exp, ok := b.l.Expected(deliver.FuncSeq); ok && b.l.Checking() {
+		if cur, rerr := b.l.Map.Read(b.slot); rerr == nil {
+			if o := oracle.CheckFuncIP(deliver.FuncSeq, b.kind, exp, b.prev, cur); !o.OK {
+				_ = b.a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
+				b.a.oracleFail(o)
+			}
+		}
+	}
+	return err
+}
+
+func (b *bpfCounted) Hits() (uint64, error) {
+	slot, err := b.l.Map.Slot(b.key())
+	if err != nil {
+		return 0, err
+	}
+	c, err := b.l.Map.Read(slot)
+	return c.Hits, err
+}
+
+// tracerToggle switches a tracer filtered to FuncSeq on and off in an
+// instance of its own.
+type tracerToggle struct {
+	fs     tracefs.FS
+	tracer string
+}
+
+func (t tracerToggle) On() error {
+	if err := t.fs.SetFilter(deliver.FuncSeq); err != nil {
+		return err
+	}
+	return t.fs.SetTracer(t.tracer)
+}
+
+func (t tracerToggle) Off() error { return t.fs.SetTracer(tracefs.Nop) }

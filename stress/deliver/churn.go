@@ -1,0 +1,442 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// Counted is a user the agent attaches itself that counts its hits but
+// cannot read the call numbers: a BPF fentry or fexit program. Its window
+// is judged by bounds (see checkCount).
+type Counted interface {
+	// Attach attaches the user; Detach detaches it.
+	Attach() error
+	Detach() error
+	// Hits is the user's running total of calls received.
+	Hits() (uint64, error)
+}
+
+// Toggle is a user that changes the callsite but counts nothing the
+// oracle can read: a function or function_graph tracer in an instance
+// filtered to FuncSeq (its ring buffer drops under this load).
+type Toggle interface {
+	On() error
+	Off() error
+}
+
+// Group names the ftrace_ops a user dispatches through, which decides the
+// callsite's state: users of one group share one ops.
+type Group string
+
+// Groups beyond a module ops user's own name.
+const (
+	GroupDirect Group = "direct" // BPF trampolines: a direct call
+	GroupKprobe Group = "kprobe" // kprobe_ftrace_ops, shared by kprobes and kretprobes
+	GroupFgraph Group = "fgraph" // fgraph's ops, shared by fprobe and function_graph
+)
+
+// ModuleUsers are the users fth_deliver.ko offers, with their groups.
+func ModuleUsers() map[string]Group {
+	return map[string]Group{
+		"ops": "ops", "ops-regs": "ops-regs", "ops-ipmodify": "ops-ipmodify",
+		"ops-recursion": "ops-recursion", "ops-multi": "ops-multi",
+		"kprobe": GroupKprobe, "kretprobe": GroupKprobe, "fprobe": GroupFgraph,
+	}
+}
+
+// State names the callsite's dispatch state for the set of groups
+// attached: nop; one ops (the CALL_OPS literal's single ops, or an x86 ops
+// trampoline); the list (ftrace_ops_list_func); a direct call alone; a
+// direct call with other ops.
+func State(groups map[Group]int) string {
+	ops, direct := 0, false
+	for g, n := range groups {
+		if n == 0 {
+			continue
+		}
+		if g == GroupDirect {
+			direct = true
+		} else {
+			ops++
+		}
+	}
+	switch {
+	case direct && ops > 0:
+		return "direct+ops"
+	case direct:
+		return "direct"
+	case ops > 1:
+		return "list"
+	case ops == 1:
+		return "one-ops"
+	default:
+		return "nop"
+	}
+}
+
+// Config is what Churn needs.
+type Config struct {
+	Mod Module
+	// Counted and Toggles are the agent's users by name, with groups.
+	Counted map[string]Counted
+	Toggles map[string]Toggle
+	Groups  map[string]Group
+	Rng     *rand.Rand
+	// Pause is the time between steps, so that calls are made in every
+	// state (default 10ms).
+	Pause time.Duration
+	// Fail receives every failed check as it is found.
+	Fail func(event.Oracle)
+	Logf func(format string, args ...any)
+}
+
+// Result is what a churn did and covered.
+type Result struct {
+	Steps int
+	// Checked counts the calls judged (module users and counted ones).
+	Checked  uint64
+	Failures int
+	// Attaches and Refused count per user; Skipped says why a user could
+	// not be attached at all.
+	Attaches, Refused map[string]int
+	Skipped           map[string]string
+	// States and Edges count the callsite's states entered and the
+	// transitions between them ("one-ops -> list").
+	States, Edges map[string]int
+}
+
+type churn struct {
+	cfg      Config
+	attached map[string]bool
+	filtered map[string]bool
+	groups   map[Group]int
+	history  []Transition
+	res      Result
+	// counted users' windows in flight.
+	open map[string]countWindow
+	seq  int
+}
+
+type countWindow struct {
+	before Calls  // read before the attach began
+	after  Calls  // read after it returned
+	hits   uint64 // the user's total before the attach
+}
+
+// Churn attaches and detaches every user on fth_deliver_seq in a seeded
+// random order until ctx ends, judging each window, then detaches all.
+func Churn(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.Pause <= 0 {
+		cfg.Pause = 10 * time.Millisecond
+	}
+	c := &churn{
+		cfg: cfg, attached: map[string]bool{}, filtered: map[string]bool{}, groups: map[Group]int{},
+		open: map[string]countWindow{},
+		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Skipped: map[string]string{},
+			States: map[string]int{}, Edges: map[string]int{}},
+	}
+	users, err := cfg.Mod.Users()
+	if err != nil {
+		return c.res, fmt.Errorf("deliver: %w", err)
+	}
+	var names []string
+	for _, u := range users {
+		if u.Skip != "" {
+			c.res.Skipped[u.Name] = u.Skip
+			continue
+		}
+		names = append(names, u.Name)
+		if u.Name == "ops-multi" {
+			c.filtered[u.Name] = true
+		}
+	}
+	names = append(names, slices.Sorted(maps.Keys(cfg.Counted))...)
+	names = append(names, slices.Sorted(maps.Keys(cfg.Toggles))...)
+	c.res.States[State(c.groups)]++
+	if err := cfg.Mod.Run(true); err != nil {
+		return c.res, fmt.Errorf("deliver: start callers: %w", err)
+	}
+	for ctx.Err() == nil {
+		c.step(c.pick(names))
+		c.drain()
+		c.res.Steps++
+		select {
+		case <-ctx.Done():
+		case <-time.After(cfg.Pause):
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.attached)) {
+		if c.attached[name] {
+			c.toggle(name)
+		}
+	}
+	c.drain()
+	rerr := cfg.Mod.Run(false)
+	if users, err := cfg.Mod.Users(); err == nil {
+		for _, u := range users {
+			c.res.Checked += u.Checked
+		}
+	}
+	return c.res, rerr
+}
+
+// pick chooses the next user to change. With k users attached it
+// detaches one with probability k/(k+2), so that the walk hovers around
+// two users and reaches nop, one ops and a direct call alone as often as
+// the list: a uniform pick over a dozen users sits at half of them.
+func (c *churn) pick(names []string) string {
+	var on, off []string
+	for _, n := range names {
+		if c.attached[n] {
+			on = append(on, n)
+		} else {
+			off = append(off, n)
+		}
+	}
+	if len(off) == 0 || (len(on) > 0 && c.cfg.Rng.IntN(len(on)+2) >= 2) {
+		return on[c.cfg.Rng.IntN(len(on))]
+	}
+	return off[c.cfg.Rng.IntN(len(off))]
+}
+
+// step changes one user: an attached ops user sometimes changes its
+// filter instead of detaching.
+func (c *churn) step(name string) {
+	if c.attached[name] && c.isModuleOps(name) && name != "ops-multi" && c.cfg.Rng.IntN(3) == 0 {
+		add := !c.filtered[name]
+		if err := c.cfg.Mod.Filter(name, add); err != nil {
+			c.cfg.Logf("deliver: filter %v %s: %v", add, name, err)
+			return
+		}
+		c.filtered[name] = add
+		return
+	}
+	c.toggle(name)
+}
+
+func (c *churn) isModuleOps(name string) bool {
+	return strings.HasPrefix(name, "ops")
+}
+
+// toggle attaches name if detached and detaches it if attached.
+func (c *churn) toggle(name string) {
+	on := !c.attached[name]
+	var err error
+	switch {
+	case c.cfg.Counted[name] != nil:
+		err = c.countedToggle(name, on)
+	case c.cfg.Toggles[name] != nil:
+		err = c.agentTransition(name, on, func() error {
+			if on {
+				return c.cfg.Toggles[name].On()
+			}
+			return c.cfg.Toggles[name].Off()
+		})
+	case on:
+		err = c.cfg.Mod.Attach(name)
+	default:
+		err = c.cfg.Mod.Detach(name)
+	}
+	if err != nil {
+		if on {
+			c.res.Refused[name]++
+		}
+		c.cfg.Logf("deliver: %s %s: %v", verb(on), name, err)
+		if on {
+			return
+		}
+		// A failed detach leaves it attached as far as we know.
+		return
+	}
+	before := State(c.groups)
+	c.attached[name] = on
+	g := c.cfg.Groups[name]
+	if on {
+		c.groups[g]++
+		c.res.Attaches[name]++
+	} else {
+		// A module ops user keeps its filter across a detach.
+		c.groups[g]--
+	}
+	after := State(c.groups)
+	c.res.States[after]++
+	if after != before {
+		c.res.Edges[before+" -> "+after]++
+	}
+}
+
+func verb(on bool) string {
+	if on {
+		return "attach"
+	}
+	return "detach"
+}
+
+// agentTransition logs fn, a change the agent makes, as a transition.
+func (c *churn) agentTransition(name string, on bool, fn func() error) error {
+	c.seq++
+	t := fmt.Sprintf("%s %s#%d", verb(on), name, c.seq)
+	if err := c.cfg.Mod.Begin(t); err != nil {
+		return fmt.Errorf("log the transition: %w", err)
+	}
+	err := fn()
+	if eerr := c.cfg.Mod.End(t); eerr != nil && err == nil {
+		err = fmt.Errorf("log the transition's end: %w", eerr)
+	}
+	return err
+}
+
+func (c *churn) countedToggle(name string, on bool) error {
+	u := c.cfg.Counted[name]
+	if on {
+		before, err := c.cfg.Mod.Calls()
+		if err != nil {
+			return err
+		}
+		hits, err := u.Hits()
+		if err != nil {
+			return err
+		}
+		if err := c.agentTransition(name, true, u.Attach); err != nil {
+			return err
+		}
+		after, err := c.cfg.Mod.Calls()
+		if err != nil {
+			return err
+		}
+		c.open[name] = countWindow{before: before, after: after, hits: hits}
+		return nil
+	}
+	w := c.open[name]
+	pre, err := c.cfg.Mod.Calls()
+	if err != nil {
+		return err
+	}
+	if err := c.agentTransition(name, false, u.Detach); err != nil {
+		return err
+	}
+	post, err := c.cfg.Mod.Calls()
+	if err != nil {
+		return err
+	}
+	hits, err := u.Hits()
+	if err != nil {
+		return err
+	}
+	delete(c.open, name)
+	f, lower, ok := checkCount(name, w, pre, post, hits-w.hits)
+	c.res.Checked += lower
+	if !ok {
+		// Transitions of the window may not have been drained yet.
+		c.drainTransitions()
+		f.Attribute(c.history)
+		c.fail(f)
+	}
+	return nil
+}
+
+// checkCount judges a counting user's window: every call begun after its
+// attach returned and done before its detach began (lower) must be
+// counted; no more than every call that could have overlapped the window
+// (upper) may be.
+func checkCount(user string, w countWindow, pre, post Calls, hits uint64) (Finding, uint64, bool) {
+	var lower, upper uint64
+	win := make([]Span, len(pre))
+	for i := range pre {
+		if i < len(w.after) && pre[i].Done > w.after[i].Started {
+			lower += pre[i].Done - w.after[i].Started
+			win[i] = Span{BeginDone: w.after[i].Started, EndStarted: pre[i].Done}
+		}
+		if i < len(w.before) && i < len(post) {
+			upper += post[i].Started - w.before[i].Done
+		}
+	}
+	f := Finding{Kind: KindCount, User: user, Func: FuncSeq, From: lower, To: hits, Window: win}
+	switch {
+	case hits < lower:
+		f.Count = lower - hits
+		return f, lower, false
+	case hits > upper:
+		f.Kind = KindDup
+		f.Count = hits - upper
+		f.From, f.To = 0, 0
+		return f, lower, false
+	}
+	return f, lower, true
+}
+
+func (c *churn) drainTransitions() {
+	ts, err := c.cfg.Mod.Transitions()
+	if err != nil {
+		c.cfg.Logf("deliver: transitions: %v", err)
+		return
+	}
+	c.history = append(c.history, ts...)
+	// Attribution looks back one window at most; keep the log bounded.
+	if n := len(c.history); n > 4096 {
+		c.history = slices.Clone(c.history[n-2048:])
+	}
+}
+
+// drain reads the module's findings and reports each.
+func (c *churn) drain() {
+	c.drainTransitions()
+	fs, err := c.cfg.Mod.Findings()
+	if err != nil {
+		c.cfg.Logf("deliver: findings: %v", err)
+		return
+	}
+	for _, f := range fs {
+		f.Attribute(c.history)
+		c.fail(f)
+	}
+}
+
+func (c *churn) fail(f Finding) {
+	c.res.Failures++
+	c.cfg.Fail(f.Oracle())
+}
+
+// Event is the result as the agent reports it; names are every user
+// Churn was given.
+func (r Result) Event(names []string) event.Delivery {
+	d := event.Delivery{Steps: r.Steps, Checked: r.Checked, States: r.States, Edges: r.Edges}
+	for _, n := range names {
+		d.Users = append(d.Users, event.DeliveryUser{Name: n, Attaches: r.Attaches[n], Refused: r.Refused[n], Skipped: r.Skipped[n]})
+	}
+	return d
+}
+
+// EdgeTable formats edge counts for a log line, most frequent first.
+func EdgeTable(m map[string]int) string {
+	type kv struct {
+		k string
+		v int
+	}
+	var out []kv
+	for k, v := range m {
+		out = append(out, kv{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].v != out[j].v {
+			return out[i].v > out[j].v
+		}
+		return out[i].k < out[j].k
+	})
+	var b strings.Builder
+	for i, x := range out {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", x.k, x.v)
+	}
+	return b.String()
+}

@@ -1,0 +1,152 @@
+package deliver
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+func TestParseFindings(t *testing.T) {
+	for _, tt := range []struct {
+		name, in string
+		want     []Finding
+		err      string
+	}{
+		{"empty", "", nil, ""},
+		{"miss", "miss ops fth_deliver_seq 1 1205 1207 1100 1300\n",
+			[]Finding{{Kind: KindMiss, User: "ops", Func: FuncSeq, Caller: 1, From: 1205, To: 1207, WinFrom: 1100, WinTo: 1300}}, ""},
+		{"dup", "dup kprobe fth_deliver_seq 0 77 2 10 90\n",
+			[]Finding{{Kind: KindDup, User: "kprobe", Func: FuncSeq, Caller: 0, From: 77, To: 77, Count: 2, WinFrom: 10, WinTo: 90}}, ""},
+		{"gaps", "gaps ops-multi fth_deliver_other 3 12 5 500\n",
+			[]Finding{{Kind: KindGaps, User: "ops-multi", Func: FuncOther, Caller: 3, Count: 12, WinFrom: 5, WinTo: 500}}, ""},
+		{"foreign and late", "foreign ops-regs 4 0xffffffffc0201004\nlate fprobe 1\n",
+			[]Finding{{Kind: KindForeign, User: "ops-regs", Count: 4, IP: 0xffffffffc0201004}, {Kind: KindLate, User: "fprobe", Count: 1}}, ""},
+		{"lost", "lost 9\n", []Finding{{Kind: KindLost, Count: 9}}, ""},
+		{"short line", "miss ops fth_deliver_seq 1 2\n", nil, "findings line"},
+		{"not a number", "miss ops fth_deliver_seq x 1 2 3 4\n", nil, "findings line"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseFindings(tt.in)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseTransitionsCallsUsers(t *testing.T) {
+	ts, err := ParseTransitions("lost 3\n7 100:130 200:215 attach ops-regs\n8 131:140 215:220 detach fentry#4\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Transition{
+		{ID: 7, Name: "attach ops-regs", Span: []Span{{100, 130}, {200, 215}}},
+		{ID: 8, Name: "detach fentry#4", Span: []Span{{131, 140}, {215, 220}}},
+	}
+	if !reflect.DeepEqual(ts, want) {
+		t.Errorf("transitions = %+v, want %+v", ts, want)
+	}
+	calls, err := ParseCalls("0 50 49\n1 60 60\n")
+	if err != nil || !reflect.DeepEqual(calls, Calls{{50, 49}, {60, 60}}) {
+		t.Errorf("calls = %+v, %v", calls, err)
+	}
+	if _, err := ParseCalls("1 50 49\n"); err == nil {
+		t.Error("calls out of order parsed")
+	}
+	users, err := ParseUsers("ops live=1 mask=1 attaches=3 checked=900 failed=0 dropped=0 noargs=0 skip=-\nfprobe live=0 mask=1 attaches=0 checked=0 failed=0 dropped=0 noargs=0 skip=no CONFIG_FPROBE\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(users) != 2 || !users[0].Live || users[0].Attaches != 3 || users[0].Checked != 900 || users[0].Skip != "" || users[1].Skip != "no CONFIG_FPROBE" {
+		t.Errorf("users = %+v", users)
+	}
+}
+
+func TestAttributeAndTitle(t *testing.T) {
+	ts := []Transition{
+		{Name: "attach ops", Span: []Span{{0, 50}, {0, 50}}},
+		{Name: "attach fentry#3", Span: []Span{{90, 120}, {0, 10}}},
+		{Name: "filter add fth_deliver_other ops-regs", Span: []Span{{200, 300}, {0, 0}}},
+		{Name: "detach kprobe", Span: []Span{{100, 130}, {0, 0}}},
+	}
+	for _, tt := range []struct {
+		name  string
+		f     Finding
+		title string
+	}{
+		{"another user's attach", Finding{Kind: KindMiss, User: "ops", Func: FuncSeq, Caller: 0, From: 105, To: 106},
+			"missed call: ops on fth_deliver_seq during attach fentry#3 (and 1 more)"},
+		{"own transition left out", Finding{Kind: KindMiss, User: "kprobe", Func: FuncSeq, Caller: 0, From: 121, To: 121},
+			"missed call: kprobe on fth_deliver_seq while no other user changed the callsite"},
+		{"other caller", Finding{Kind: KindMiss, User: "ops", Func: FuncSeq, Caller: 1, From: 5, To: 5},
+			"missed call: ops on fth_deliver_seq during attach fentry#3"},
+		{"a count", Finding{Kind: KindCount, User: "fentry", Func: FuncSeq, Window: []Span{{210, 250}}, Count: 2},
+			"missed call: fentry on fth_deliver_seq during filter add fth_deliver_other ops-regs"},
+		{"own filter change counts", Finding{Kind: KindMiss, User: "ops-regs", Func: FuncSeq, Caller: 0, From: 250, To: 250},
+			"missed call: ops-regs on fth_deliver_seq during filter add fth_deliver_other ops-regs"},
+		{"own agent attach left out", Finding{Kind: KindMiss, User: "fentry", Func: FuncSeq, Caller: 0, From: 101, To: 101},
+			"missed call: fentry on fth_deliver_seq during detach kprobe"},
+		{"foreign", Finding{Kind: KindForeign, User: "ops-regs", Count: 1, IP: 0x10},
+			"misdelivered call: ops-regs called for a function it does not trace"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.f
+			f.Attribute(ts)
+			if got := f.Title(); got != tt.title {
+				t.Errorf("title = %q, want %q", got, tt.title)
+			}
+			o := f.Oracle()
+			if o.Name != event.OracleDelivery || o.OK || o.Title != tt.title || !strings.HasPrefix(o.Msg, tt.title+": ") {
+				t.Errorf("oracle = %+v", o)
+			}
+		})
+	}
+}
+
+func TestCheckCount(t *testing.T) {
+	w := countWindow{before: Calls{{100, 98}, {50, 50}}, after: Calls{{110, 109}, {55, 54}}}
+	pre := Calls{{200, 199}, {80, 80}}  // before the detach
+	post := Calls{{205, 204}, {82, 81}} // after it
+	// lower: (199-110) + (80-55) = 114; upper: (205-98) + (82-50) = 139.
+	for _, tt := range []struct {
+		hits uint64
+		ok   bool
+		kind string
+	}{
+		{114, true, ""}, {139, true, ""}, {113, false, KindCount}, {140, false, KindDup},
+	} {
+		f, lower, ok := checkCount("fentry", w, pre, post, tt.hits)
+		if lower != 114 || ok != tt.ok || (!ok && f.Kind != tt.kind) {
+			t.Errorf("hits %d: lower %d ok %v kind %q, want 114 %v %q", tt.hits, lower, ok, f.Kind, tt.ok, tt.kind)
+		}
+		if tt.kind == KindCount && (f.Count != 1 || !reflect.DeepEqual(f.Window, []Span{{110, 199}, {55, 80}})) {
+			t.Errorf("count finding = %+v", f)
+		}
+	}
+}
+
+func TestState(t *testing.T) {
+	for _, tt := range []struct {
+		groups map[Group]int
+		want   string
+	}{
+		{nil, "nop"},
+		{map[Group]int{"ops": 1, GroupDirect: 0}, "one-ops"},
+		{map[Group]int{GroupKprobe: 2}, "one-ops"},
+		{map[Group]int{"ops": 1, GroupKprobe: 1}, "list"},
+		{map[Group]int{GroupDirect: 2}, "direct"},
+		{map[Group]int{GroupDirect: 1, GroupFgraph: 1}, "direct+ops"},
+	} {
+		if got := State(tt.groups); got != tt.want {
+			t.Errorf("State(%v) = %q, want %q", tt.groups, got, tt.want)
+		}
+	}
+}

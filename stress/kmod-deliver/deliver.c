@@ -1,0 +1,914 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fth_deliver: the delivery oracle's kernel half (ftrace-harness).
+ *
+ * One caller kthread per CPU (at most FTH_MAX_CALLERS) calls
+ * fth_deliver_seq(caller, n) and fth_deliver_other(caller, n) with n = 1,
+ * 2, 3... Every user this module can attach to those functions (ftrace_ops
+ * in the variants the kernel dispatches differently, a kprobe, a kretprobe,
+ * an fprobe) records the sequence numbers it receives, per function and
+ * per caller. Calls of one caller are sequential, so a user sees them in
+ * order, and a missed call shows as a gap.
+ *
+ * The rule (the issue's): every call made while a user was fully attached,
+ * from its attach returning to its detach starting, must reach it exactly
+ * once, whatever else changes the callsite meanwhile. Calls made during the
+ * user's own attach or detach may go either way. With started[c] and
+ * done[c] the caller's last started and last finished call, the window of
+ * caller c is (started[c] read after the attach returned, done[c] read
+ * before the detach starts]: every call in it began after the attach and
+ * ended before the detach.
+ *
+ * The module judges its own users at their detach and writes what it found
+ * to deliver/findings; BPF users are the agent's, which reads deliver/seq
+ * around its own attach and detach. Every transition on the callsite, the
+ * module's or the agent's (begin/end in deliver/ctl), is logged to
+ * deliver/transitions with the calls it may have overlapped, so that the
+ * agent can say which transition a missed call happened during.
+ */
+#include <linux/delay.h>
+#include <linux/debugfs.h>
+#include <linux/fprobe.h>
+#include <linux/ftrace.h>
+#include <linux/kprobes.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+
+#define FTH_MAX_CALLERS 8
+#define FTH_GAPS 8
+#define FTH_NAME 48
+#define FTH_LOG 1024
+#define FTH_FINDINGS (64 * 1024)
+
+static unsigned int burst = 16;
+module_param(burst, uint, 0444);
+MODULE_PARM_DESC(burst, "calls per caller between sleeps (default 16)");
+static unsigned int pause_us = 200;
+module_param(pause_us, uint, 0444);
+MODULE_PARM_DESC(pause_us, "sleep between bursts, in microseconds (default 200): a TCG guest's vCPUs must still run the agent");
+
+/* The traced functions. */
+enum { FN_SEQ, FN_OTHER, FN_COUNT };
+static const char *const fn_names[FN_COUNT] = { "fth_deliver_seq", "fth_deliver_other" };
+
+static unsigned long sink;
+
+/*
+ * Global and noinline: each keeps its own callsite and BTF entry. They are
+ * not static, so they need prototypes; nothing else calls them.
+ */
+void fth_deliver_seq(unsigned long caller, unsigned long n);
+void fth_deliver_other(unsigned long caller, unsigned long n);
+
+noinline void fth_deliver_seq(unsigned long caller, unsigned long n)
+{
+	WRITE_ONCE(sink, READ_ONCE(sink) + (caller ^ n));
+}
+
+noinline void fth_deliver_other(unsigned long caller, unsigned long n)
+{
+	WRITE_ONCE(sink, READ_ONCE(sink) - (caller ^ n));
+}
+
+struct fth_caller {
+	struct task_struct *task;
+	unsigned long started, done;
+};
+
+static struct fth_caller callers[FTH_MAX_CALLERS];
+static unsigned int ncallers;
+static bool running;
+
+/* The callsite addresses ftrace hands ops callbacks, learnt at load. */
+static unsigned long fn_ip[FN_COUNT];
+
+static void snap_started(unsigned long *out)
+{
+	unsigned int c;
+
+	smp_mb();
+	for (c = 0; c < ncallers; c++)
+		out[c] = READ_ONCE(callers[c].started);
+}
+
+static void snap_done(unsigned long *out)
+{
+	unsigned int c;
+
+	smp_mb();
+	for (c = 0; c < ncallers; c++)
+		out[c] = READ_ONCE(callers[c].done);
+}
+
+static int caller_fn(void *arg)
+{
+	struct fth_caller *c = arg;
+	unsigned long id = c - callers, n;
+	unsigned int i;
+
+	while (!kthread_should_stop()) {
+		if (!READ_ONCE(running)) {
+			msleep(20);
+			continue;
+		}
+		for (i = 0; i < burst; i++) {
+			n = c->started + 1;
+			WRITE_ONCE(c->started, n);
+			smp_mb();
+			fth_deliver_seq(id, n);
+			fth_deliver_other(id, n);
+			smp_mb();
+			WRITE_ONCE(c->done, n);
+		}
+		usleep_range(pause_us, pause_us + pause_us / 2 + 1);
+	}
+	return 0;
+}
+
+/* One user's record of one function's calls from one caller. */
+struct fth_track {
+	unsigned long first, last, seen, dups, dup_n;
+	unsigned int ngaps;
+	unsigned long gap_from[FTH_GAPS], gap_to[FTH_GAPS];
+};
+
+static void track(struct fth_track *t, unsigned long n)
+{
+	if (t->seen && n <= t->last) {
+		t->dups++;
+		t->dup_n = n;
+		return;
+	}
+	if (!t->seen)
+		t->first = n;
+	else if (n != t->last + 1) {
+		if (t->ngaps < FTH_GAPS) {
+			t->gap_from[t->ngaps] = t->last + 1;
+			t->gap_to[t->ngaps] = n - 1;
+		}
+		t->ngaps++;
+	}
+	t->last = n;
+	t->seen++;
+}
+
+enum fth_kind { K_OPS, K_KPROBE, K_KRETPROBE, K_FPROBE };
+
+struct fth_user {
+	const char *name;
+	enum fth_kind kind;
+	unsigned long ops_flags;
+	/* live: set before the attach starts, cleared after the detach ends. */
+	bool live;
+	/* mask: the functions the user is attached to now; window starts. */
+	unsigned int mask;
+	unsigned long from[FN_COUNT][FTH_MAX_CALLERS];
+	struct fth_track t[FN_COUNT][FTH_MAX_CALLERS];
+	atomic_long_t foreign, late, dropped, noargs;
+	unsigned long foreign_ip;
+	unsigned long attaches, checked, failed;
+	struct ftrace_ops ops;
+	struct kprobe kp;
+	struct kretprobe krp;
+	struct fprobe fp;
+	const char *skip;
+};
+
+static unsigned int sabotage_n;
+static atomic_long_t sabotage_ctr = ATOMIC_LONG_INIT(0);
+
+static void record(struct fth_user *u, unsigned int fn, unsigned long caller, unsigned long n)
+{
+	if (!READ_ONCE(u->live)) {
+		atomic_long_inc(&u->late);
+		return;
+	}
+	if (caller >= ncallers)
+		return;
+	if (sabotage_n && atomic_long_inc_return(&sabotage_ctr) % sabotage_n == 0) {
+		atomic_long_inc(&u->dropped);
+		return;
+	}
+	track(&u->t[fn][caller], n);
+}
+
+static void ops_func(unsigned long ip, unsigned long parent_ip, struct ftrace_ops *op,
+		     struct ftrace_regs *fregs)
+{
+	struct fth_user *u = container_of(op, struct fth_user, ops);
+	unsigned int fn;
+
+	for (fn = 0; fn < FN_COUNT; fn++)
+		if (ip == fn_ip[fn])
+			break;
+	if (fn == FN_COUNT || !(READ_ONCE(u->mask) & BIT(fn))) {
+		/* A call for a function the user does not trace. */
+		if (READ_ONCE(u->live)) {
+			atomic_long_inc(&u->foreign);
+			WRITE_ONCE(u->foreign_ip, ip);
+		}
+		return;
+	}
+	if (!fregs) {
+		atomic_long_inc(&u->noargs);
+		return;
+	}
+	record(u, fn, ftrace_regs_get_argument(fregs, 0), ftrace_regs_get_argument(fregs, 1));
+}
+
+static int kp_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	struct fth_user *u = container_of(p, struct fth_user, kp);
+
+	record(u, FN_SEQ, regs_get_kernel_argument(regs, 0), regs_get_kernel_argument(regs, 1));
+	return 0;
+}
+
+struct krp_data {
+	unsigned long caller, n;
+};
+
+static int krp_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct krp_data *d = (struct krp_data *)ri->data;
+
+	d->caller = regs_get_kernel_argument(regs, 0);
+	d->n = regs_get_kernel_argument(regs, 1);
+	return 0;
+}
+
+static int krp_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct fth_user *u = container_of(get_kretprobe(ri), struct fth_user, krp);
+	struct krp_data *d = (struct krp_data *)ri->data;
+
+	record(u, FN_SEQ, d->caller, d->n);
+	return 0;
+}
+
+#ifdef CONFIG_FPROBE
+static int fp_entry(struct fprobe *fp, unsigned long entry_ip, unsigned long ret_ip,
+		    struct ftrace_regs *fregs, void *data)
+{
+	struct fth_user *u = container_of(fp, struct fth_user, fp);
+
+	record(u, FN_SEQ, ftrace_regs_get_argument(fregs, 0), ftrace_regs_get_argument(fregs, 1));
+	return 0;
+}
+#endif
+
+/*
+ * The users. The ftrace_ops variants are the ones the kernel dispatches
+ * differently: a plain ops (CALL_OPS literal or x86 ops trampoline when
+ * alone), SAVE_REGS (ftrace_regs_caller), IPMODIFY (livepatch's path, and
+ * the one that must share with a direct call), RECURSION (called through
+ * ftrace_ops_assist_func), and one ops on both functions.
+ */
+static struct fth_user users[] = {
+	{ .name = "ops", .kind = K_OPS },
+	{ .name = "ops-regs", .kind = K_OPS, .ops_flags = FTRACE_OPS_FL_SAVE_REGS },
+	{ .name = "ops-ipmodify", .kind = K_OPS, .ops_flags = FTRACE_OPS_FL_SAVE_REGS | FTRACE_OPS_FL_IPMODIFY },
+	{ .name = "ops-recursion", .kind = K_OPS, .ops_flags = FTRACE_OPS_FL_RECURSION },
+	{ .name = "ops-multi", .kind = K_OPS },
+	{ .name = "kprobe", .kind = K_KPROBE },
+	{ .name = "kretprobe", .kind = K_KRETPROBE },
+	{ .name = "fprobe", .kind = K_FPROBE },
+};
+
+static struct fth_user *user_by_name(const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(users); i++)
+		if (!strcmp(users[i].name, name))
+			return &users[i];
+	return NULL;
+}
+
+static DEFINE_MUTEX(ctl_lock);
+
+/* Findings: text lines the agent reads (and so consumes). */
+static DEFINE_SPINLOCK(out_lock);
+static char *findings;
+static size_t findings_len;
+static unsigned long findings_lost;
+
+static __printf(1, 2) void finding(const char *fmt, ...)
+{
+	va_list ap;
+	char line[256];
+	int n;
+
+	va_start(ap, fmt);
+	n = vscnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	spin_lock(&out_lock);
+	if (findings_len + n + 1 < FTH_FINDINGS) {
+		memcpy(findings + findings_len, line, n);
+		findings_len += n;
+		findings[findings_len++] = '\n';
+	} else {
+		findings_lost++;
+	}
+	spin_unlock(&out_lock);
+}
+
+/* The transition log: a ring the agent drains. */
+struct fth_transition {
+	unsigned long id;
+	char name[FTH_NAME];
+	unsigned long begin_done[FTH_MAX_CALLERS], end_started[FTH_MAX_CALLERS];
+	bool ended;
+};
+
+static struct fth_transition tlog[FTH_LOG];
+static unsigned long tlog_next, tlog_read;
+
+static unsigned long transition_begin(const char *name)
+{
+	unsigned long done[FTH_MAX_CALLERS], id;
+	struct fth_transition *t;
+
+	snap_done(done);
+	spin_lock(&out_lock);
+	id = tlog_next++;
+	t = &tlog[id % FTH_LOG];
+	t->id = id;
+	strscpy(t->name, name, sizeof(t->name));
+	memcpy(t->begin_done, done, sizeof(done));
+	memset(t->end_started, 0, sizeof(t->end_started));
+	t->ended = false;
+	spin_unlock(&out_lock);
+	return id;
+}
+
+static void transition_end_id(unsigned long id)
+{
+	unsigned long started[FTH_MAX_CALLERS];
+	struct fth_transition *t;
+
+	snap_started(started);
+	spin_lock(&out_lock);
+	t = &tlog[id % FTH_LOG];
+	if (t->id == id) {
+		memcpy(t->end_started, started, sizeof(started));
+		t->ended = true;
+	}
+	spin_unlock(&out_lock);
+}
+
+static int transition_end_name(const char *name)
+{
+	unsigned long i;
+	int ret = -ENOENT;
+
+	spin_lock(&out_lock);
+	for (i = tlog_next; i > 0 && tlog_next - i < FTH_LOG; i--) {
+		struct fth_transition *t = &tlog[(i - 1) % FTH_LOG];
+
+		if (!t->ended && !strcmp(t->name, name)) {
+			ret = 0;
+			spin_unlock(&out_lock);
+			transition_end_id(i - 1);
+			return ret;
+		}
+	}
+	spin_unlock(&out_lock);
+	return ret;
+}
+
+/*
+ * Window start for fn: calls started after now must all arrive. The
+ * tracks were reset before the user could record into them (never while a
+ * callback may be writing one).
+ */
+static void window_open(struct fth_user *u, unsigned int fn)
+{
+	snap_started(u->from[fn]);
+}
+
+/*
+ * window_check judges fn's window of u, closed at done (read before the
+ * detach started; the detach has ended since).
+ */
+static void window_check(struct fth_user *u, unsigned int fn, const unsigned long *done)
+{
+	unsigned int c, g;
+
+	for (c = 0; c < ncallers; c++) {
+		struct fth_track *t = &u->t[fn][c];
+		unsigned long a = u->from[fn][c], d = done[c];
+		bool bad = false;
+
+		if (d <= a)
+			continue;
+		u->checked += d - a;
+		if (!t->seen) {
+			finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, a + 1, d, a, d);
+			bad = true;
+		} else {
+			if (t->first > a + 1) {
+				finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, a + 1,
+					min(t->first - 1, d), a, d);
+				bad = true;
+			}
+			for (g = 0; g < min(t->ngaps, (unsigned int)FTH_GAPS); g++) {
+				unsigned long f = max(t->gap_from[g], a + 1), e = min(t->gap_to[g], d);
+
+				if (f <= e) {
+					finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, f, e, a, d);
+					bad = true;
+				}
+			}
+			if (t->ngaps > FTH_GAPS) {
+				finding("gaps %s %s %u %u %lu %lu", u->name, fn_names[fn], c, t->ngaps, a, d);
+				bad = true;
+			}
+			if (t->last < d) {
+				finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c,
+					max(t->last + 1, a + 1), d, a, d);
+				bad = true;
+			}
+			if (t->dups) {
+				finding("dup %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, t->dup_n, t->dups, a, d);
+				bad = true;
+			}
+		}
+		if (bad)
+			u->failed++;
+	}
+}
+
+static void user_check_strays(struct fth_user *u)
+{
+	long n;
+
+	n = atomic_long_xchg(&u->foreign, 0);
+	if (n)
+		finding("foreign %s %ld %#lx", u->name, n, READ_ONCE(u->foreign_ip));
+	n = atomic_long_xchg(&u->late, 0);
+	if (n)
+		finding("late %s %ld", u->name, n);
+}
+
+static int attach(struct fth_user *u)
+{
+	int ret = -EOPNOTSUPP;
+
+	switch (u->kind) {
+	case K_OPS:
+		ret = register_ftrace_function(&u->ops);
+		break;
+	case K_KPROBE:
+		memset(&u->kp, 0, sizeof(u->kp));
+		u->kp.symbol_name = fn_names[FN_SEQ];
+		u->kp.pre_handler = kp_pre;
+		ret = register_kprobe(&u->kp);
+		break;
+	case K_KRETPROBE:
+		memset(&u->krp, 0, sizeof(u->krp));
+		u->krp.kp.symbol_name = fn_names[FN_SEQ];
+		u->krp.entry_handler = krp_entry;
+		u->krp.handler = krp_ret;
+		u->krp.data_size = sizeof(struct krp_data);
+		u->krp.maxactive = 4 * FTH_MAX_CALLERS;
+		ret = register_kretprobe(&u->krp);
+		break;
+	case K_FPROBE:
+#ifdef CONFIG_FPROBE
+		memset(&u->fp, 0, sizeof(u->fp));
+		u->fp.entry_handler = fp_entry;
+		ret = register_fprobe(&u->fp, fn_names[FN_SEQ], NULL);
+#endif
+		break;
+	}
+	return ret;
+}
+
+static void detach(struct fth_user *u)
+{
+	switch (u->kind) {
+	case K_OPS:
+		unregister_ftrace_function(&u->ops);
+		break;
+	case K_KPROBE:
+		unregister_kprobe(&u->kp);
+		break;
+	case K_KRETPROBE:
+		unregister_kretprobe(&u->krp);
+		break;
+	case K_FPROBE:
+#ifdef CONFIG_FPROBE
+		unregister_fprobe(&u->fp);
+#endif
+		break;
+	}
+}
+
+static int user_on(struct fth_user *u)
+{
+	char name[FTH_NAME];
+	unsigned long id;
+	unsigned int fn;
+	int ret;
+
+	if (u->skip)
+		return -EOPNOTSUPP;
+	if (u->live)
+		return -EBUSY;
+	snprintf(name, sizeof(name), "attach %s", u->name);
+	memset(u->t, 0, sizeof(u->t));
+	smp_wmb();
+	WRITE_ONCE(u->live, true);
+	id = transition_begin(name);
+	ret = attach(u);
+	transition_end_id(id);
+	if (ret) {
+		WRITE_ONCE(u->live, false);
+		return ret;
+	}
+	u->attaches++;
+	for (fn = 0; fn < FN_COUNT; fn++)
+		if (u->mask & BIT(fn))
+			window_open(u, fn);
+	return 0;
+}
+
+static int user_off(struct fth_user *u)
+{
+	unsigned long done[FTH_MAX_CALLERS], id;
+	char name[FTH_NAME];
+	unsigned int fn;
+
+	if (!u->live)
+		return -EINVAL;
+	snprintf(name, sizeof(name), "detach %s", u->name);
+	snap_done(done);
+	id = transition_begin(name);
+	detach(u);
+	transition_end_id(id);
+	WRITE_ONCE(u->live, false);
+	for (fn = 0; fn < FN_COUNT; fn++)
+		if (u->mask & BIT(fn))
+			window_check(u, fn, done);
+	user_check_strays(u);
+	return 0;
+}
+
+/*
+ * user_filter adds fth_deliver_other to an ftrace_ops user's filter or
+ * removes it, while the user may be attached: for fth_deliver_seq that is
+ * another user's transition (its window stays open), for
+ * fth_deliver_other the user's own attach or detach.
+ */
+static int user_filter(struct fth_user *u, bool add)
+{
+	unsigned long done[FTH_MAX_CALLERS], id;
+	char name[FTH_NAME], pat[FTH_NAME];
+	int ret;
+
+	if (u->kind != K_OPS)
+		return -EOPNOTSUPP;
+	if (add == !!(u->mask & BIT(FN_OTHER)))
+		return -EALREADY;
+	snprintf(name, sizeof(name), "filter %s %s %s", add ? "add" : "remove", fn_names[FN_OTHER], u->name);
+	snprintf(pat, sizeof(pat), "%s%s", add ? "" : "!", fn_names[FN_OTHER]);
+	snap_done(done);
+	if (add) {
+		memset(u->t[FN_OTHER], 0, sizeof(u->t[FN_OTHER]));
+		smp_wmb();
+		WRITE_ONCE(u->mask, u->mask | BIT(FN_OTHER));
+	}
+	id = transition_begin(name);
+	ret = ftrace_set_filter(&u->ops, pat, strlen(pat), 0);
+	transition_end_id(id);
+	if (ret) {
+		if (add)
+			WRITE_ONCE(u->mask, u->mask & ~BIT(FN_OTHER));
+		return ret;
+	}
+	if (!u->live) {
+		if (!add)
+			WRITE_ONCE(u->mask, u->mask & ~BIT(FN_OTHER));
+		return 0;
+	}
+	if (add) {
+		window_open(u, FN_OTHER);
+	} else {
+		/* Callbacks still in flight may see the old filter: wait. */
+		synchronize_rcu_tasks_rude();
+		synchronize_rcu();
+		WRITE_ONCE(u->mask, u->mask & ~BIT(FN_OTHER));
+		window_check(u, FN_OTHER, done);
+	}
+	return 0;
+}
+
+static ssize_t ctl_write(struct file *file, const char __user *ubuf, size_t count, loff_t *ppos)
+{
+	char buf[96], cmd[16], arg[FTH_NAME], arg2[FTH_NAME];
+	struct fth_user *u;
+	unsigned int n;
+	int ret, fields;
+
+	if (count >= sizeof(buf))
+		return -E2BIG;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = 0;
+	arg[0] = arg2[0] = 0;
+	fields = sscanf(buf, "%15s %47s %47s", cmd, arg, arg2);
+	if (fields < 1)
+		return -EINVAL;
+
+	if (!strcmp(cmd, "begin") && fields >= 2) {
+		/* The agent's own transitions: the rest of the line is the name. */
+		char *name = strim(buf + strlen("begin"));
+
+		transition_begin(name);
+		return count;
+	}
+	if (!strcmp(cmd, "end") && fields >= 2) {
+		ret = transition_end_name(strim(buf + strlen("end")));
+		return ret ? ret : count;
+	}
+
+	mutex_lock(&ctl_lock);
+	if (!strcmp(cmd, "run") && fields == 2 && !kstrtouint(arg, 10, &n)) {
+		WRITE_ONCE(running, !!n);
+		ret = 0;
+	} else if (!strcmp(cmd, "sabotage") && fields == 2 && !kstrtouint(arg, 10, &n)) {
+		sabotage_n = n;
+		ret = 0;
+	} else if ((!strcmp(cmd, "attach") || !strcmp(cmd, "detach")) && fields == 2) {
+		u = user_by_name(arg);
+		ret = !u ? -ENOENT : cmd[0] == 'a' ? user_on(u) : user_off(u);
+	} else if (!strcmp(cmd, "filter") && fields == 3) {
+		u = user_by_name(arg2);
+		ret = !u ? -ENOENT : user_filter(u, !strcmp(arg, "add"));
+	} else {
+		ret = -EINVAL;
+	}
+	mutex_unlock(&ctl_lock);
+	return ret ? ret : count;
+}
+
+static const struct file_operations ctl_fops = {
+	.owner = THIS_MODULE,
+	.write = ctl_write,
+	.llseek = noop_llseek,
+};
+
+/* calls: "<caller> <started> <done>" per caller. */
+static int calls_show(struct seq_file *m, void *v)
+{
+	unsigned long s[FTH_MAX_CALLERS], d[FTH_MAX_CALLERS];
+	unsigned int c;
+
+	/* done first: a call it counts is in started too. */
+	snap_done(d);
+	snap_started(s);
+	for (c = 0; c < ncallers; c++)
+		seq_printf(m, "%u %lu %lu\n", c, s[c], d[c]);
+	return 0;
+}
+
+/* users: one line per user with its state and totals. */
+static int users_show(struct seq_file *m, void *v)
+{
+	unsigned int i;
+
+	mutex_lock(&ctl_lock);
+	for (i = 0; i < ARRAY_SIZE(users); i++) {
+		struct fth_user *u = &users[i];
+
+		seq_printf(m, "%s live=%d mask=%u attaches=%lu checked=%lu failed=%lu dropped=%ld noargs=%ld skip=%s\n",
+			   u->name, u->live, u->mask, u->attaches, u->checked, u->failed,
+			   atomic_long_read(&u->dropped), atomic_long_read(&u->noargs),
+			   u->skip ? u->skip : "-");
+	}
+	mutex_unlock(&ctl_lock);
+	return 0;
+}
+
+/* findings and transitions are drained by reading them whole. */
+static ssize_t findings_read(struct file *file, char __user *ubuf, size_t count, loff_t *ppos)
+{
+	char *out;
+	size_t n;
+	ssize_t ret;
+
+	out = kvmalloc(FTH_FINDINGS + 64, GFP_KERNEL);
+	if (!out)
+		return -ENOMEM;
+	spin_lock(&out_lock);
+	n = min(findings_len, count);
+	memcpy(out, findings, n);
+	memmove(findings, findings + n, findings_len - n);
+	findings_len -= n;
+	if (findings_lost && n + 32 < count) {
+		n += scnprintf(out + n, 32, "lost %lu\n", findings_lost);
+		findings_lost = 0;
+	}
+	spin_unlock(&out_lock);
+	ret = copy_to_user(ubuf, out, n) ? -EFAULT : n;
+	kvfree(out);
+	return ret;
+}
+
+static ssize_t transitions_read(struct file *file, char __user *ubuf, size_t count, loff_t *ppos)
+{
+	char *out;
+	size_t n = 0;
+	ssize_t ret;
+
+	out = kvmalloc(count + 1, GFP_KERNEL);
+	if (!out)
+		return -ENOMEM;
+	spin_lock(&out_lock);
+	if (tlog_next - tlog_read > FTH_LOG) {
+		n += scnprintf(out + n, count - n, "lost %lu\n", tlog_next - tlog_read - FTH_LOG);
+		tlog_read = tlog_next - FTH_LOG;
+	}
+	/* Only ended transitions, in order: the rest waits for a later read. */
+	while (tlog_read < tlog_next) {
+		struct fth_transition *t = &tlog[tlog_read % FTH_LOG];
+		char line[64 + FTH_NAME + 2 * 22 * FTH_MAX_CALLERS];
+		unsigned int c, l;
+
+		if (!t->ended)
+			break;
+		l = scnprintf(line, sizeof(line), "%lu", t->id);
+		for (c = 0; c < ncallers; c++)
+			l += scnprintf(line + l, sizeof(line) - l, " %lu:%lu", t->begin_done[c], t->end_started[c]);
+		l += scnprintf(line + l, sizeof(line) - l, " %s\n", t->name);
+		if (n + l > count)
+			break;
+		memcpy(out + n, line, l);
+		n += l;
+		tlog_read++;
+	}
+	spin_unlock(&out_lock);
+	ret = copy_to_user(ubuf, out, n) ? -EFAULT : n;
+	kvfree(out);
+	return ret;
+}
+
+static const struct file_operations findings_fops = {
+	.owner = THIS_MODULE,
+	.read = findings_read,
+	.llseek = noop_llseek,
+};
+
+static const struct file_operations transitions_fops = {
+	.owner = THIS_MODULE,
+	.read = transitions_read,
+	.llseek = noop_llseek,
+};
+
+DEFINE_SHOW_ATTRIBUTE(calls);
+DEFINE_SHOW_ATTRIBUTE(users);
+
+static struct dentry *dir;
+
+/* learn_ip finds the address ftrace hands callbacks for fn. */
+static unsigned long learnt;
+
+static void learn_func(unsigned long ip, unsigned long parent_ip, struct ftrace_ops *op,
+		       struct ftrace_regs *fregs)
+{
+	WRITE_ONCE(learnt, ip);
+}
+
+static int learn_ip(unsigned int fn)
+{
+	struct ftrace_ops ops = { .func = learn_func };
+	int ret;
+
+	ret = ftrace_set_filter(&ops, (unsigned char *)fn_names[fn], strlen(fn_names[fn]), 1);
+	if (ret)
+		return ret;
+	WRITE_ONCE(learnt, 0);
+	ret = register_ftrace_function(&ops);
+	if (!ret) {
+		if (fn == FN_SEQ)
+			fth_deliver_seq(FTH_MAX_CALLERS, 0);
+		else
+			fth_deliver_other(FTH_MAX_CALLERS, 0);
+		unregister_ftrace_function(&ops);
+	}
+	ftrace_free_filter(&ops);
+	fn_ip[fn] = READ_ONCE(learnt);
+	return ret ? ret : fn_ip[fn] ? 0 : -ENOENT;
+}
+
+static void stop_callers(void)
+{
+	unsigned int c;
+
+	WRITE_ONCE(running, false);
+	for (c = 0; c < ncallers; c++)
+		if (!IS_ERR_OR_NULL(callers[c].task))
+			kthread_stop(callers[c].task);
+}
+
+static void detach_all(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(users); i++) {
+		if (users[i].live) {
+			detach(&users[i]);
+			WRITE_ONCE(users[i].live, false);
+		}
+		if (users[i].kind == K_OPS)
+			ftrace_free_filter(&users[i].ops);
+	}
+}
+
+static int __init fth_deliver_init(void)
+{
+	unsigned int i, fn;
+	int cpu, ret;
+
+	findings = kvzalloc(FTH_FINDINGS, GFP_KERNEL);
+	if (!findings)
+		return -ENOMEM;
+	for (fn = 0; fn < FN_COUNT; fn++) {
+		ret = learn_ip(fn);
+		if (ret) {
+			pr_err("fth_deliver: cannot learn %s's callsite: %d\n", fn_names[fn], ret);
+			kvfree(findings);
+			return ret;
+		}
+	}
+	for (i = 0; i < ARRAY_SIZE(users); i++) {
+		struct fth_user *u = &users[i];
+
+		u->mask = BIT(FN_SEQ);
+		if (u->kind == K_OPS) {
+			u->ops.func = ops_func;
+			u->ops.flags = u->ops_flags;
+			ret = ftrace_set_filter(&u->ops, (unsigned char *)fn_names[FN_SEQ],
+						strlen(fn_names[FN_SEQ]), 1);
+			if (!ret && !strcmp(u->name, "ops-multi")) {
+				ret = ftrace_set_filter(&u->ops, (unsigned char *)fn_names[FN_OTHER],
+							strlen(fn_names[FN_OTHER]), 0);
+				u->mask |= BIT(FN_OTHER);
+			}
+			if (ret)
+				u->skip = "ftrace_set_filter failed";
+		}
+#ifndef CONFIG_FPROBE
+		if (u->kind == K_FPROBE)
+			u->skip = "no CONFIG_FPROBE";
+#endif
+#ifndef CONFIG_KRETPROBES
+		if (u->kind == K_KRETPROBE)
+			u->skip = "no CONFIG_KRETPROBES";
+#endif
+	}
+	for_each_online_cpu(cpu) {
+		struct fth_caller *c;
+
+		if (ncallers == FTH_MAX_CALLERS)
+			break;
+		c = &callers[ncallers];
+		c->task = kthread_create_on_cpu(caller_fn, c, cpu, "fth_deliver/%u");
+		if (IS_ERR(c->task)) {
+			ret = PTR_ERR(c->task);
+			stop_callers();
+			detach_all();
+			kvfree(findings);
+			return ret;
+		}
+		ncallers++;
+		wake_up_process(c->task);
+	}
+	dir = debugfs_create_dir("fth_deliver", NULL);
+	debugfs_create_file("ctl", 0200, dir, NULL, &ctl_fops);
+	debugfs_create_file("calls", 0400, dir, NULL, &calls_fops);
+	debugfs_create_file("users", 0400, dir, NULL, &users_fops);
+	debugfs_create_file("findings", 0400, dir, NULL, &findings_fops);
+	debugfs_create_file("transitions", 0400, dir, NULL, &transitions_fops);
+	return 0;
+}
+
+static void __exit fth_deliver_exit(void)
+{
+	debugfs_remove_recursive(dir);
+	stop_callers();
+	detach_all();
+	kvfree(findings);
+}
+
+module_init(fth_deliver_init);
+module_exit(fth_deliver_exit);
+MODULE_DESCRIPTION("ftrace-harness delivery oracle: callers numbering their calls, users counting them");
+MODULE_LICENSE("GPL");
