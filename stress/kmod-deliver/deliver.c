@@ -880,7 +880,15 @@ static int __init fth_deliver_init(void)
 		if (ncallers == FTH_MAX_CALLERS)
 			break;
 		c = &callers[ncallers];
-		c->task = kthread_create_on_cpu(caller_fn, c, cpu, "fth_deliver/%u");
+		/*
+		 * Not kthread_create_on_cpu(): a per-CPU kthread stays on its
+		 * CPU through a hot-unplug, which then waits for it forever
+		 * (the churn takes CPUs offline). An affinity is broken by the
+		 * unplug instead, and the caller goes on elsewhere.
+		 */
+		c->task = kthread_create(caller_fn, c, "fth_deliver/%u", cpu);
+		if (!IS_ERR(c->task))
+			set_cpus_allowed_ptr(c->task, cpumask_of(cpu));
 		if (IS_ERR(c->task)) {
 			ret = PTR_ERR(c->task);
 			stop_callers();
