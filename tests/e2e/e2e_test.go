@@ -232,6 +232,9 @@ func campaignRan(t *testing.T, res results.Result, race bool) {
 	if _, failed := results.FailedOracle(res.Oracles); failed || len(res.Oracles) == 0 {
 		t.Errorf("oracles = %+v, want every one run and passed", res.Oracles)
 	}
+	if d, ok := oracleSummary(res, event.OracleDelivery, ""); !ok || d.Skipped != "" || d.Checks == 0 {
+		t.Errorf("delivery oracle summary = %+v, want calls checked in the churn stage", d)
+	}
 	if !race {
 		return
 	}
