@@ -282,6 +282,9 @@ type DeliveryUser struct {
 	Name     string `json:"name"`
 	Attaches int    `json:"attaches"`
 	Refused  int    `json:"refused,omitempty"`
+	// Updates counts changes while attached: a BPF link update, an ops
+	// filter change.
+	Updates int `json:"updates,omitempty"`
 	// Skipped says why the kernel cannot provide the user.
 	Skipped string `json:"skipped,omitempty"`
 }

@@ -146,7 +146,14 @@ func deliverySummary(r deliver.Result) string {
 	for _, u := range slices.Sorted(maps.Keys(r.Skipped)) {
 		skipped = append(skipped, u+" ("+r.Skipped[u]+")")
 	}
+	var updates []string
+	for _, u := range slices.Sorted(maps.Keys(r.Updates)) {
+		updates = append(updates, fmt.Sprintf("%s %d", u, r.Updates[u]))
+	}
 	s := "attached: " + strings.Join(users, ", ")
+	if len(updates) > 0 {
+		s += "; updated: " + strings.Join(updates, ", ")
+	}
 	if len(skipped) > 0 {
 		s += "; skipped: " + strings.Join(skipped, ", ")
 	}
@@ -197,6 +204,24 @@ func (b *bpfCounted) Detach() error {
 		}
 	}
 	return err
+}
+
+// Update replaces the attached program with a new one counting in the
+// same slot (BPF_LINK_UPDATE): the trampoline is regenerated and the
+// callsite's direct call modified, a transition for every other user.
+func (b *bpfCounted) Update() error {
+	if b.link < 0 {
+		return fmt.Errorf("%s: not attached", b.kind)
+	}
+	ld, err := b.l.Load(deliver.FuncSeq, b.kind, b.key())
+	if err != nil {
+		return err
+	}
+	defer ld.Prog.Close()
+	if errno := attach.LinkUpdate(b.link, ld.Prog.FD()); errno != 0 {
+		return fmt.Errorf("BPF_LINK_UPDATE: %w", errno)
+	}
+	return nil
 }
 
 func (b *bpfCounted) Hits() (uint64, error) {

@@ -24,6 +24,13 @@ type Counted interface {
 	Hits() (uint64, error)
 }
 
+// Updater is a Counted user that can replace itself while attached (a
+// BPF link update). Its window stays open through the update: a call
+// reaches the old program or the new one, which count together.
+type Updater interface {
+	Update() error
+}
+
 // Toggle is a user that changes the callsite but counts nothing the
 // oracle can read: a function or function_graph tracer in an instance
 // filtered to FuncSeq (its ring buffer drops under this load).
@@ -107,7 +114,9 @@ type Result struct {
 	// Attaches and Refused count per user; Skipped says why a user could
 	// not be attached at all.
 	Attaches, Refused map[string]int
-	Skipped           map[string]string
+	// Updates counts link updates (Updater) and filter changes.
+	Updates map[string]int
+	Skipped map[string]string
 	// States and Edges count the callsite's states entered and the
 	// transitions between them ("one-ops -> list").
 	States, Edges map[string]int
@@ -140,7 +149,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	c := &churn{
 		cfg: cfg, attached: map[string]bool{}, filtered: map[string]bool{}, groups: map[Group]int{},
 		open: map[string]countWindow{},
-		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Skipped: map[string]string{},
+		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Updates: map[string]int{}, Skipped: map[string]string{},
 			States: map[string]int{}, Edges: map[string]int{}},
 	}
 	users, err := cfg.Mod.Users()
@@ -217,6 +226,23 @@ func (c *churn) step(name string) {
 			return
 		}
 		c.filtered[name] = add
+		c.res.Updates[name]++
+		return
+	}
+	if u, ok := c.cfg.Counted[name].(Updater); ok && c.attached[name] && c.cfg.Rng.IntN(3) == 0 {
+		c.seq++
+		t := fmt.Sprintf("update %s#%d", name, c.seq)
+		if err := c.cfg.Mod.Begin(t); err != nil {
+			c.cfg.Logf("deliver: log the transition: %v", err)
+			return
+		}
+		err := u.Update()
+		_ = c.cfg.Mod.End(t)
+		if err != nil {
+			c.cfg.Logf("deliver: %s: %v", t, err)
+			return
+		}
+		c.res.Updates[name]++
 		return
 	}
 	c.toggle(name)
@@ -410,7 +436,7 @@ func (c *churn) fail(f Finding) {
 func (r Result) Event(names []string) event.Delivery {
 	d := event.Delivery{Steps: r.Steps, Checked: r.Checked, States: r.States, Edges: r.Edges}
 	for _, n := range names {
-		d.Users = append(d.Users, event.DeliveryUser{Name: n, Attaches: r.Attaches[n], Refused: r.Refused[n], Skipped: r.Skipped[n]})
+		d.Users = append(d.Users, event.DeliveryUser{Name: n, Attaches: r.Attaches[n], Refused: r.Refused[n], Updates: r.Updates[n], Skipped: r.Skipped[n]})
 	}
 	return d
 }
