@@ -85,7 +85,7 @@ func TestAttributeAndTitle(t *testing.T) {
 		{"another user's attach", Finding{Kind: KindMiss, User: "ops", Func: FuncSeq, Caller: 0, From: 105, To: 106},
 			"missed call: ops on fth_deliver_seq during attach fentry#3 (and 1 more)"},
 		{"own transition left out", Finding{Kind: KindMiss, User: "kprobe", Func: FuncSeq, Caller: 0, From: 121, To: 121},
-			"missed call: kprobe on fth_deliver_seq while no other user changed the callsite"},
+			"missed call: kprobe on fth_deliver_seq with no transition on the callsite in flight"},
 		{"other caller", Finding{Kind: KindMiss, User: "ops", Func: FuncSeq, Caller: 1, From: 5, To: 5},
 			"missed call: ops on fth_deliver_seq during attach fentry#3"},
 		{"a count", Finding{Kind: KindCount, User: "fentry", Func: FuncSeq, Window: []Span{{210, 250}}, Count: 2},

@@ -154,7 +154,7 @@ func ownTransition(name, user string) bool {
 func (f Finding) during() string {
 	switch len(f.Transitions) {
 	case 0:
-		return "while no other user changed the callsite"
+		return "with no transition on the callsite in flight"
 	case 1:
 		return "during " + f.Transitions[0]
 	default:
