@@ -414,6 +414,9 @@ func (c *churn) drainTransitions() {
 
 // drain reads the module's findings and reports each.
 func (c *churn) drain() {
+	if err := c.cfg.Mod.Check(); err != nil {
+		c.cfg.Logf("deliver: check: %v", err)
+	}
 	c.drainTransitions()
 	fs, err := c.cfg.Mod.Findings()
 	if err != nil {

@@ -67,6 +67,10 @@ func (m Module) Filter(user string, add bool) error {
 	return m.ctl("filter remove " + user)
 }
 
+// Check makes the module judge every attached user's window so far: a
+// miss is reported as it happens, not at the user's detach.
+func (m Module) Check() error { return m.ctl("check") }
+
 // Sabotage makes every module user drop one call in n (0: none): the
 // test-only proof that the oracle can fail.
 func (m Module) Sabotage(n int) error { return m.ctl("sabotage " + strconv.Itoa(n)) }

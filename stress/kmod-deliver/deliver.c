@@ -136,6 +136,9 @@ struct fth_track {
 	unsigned long first, last, seen, dups, dup_n;
 	unsigned int ngaps;
 	unsigned long gap_from[FTH_GAPS], gap_to[FTH_GAPS];
+	/* What a checkpoint has judged already: gaps, and the first call. */
+	unsigned int judged;
+	bool first_judged;
 };
 
 static void track(struct fth_track *t, unsigned long n)
@@ -152,10 +155,13 @@ static void track(struct fth_track *t, unsigned long n)
 			t->gap_from[t->ngaps] = t->last + 1;
 			t->gap_to[t->ngaps] = n - 1;
 		}
-		t->ngaps++;
+		/* A checkpoint reads a gap only once it is whole. */
+		smp_wmb();
+		WRITE_ONCE(t->ngaps, t->ngaps + 1);
 	}
 	t->last = n;
-	t->seen++;
+	smp_wmb();
+	WRITE_ONCE(t->seen, t->seen + 1);
 }
 
 enum fth_kind { K_OPS, K_KPROBE, K_KRETPROBE, K_FPROBE };
@@ -397,9 +403,70 @@ static void window_open(struct fth_user *u, unsigned int fn)
  * window_check judges fn's window of u, closed at done (read before the
  * detach started; the detach has ended since).
  */
+/*
+ * judge_gaps reports the gaps of t in the window (a, d] that no earlier
+ * judgement reported, and whether the first call came late. A gap is
+ * final once recorded (a later call was seen), so a checkpoint can judge
+ * it while the user stays attached.
+ */
+static bool judge_gaps(struct fth_user *u, unsigned int fn, unsigned int c, struct fth_track *t,
+		       unsigned long a, unsigned long d)
+{
+	unsigned int g, n;
+	bool bad = false;
+
+	if (READ_ONCE(t->seen) && !t->first_judged) {
+		smp_rmb();
+		t->first_judged = true;
+		if (t->first > a + 1) {
+			finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, a + 1,
+				min(t->first - 1, d), a, d);
+			bad = true;
+		}
+	}
+	n = min(READ_ONCE(t->ngaps), (unsigned int)FTH_GAPS);
+	smp_rmb();
+	for (g = t->judged; g < n; g++) {
+		unsigned long f = max(t->gap_from[g], a + 1), e = min(t->gap_to[g], d);
+
+		if (f <= e) {
+			finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, f, e, a, d);
+			bad = true;
+		}
+	}
+	t->judged = n;
+	return bad;
+}
+
+/*
+ * checkpoint judges every attached user's windows so far, so that a miss
+ * is reported when it happens rather than at the user's detach.
+ */
+static void checkpoint(void)
+{
+	unsigned long done[FTH_MAX_CALLERS];
+	unsigned int i, fn, c;
+
+	snap_done(done);
+	for (i = 0; i < ARRAY_SIZE(users); i++) {
+		struct fth_user *u = &users[i];
+
+		if (!u->live || !u->attaches)
+			continue;
+		for (fn = 0; fn < FN_COUNT; fn++) {
+			if (!(u->mask & BIT(fn)))
+				continue;
+			for (c = 0; c < ncallers; c++)
+				if (done[c] > u->from[fn][c] &&
+				    judge_gaps(u, fn, c, &u->t[fn][c], u->from[fn][c], done[c]))
+					u->failed++;
+		}
+	}
+}
+
 static void window_check(struct fth_user *u, unsigned int fn, const unsigned long *done)
 {
-	unsigned int c, g;
+	unsigned int c;
 
 	for (c = 0; c < ncallers; c++) {
 		struct fth_track *t = &u->t[fn][c];
@@ -413,19 +480,7 @@ static void window_check(struct fth_user *u, unsigned int fn, const unsigned lon
 			finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, a + 1, d, a, d);
 			bad = true;
 		} else {
-			if (t->first > a + 1) {
-				finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, a + 1,
-					min(t->first - 1, d), a, d);
-				bad = true;
-			}
-			for (g = 0; g < min(t->ngaps, (unsigned int)FTH_GAPS); g++) {
-				unsigned long f = max(t->gap_from[g], a + 1), e = min(t->gap_to[g], d);
-
-				if (f <= e) {
-					finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, f, e, a, d);
-					bad = true;
-				}
-			}
+			bad = judge_gaps(u, fn, c, t, a, d);
 			if (t->ngaps > FTH_GAPS) {
 				finding("gaps %s %s %u %u %lu %lu", u->name, fn_names[fn], c, t->ngaps, a, d);
 				bad = true;
@@ -642,6 +697,9 @@ static ssize_t ctl_write(struct file *file, const char __user *ubuf, size_t coun
 	mutex_lock(&ctl_lock);
 	if (!strcmp(cmd, "run") && fields == 2 && !kstrtouint(arg, 10, &n)) {
 		WRITE_ONCE(running, !!n);
+		ret = 0;
+	} else if (!strcmp(cmd, "check") && fields == 1) {
+		checkpoint();
 		ret = 0;
 	} else if (!strcmp(cmd, "sabotage") && fields == 2 && !kstrtouint(arg, 10, &n)) {
 		sabotage_n = n;
