@@ -116,6 +116,14 @@ func printCellBench(w io.Writer, variants []cellVariant, rows []results.Result) 
 		{"attach p99", "ms", func(r results.Result) float64 { return lat(phase(r, "attach"), ms, 99) }},
 		{"detach p50", "ms", func(r results.Result) float64 { return lat(phase(r, "detach"), ms, 50) }},
 		{"detach p99", "ms", func(r results.Result) float64 { return lat(phase(r, "detach"), ms, 99) }},
+		{"churn stage", "s", func(r results.Result) float64 { return stageSeconds(r, event.StageChurn) }},
+		{"churn transitions", "/s", func(r results.Result) float64 { return perSecond(churnTransitions(r), stageSeconds(r, event.StageChurn)) }},
+		{"delivery calls checked", "/s", func(r results.Result) float64 {
+			if r.Delivery == nil {
+				return 0
+			}
+			return perSecond(float64(r.Delivery.Checked), stageSeconds(r, event.StageChurn))
+		}},
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"", "unit"}
@@ -142,6 +150,34 @@ func printCellBench(w io.Writer, variants []cellVariant, rows []results.Result) 
 	}
 	fmt.Fprintln(tw, strings.Join(verdicts, "\t")+"\t")
 	tw.Flush()
+}
+
+// stageSeconds is how long a campaign stage ran (0 outside a campaign).
+func stageSeconds(r results.Result, name string) float64 {
+	for _, st := range r.Stages {
+		if st.Name == name {
+			return st.Seconds
+		}
+	}
+	return 0
+}
+
+// churnTransitions counts the churn's successful transitions: the delivery
+// oracle's own steps are not among them, so the count shows what the
+// oracle costs the churn.
+func churnTransitions(r results.Result) float64 {
+	n := 0
+	for _, t := range r.Transitions {
+		n += t.Succeeded
+	}
+	return float64(n)
+}
+
+func perSecond(n, secs float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	return n / secs
 }
 
 func wall(p *event.Phase, secs func(event.Duration) float64) float64 {
