@@ -923,6 +923,11 @@ static int __init fth_deliver_init(void)
 			if (ret)
 				u->skip = "ftrace_set_filter failed";
 		}
+#ifndef CONFIG_DYNAMIC_FTRACE_WITH_REGS
+		/* register_ftrace_function() refuses SAVE_REGS with -EINVAL. */
+		if (u->ops_flags & FTRACE_OPS_FL_SAVE_REGS)
+			u->skip = "no DYNAMIC_FTRACE_WITH_REGS: the arch passes arguments, not pt_regs (SAVE_REGS refused)";
+#endif
 #ifndef CONFIG_FPROBE
 		if (u->kind == K_FPROBE)
 			u->skip = "no CONFIG_FPROBE";
