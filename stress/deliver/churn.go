@@ -56,6 +56,8 @@ func ModuleUsers() map[string]Group {
 		"ops": "ops", "ops-regs": "ops-regs", "ops-ipmodify": "ops-ipmodify",
 		"ops-recursion": "ops-recursion", "ops-multi": "ops-multi",
 		"kprobe": GroupKprobe, "kretprobe": GroupKprobe, "fprobe": GroupFgraph,
+		// One direct call per function: it excludes the BPF trampoline.
+		"direct": GroupDirect,
 	}
 }
 
@@ -226,6 +228,14 @@ func (c *churn) step(name string) {
 			return
 		}
 		c.filtered[name] = add
+		c.res.Updates[name]++
+		return
+	}
+	if name == "direct" && c.attached[name] && c.cfg.Rng.IntN(3) == 0 {
+		if err := c.cfg.Mod.Modify(name); err != nil {
+			c.cfg.Logf("deliver: modify %s: %v", name, err)
+			return
+		}
 		c.res.Updates[name]++
 		return
 	}

@@ -67,6 +67,10 @@ func (m Module) Filter(user string, add bool) error {
 	return m.ctl("filter remove " + user)
 }
 
+// Modify moves the direct user to its other trampoline
+// (modify_ftrace_direct); its window stays open.
+func (m Module) Modify(user string) error { return m.ctl("modify " + user) }
+
 // Check makes the module judge every attached user's window so far: a
 // miss is reported as it happens, not at the user's detach.
 func (m Module) Check() error { return m.ctl("check") }

@@ -164,7 +164,7 @@ static void track(struct fth_track *t, unsigned long n)
 	WRITE_ONCE(t->seen, t->seen + 1);
 }
 
-enum fth_kind { K_OPS, K_KPROBE, K_KRETPROBE, K_FPROBE };
+enum fth_kind { K_OPS, K_KPROBE, K_KRETPROBE, K_FPROBE, K_DIRECT };
 
 struct fth_user {
 	const char *name;
@@ -183,6 +183,8 @@ struct fth_user {
 	struct kprobe kp;
 	struct kretprobe krp;
 	struct fprobe fp;
+	/* K_DIRECT: the trampoline the direct call reaches now. */
+	unsigned long direct_addr;
 	const char *skip;
 };
 
@@ -270,6 +272,85 @@ static int fp_entry(struct fprobe *fp, unsigned long entry_ip, unsigned long ret
 #endif
 
 /*
+ * A direct call of our own (register_ftrace_direct, as samples/ftrace
+ * does): two trampolines, so that modify_ftrace_direct() has somewhere to
+ * move it, both passing the traced function's two arguments on to
+ * fth_direct_func() and preserving them. Only where the asm is written.
+ */
+#ifdef CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+#if defined(CONFIG_X86_64)
+#include <asm/ibt.h>
+#include <asm/nospec-branch.h>
+#define FTH_DIRECT_TRAMP(name)						\
+	"	.type " #name ", @function\n"				\
+	"	.globl " #name "\n"					\
+	#name ":"							\
+	ASM_ENDBR							\
+	"	pushq %rbp\n"						\
+	"	movq %rsp, %rbp\n"					\
+	CALL_DEPTH_ACCOUNT						\
+	"	pushq %rdi\n"						\
+	"	pushq %rsi\n"						\
+	"	call fth_direct_func\n"				\
+	"	popq %rsi\n"						\
+	"	popq %rdi\n"						\
+	"	leave\n"						\
+	ASM_RET								\
+	"	.size " #name ", .-" #name "\n"
+#define FTH_HAVE_DIRECT
+#elif defined(CONFIG_ARM64)
+#define FTH_DIRECT_TRAMP(name)						\
+	"	.type " #name ", @function\n"				\
+	"	.globl " #name "\n"					\
+	#name ":"							\
+	"	hint	34\n"						\
+	"	sub	sp, sp, #32\n"					\
+	"	stp	x9, x30, [sp]\n"				\
+	"	stp	x0, x1, [sp, #16]\n"				\
+	"	bl	fth_direct_func\n"				\
+	"	ldp	x0, x1, [sp, #16]\n"				\
+	"	ldp	x30, x9, [sp]\n"				\
+	"	add	sp, sp, #32\n"					\
+	"	ret	x9\n"						\
+	"	.size " #name ", .-" #name "\n"
+#define FTH_HAVE_DIRECT
+#elif defined(CONFIG_RISCV)
+#include <asm/asm.h>
+#define FTH_DIRECT_TRAMP(name)						\
+	"	.type " #name ", @function\n"				\
+	"	.globl " #name "\n"					\
+	#name ":\n"							\
+	"	addi	sp,sp,-4*" SZREG "\n"				\
+	"	" REG_S "	a0,0*" SZREG "(sp)\n"			\
+	"	" REG_S "	a1,1*" SZREG "(sp)\n"			\
+	"	" REG_S "	t0,2*" SZREG "(sp)\n"			\
+	"	" REG_S "	ra,3*" SZREG "(sp)\n"			\
+	"	call	fth_direct_func\n"				\
+	"	" REG_L "	a0,0*" SZREG "(sp)\n"			\
+	"	" REG_L "	a1,1*" SZREG "(sp)\n"			\
+	"	" REG_L "	t0,2*" SZREG "(sp)\n"			\
+	"	" REG_L "	ra,3*" SZREG "(sp)\n"			\
+	"	addi	sp,sp,4*" SZREG "\n"				\
+	"	jr	t0\n"						\
+	"	.size " #name ", .-" #name "\n"
+#define FTH_HAVE_DIRECT
+#endif
+#endif
+
+#ifdef FTH_HAVE_DIRECT
+void fth_direct_func(unsigned long caller, unsigned long n);
+extern void fth_direct_tramp1(void *);
+extern void fth_direct_tramp2(void *);
+
+asm(
+"	.pushsection	.text, \"ax\", @progbits\n"
+FTH_DIRECT_TRAMP(fth_direct_tramp1)
+FTH_DIRECT_TRAMP(fth_direct_tramp2)
+"	.popsection\n"
+);
+#endif
+
+/*
  * The users. The ftrace_ops variants are the ones the kernel dispatches
  * differently: a plain ops (CALL_OPS literal or x86 ops trampoline when
  * alone), SAVE_REGS (ftrace_regs_caller), IPMODIFY (livepatch's path, and
@@ -285,7 +366,17 @@ static struct fth_user users[] = {
 	{ .name = "kprobe", .kind = K_KPROBE },
 	{ .name = "kretprobe", .kind = K_KRETPROBE },
 	{ .name = "fprobe", .kind = K_FPROBE },
+	{ .name = "direct", .kind = K_DIRECT },
 };
+
+#ifdef FTH_HAVE_DIRECT
+static struct fth_user *direct_user;
+
+void fth_direct_func(unsigned long caller, unsigned long n)
+{
+	record(direct_user, FN_SEQ, caller, n);
+}
+#endif
 
 static struct fth_user *user_by_name(const char *name)
 {
@@ -535,6 +626,20 @@ static int attach(struct fth_user *u)
 		u->krp.maxactive = 4 * FTH_MAX_CALLERS;
 		ret = register_kretprobe(&u->krp);
 		break;
+	case K_DIRECT:
+#ifdef FTH_HAVE_DIRECT
+		/* register_ftrace_direct() wants an ops it never saw. */
+		memset(&u->ops, 0, sizeof(u->ops));
+		ret = ftrace_set_filter(&u->ops, (unsigned char *)fn_names[FN_SEQ],
+					strlen(fn_names[FN_SEQ]), 1);
+		if (ret)
+			break;
+		u->direct_addr = (unsigned long)fth_direct_tramp1;
+		ret = register_ftrace_direct(&u->ops, u->direct_addr);
+		if (ret)
+			ftrace_free_filter(&u->ops);
+#endif
+		break;
 	case K_FPROBE:
 #ifdef CONFIG_FPROBE
 		memset(&u->fp, 0, sizeof(u->fp));
@@ -563,7 +668,40 @@ static void detach(struct fth_user *u)
 		unregister_fprobe(&u->fp);
 #endif
 		break;
+	case K_DIRECT:
+#ifdef FTH_HAVE_DIRECT
+		unregister_ftrace_direct(&u->ops, u->direct_addr, true);
+#endif
+		break;
 	}
+}
+
+/*
+ * user_modify moves the direct user to its other trampoline
+ * (modify_ftrace_direct): its window stays open, and both trampolines
+ * count for it, so no call may be lost meanwhile.
+ */
+static int user_modify(struct fth_user *u)
+{
+#ifdef FTH_HAVE_DIRECT
+	unsigned long to, id;
+	int ret;
+
+	if (u->kind != K_DIRECT)
+		return -EOPNOTSUPP;
+	if (!u->live)
+		return -EINVAL;
+	to = u->direct_addr == (unsigned long)fth_direct_tramp1 ?
+		(unsigned long)fth_direct_tramp2 : (unsigned long)fth_direct_tramp1;
+	id = transition_begin("modify direct");
+	ret = modify_ftrace_direct(&u->ops, to);
+	transition_end_id(id);
+	if (!ret)
+		u->direct_addr = to;
+	return ret;
+#else
+	return -EOPNOTSUPP;
+#endif
 }
 
 static int user_on(struct fth_user *u)
@@ -707,6 +845,9 @@ static ssize_t ctl_write(struct file *file, const char __user *ubuf, size_t coun
 	} else if ((!strcmp(cmd, "attach") || !strcmp(cmd, "detach")) && fields == 2) {
 		u = user_by_name(arg);
 		ret = !u ? -ENOENT : cmd[0] == 'a' ? user_on(u) : user_off(u);
+	} else if (!strcmp(cmd, "modify") && fields == 2) {
+		u = user_by_name(arg);
+		ret = !u ? -ENOENT : user_modify(u);
 	} else if (!strcmp(cmd, "filter") && fields == 3) {
 		u = user_by_name(arg2);
 		ret = !u ? -ENOENT : user_filter(u, !strcmp(arg, "add"));
@@ -906,6 +1047,9 @@ static int __init fth_deliver_init(void)
 			return ret;
 		}
 	}
+#ifdef FTH_HAVE_DIRECT
+	direct_user = user_by_name("direct");
+#endif
 	for (i = 0; i < ARRAY_SIZE(users); i++) {
 		struct fth_user *u = &users[i];
 
@@ -927,6 +1071,12 @@ static int __init fth_deliver_init(void)
 		/* register_ftrace_function() refuses SAVE_REGS with -EINVAL. */
 		if (u->ops_flags & FTRACE_OPS_FL_SAVE_REGS)
 			u->skip = "no DYNAMIC_FTRACE_WITH_REGS: the arch passes arguments, not pt_regs (SAVE_REGS refused)";
+#endif
+#ifndef FTH_HAVE_DIRECT
+		if (u->kind == K_DIRECT)
+			u->skip = IS_ENABLED(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) ?
+				"no counting direct trampoline written for this arch (x86_64, arm64, riscv64 have one)" :
+				"no DYNAMIC_FTRACE_WITH_DIRECT_CALLS";
 #endif
 #ifndef CONFIG_FPROBE
 		if (u->kind == K_FPROBE)

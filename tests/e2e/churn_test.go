@@ -163,8 +163,8 @@ func TestX86DeliveryChurn(t *testing.T) {
 			t.Errorf("user %s never attached (%d refused)", u.Name, u.Refused)
 		}
 	}
-	if len(d.Users) < 12 {
-		t.Errorf("%d users, want the module's 8, fentry, fexit and two tracers: %+v", len(d.Users), d.Users)
+	if len(d.Users) < 13 {
+		t.Errorf("%d users, want the module's 9, fentry, fexit and two tracers: %+v", len(d.Users), d.Users)
 	}
 	for _, e := range event.DeliveryEdges() {
 		if d.Edges[e] == 0 {
