@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
@@ -169,6 +170,10 @@ type bpfCounted struct {
 	link int
 	prev oracle.Counters
 	slot uint32
+	// progs are the programs of the attachment in place, kept open for
+	// their recursion-miss counts; missed sums those of detached ones.
+	progs  []*ebpf.Program
+	missed uint64
 }
 
 func (b *bpfCounted) key() string { return oracle.Key(b.kind, deliver.FuncSeq) }
@@ -178,14 +183,15 @@ func (b *bpfCounted) Attach() error {
 	if err != nil {
 		return err
 	}
-	defer ld.Prog.Close()
 	b.slot = ld.FuncIP.Slot
 	b.prev, _ = b.l.Map.Read(b.slot)
 	fd, errno := attach.LinkCreate(ld.Prog.FD(), b.kind.LinkType())
 	if errno != 0 {
+		ld.Prog.Close()
 		return fmt.Errorf("BPF_LINK_CREATE: %w", errno)
 	}
 	b.link = fd
+	b.progs = append(b.progs, ld.Prog)
 	return nil
 }
 
@@ -195,6 +201,13 @@ func (b *bpfCounted) Detach() error {
 	}
 	err := unix.Close(b.link)
 	b.link = -1
+	for _, p := range b.progs {
+		if st, serr := p.Stats(); serr == nil {
+			b.missed += st.RecursionMisses
+		}
+		p.Close()
+	}
+	b.progs = nil
 	if exp, ok := b.l.Expected(deliver.FuncSeq); ok && b.l.Checking() {
 		if cur, rerr := b.l.Map.Read(b.slot); rerr == nil {
 			if o := oracle.CheckFuncIP(deliver.FuncSeq, b.kind, exp, b.prev, cur); !o.OK {
@@ -205,6 +218,12 @@ func (b *bpfCounted) Detach() error {
 	}
 	return err
 }
+
+// Missed is how many runs the kernel skipped because the program was
+// already running on that CPU (BPF's per-CPU recursion guard: a caller
+// preempted inside the program, another caller on its CPU): by design,
+// not a lost call. Complete once the user is detached.
+func (b *bpfCounted) Missed() (uint64, error) { return b.missed, nil }
 
 // Update replaces the attached program with a new one counting in the
 // same slot (BPF_LINK_UPDATE): the trampoline is regenerated and the
@@ -217,10 +236,11 @@ func (b *bpfCounted) Update() error {
 	if err != nil {
 		return err
 	}
-	defer ld.Prog.Close()
 	if errno := attach.LinkUpdate(b.link, ld.Prog.FD()); errno != 0 {
+		ld.Prog.Close()
 		return fmt.Errorf("BPF_LINK_UPDATE: %w", errno)
 	}
+	b.progs = append(b.progs, ld.Prog)
 	return nil
 }
 

@@ -22,6 +22,9 @@ type Counted interface {
 	Detach() error
 	// Hits is the user's running total of calls received.
 	Hits() (uint64, error)
+	// Missed is the user's running total of calls the kernel skipped by
+	// design (BPF's per-CPU recursion guard), complete after Detach.
+	Missed() (uint64, error)
 }
 
 // Updater is a Counted user that can replace itself while attached (a
@@ -139,7 +142,8 @@ type churn struct {
 type countWindow struct {
 	before Calls  // read before the attach began
 	after  Calls  // read after it returned
-	hits   uint64 // the user's total before the attach
+	hits   uint64 // the user's totals before the attach
+	missed uint64
 }
 
 // Churn attaches and detaches every user on fth_deliver_seq in a seeded
@@ -341,6 +345,10 @@ func (c *churn) countedToggle(name string, on bool) error {
 		if err != nil {
 			return err
 		}
+		missed, err := u.Missed()
+		if err != nil {
+			return err
+		}
 		if err := c.agentTransition(name, true, u.Attach); err != nil {
 			return err
 		}
@@ -348,7 +356,7 @@ func (c *churn) countedToggle(name string, on bool) error {
 		if err != nil {
 			return err
 		}
-		c.open[name] = countWindow{before: before, after: after, hits: hits}
+		c.open[name] = countWindow{before: before, after: after, hits: hits, missed: missed}
 		return nil
 	}
 	w := c.open[name]
@@ -367,8 +375,12 @@ func (c *churn) countedToggle(name string, on bool) error {
 	if err != nil {
 		return err
 	}
+	missed, err := u.Missed()
+	if err != nil {
+		return err
+	}
 	delete(c.open, name)
-	f, lower, ok := checkCount(name, w, pre, post, hits-w.hits)
+	f, lower, ok := checkCount(name, w, pre, post, hits-w.hits, missed-w.missed)
 	c.res.Checked += lower
 	if !ok {
 		// Transitions of the window may not have been drained yet.
@@ -381,9 +393,9 @@ func (c *churn) countedToggle(name string, on bool) error {
 
 // checkCount judges a counting user's window: every call begun after its
 // attach returned and done before its detach began (lower) must be
-// counted; no more than every call that could have overlapped the window
-// (upper) may be.
-func checkCount(user string, w countWindow, pre, post Calls, hits uint64) (Finding, uint64, bool) {
+// counted or skipped by design (missed); no more than every call that
+// could have overlapped the window (upper) may be counted.
+func checkCount(user string, w countWindow, pre, post Calls, hits, missed uint64) (Finding, uint64, bool) {
 	var lower, upper uint64
 	win := make([]Span, len(pre))
 	for i := range pre {
@@ -395,10 +407,10 @@ func checkCount(user string, w countWindow, pre, post Calls, hits uint64) (Findi
 			upper += post[i].Started - w.before[i].Done
 		}
 	}
-	f := Finding{Kind: KindCount, User: user, Func: FuncSeq, From: lower, To: hits, Window: win}
+	f := Finding{Kind: KindCount, User: user, Func: FuncSeq, From: lower, To: hits, Skipped: missed, Window: win}
 	switch {
-	case hits < lower:
-		f.Count = lower - hits
+	case hits+missed < lower:
+		f.Count = lower - hits - missed
 		return f, lower, false
 	case hits > upper:
 		f.Kind = KindDup

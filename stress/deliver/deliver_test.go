@@ -117,17 +117,19 @@ func TestCheckCount(t *testing.T) {
 	post := Calls{{205, 204}, {82, 81}} // after it
 	// lower: (199-110) + (80-55) = 114; upper: (205-98) + (82-50) = 139.
 	for _, tt := range []struct {
-		hits uint64
-		ok   bool
-		kind string
+		hits, missed uint64
+		ok           bool
+		kind         string
 	}{
-		{114, true, ""}, {139, true, ""}, {113, false, KindCount}, {140, false, KindDup},
+		{114, 0, true, ""}, {139, 0, true, ""}, {113, 0, false, KindCount}, {140, 0, false, KindDup},
+		// A run the recursion guard skipped is not a lost call.
+		{98, 16, true, ""}, {97, 16, false, KindCount},
 	} {
-		f, lower, ok := checkCount("fentry", w, pre, post, tt.hits)
+		f, lower, ok := checkCount("fentry", w, pre, post, tt.hits, tt.missed)
 		if lower != 114 || ok != tt.ok || (!ok && f.Kind != tt.kind) {
 			t.Errorf("hits %d: lower %d ok %v kind %q, want 114 %v %q", tt.hits, lower, ok, f.Kind, tt.ok, tt.kind)
 		}
-		if tt.kind == KindCount && (f.Count != 1 || !reflect.DeepEqual(f.Window, []Span{{110, 199}, {55, 80}})) {
+		if tt.kind == KindCount && (f.Count != 1 || f.Skipped != tt.missed || !reflect.DeepEqual(f.Window, []Span{{110, 199}, {55, 80}})) {
 			t.Errorf("count finding = %+v", f)
 		}
 	}

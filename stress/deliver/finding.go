@@ -41,6 +41,9 @@ type Finding struct {
 	WinFrom, WinTo uint64
 	Count          uint64
 	IP             uint64
+	// Skipped counts a counting user's runs the kernel skipped by design
+	// (BPF's recursion guard), already allowed for in Count.
+	Skipped uint64
 	// Window is a counting user's window per caller, (BeginDone,
 	// EndStarted] read as (after its attach, before its detach].
 	Window []Span
@@ -192,7 +195,7 @@ func (f Finding) Detail() string {
 	case KindDup:
 		return fmt.Sprintf("caller %d: call %d seen again, %d duplicates in the window (%d, %d]", f.Caller, f.From, f.Count, f.WinFrom, f.WinTo)
 	case KindCount:
-		return fmt.Sprintf("%d calls missing: at least %d made in the window, %d counted", f.Count, f.From, f.To)
+		return fmt.Sprintf("%d calls missing: at least %d made in the window, %d counted, %d skipped by the recursion guard", f.Count, f.From, f.To, f.Skipped)
 	case KindForeign:
 		return fmt.Sprintf("%d calls, the last at %#x", f.Count, f.IP)
 	case KindLate:
