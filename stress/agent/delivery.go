@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,6 +114,13 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 			}
 		},
 		Logf: func(format string, args ...any) { report.Logf(a.w, format, args...) },
+		Callsite: func() string {
+			b, err := os.ReadFile(filepath.Join(top.Root, "enabled_functions"))
+			if err != nil {
+				return ""
+			}
+			return deliver.CallsiteLine(string(b))
+		},
 	})
 	if err != nil {
 		report.Logf(a.w, "delivery: %v", err)

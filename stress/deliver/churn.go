@@ -107,7 +107,11 @@ type Config struct {
 	Pause time.Duration
 	// Fail receives every failed check as it is found.
 	Fail func(event.Oracle)
-	Logf func(format string, args ...any)
+	// Callsite, when set, describes the callsite as the kernel sees it
+	// when a finding is reported (its enabled_functions line): read then,
+	// not at the moment of the miss.
+	Callsite func() string
+	Logf     func(format string, args ...any)
 }
 
 // Result is what a churn did and covered.
@@ -452,6 +456,9 @@ func (c *churn) drain() {
 }
 
 func (c *churn) fail(f Finding) {
+	if c.cfg.Callsite != nil {
+		f.Callsite = c.cfg.Callsite()
+	}
 	c.res.Failures++
 	c.cfg.Fail(f.Oracle())
 }

@@ -152,3 +152,17 @@ func TestState(t *testing.T) {
 		}
 	}
 }
+
+// A real enabled_functions of x86_64 7.3.4 with a BPF trampoline and two
+// ops on the callsite.
+func TestCallsiteLine(t *testing.T) {
+	in := "__x64_sys_getppid (1) R   D \ttramp: 0xffffffffa0012000 (bpf_trampoline_6442493214+0x0) ->call_direct_funcs+0x0/0x20\n" +
+		"fth_deliver_seq [fth_deliver] (3) R I D \ttramp: ftrace_regs_caller+0x0/0x65 (call_direct_funcs+0x0/0x20)\n"
+	want := "fth_deliver_seq [fth_deliver] (3) R I D tramp: ftrace_regs_caller+0x0/0x65 (call_direct_funcs+0x0/0x20)"
+	if got := CallsiteLine(in); got != want {
+		t.Errorf("CallsiteLine = %q, want %q", got, want)
+	}
+	if got := CallsiteLine("x (1)\n"); got != "" {
+		t.Errorf("no line: %q", got)
+	}
+}

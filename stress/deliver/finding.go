@@ -44,6 +44,9 @@ type Finding struct {
 	// Skipped counts a counting user's runs the kernel skipped by design
 	// (BPF's recursion guard), already allowed for in Count.
 	Skipped uint64
+	// Callsite is the function's enabled_functions line when the finding
+	// was reported.
+	Callsite string
 	// Window is a counting user's window per caller, (BeginDone,
 	// EndStarted] read as (after its attach, before its detach].
 	Window []Span
@@ -214,6 +217,9 @@ func (f Finding) Oracle() event.Oracle {
 	msg := f.Title() + ": " + f.Detail()
 	if len(f.Transitions) > 1 {
 		msg += "; in flight: " + strings.Join(f.Transitions, ", ")
+	}
+	if f.Callsite != "" {
+		msg += "; enabled_functions now: " + f.Callsite
 	}
 	return event.Oracle{Name: event.OracleDelivery, Function: fn, Title: f.Title(), Msg: msg}
 }

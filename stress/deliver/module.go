@@ -267,6 +267,18 @@ func ParseTransitions(s string) ([]Transition, error) {
 	return out, nil
 }
 
+// CallsiteLine returns FuncSeq's line of tracefs's enabled_functions
+// (its ops count, flags, the ops or trampoline it calls), "" if it has
+// none: nothing attached.
+func CallsiteLine(enabled string) string {
+	for _, l := range lines(enabled) {
+		if strings.HasPrefix(l, FuncSeq+" ") || strings.HasPrefix(l, FuncSeq+"\t") {
+			return strings.Join(strings.Fields(l), " ")
+		}
+	}
+	return ""
+}
+
 func lines(s string) []string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
