@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ftrace-harness/fth/results/event"
@@ -94,6 +95,9 @@ func State(groups map[Group]int) string {
 	}
 }
 
+// checkEvery is the period of checkpoints between steps.
+const checkEvery = 500 * time.Millisecond
+
 // Config is what Churn needs.
 type Config struct {
 	Mod Module
@@ -132,6 +136,9 @@ type Result struct {
 }
 
 type churn struct {
+	// mu guards history and the findings' reporting: the checkpoint
+	// goroutine drains while a step may be blocked in the kernel.
+	mu       sync.Mutex
 	cfg      Config
 	attached map[string]bool
 	filtered map[string]bool
@@ -183,6 +190,26 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Mod.Run(true); err != nil {
 		return c.res, fmt.Errorf("deliver: start callers: %w", err)
 	}
+	// A step can wait seconds for ftrace_lock (thousands of trampolines
+	// attached): checkpoints go on meanwhile, so that a miss is reported
+	// when it happens.
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(checkEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-cctx.Done():
+				return
+			case <-t.C:
+				c.drain()
+			}
+		}
+	}()
+	defer func() { stop(); wg.Wait() }()
 	for ctx.Err() == nil {
 		c.step(c.pick(names))
 		c.drain()
@@ -192,6 +219,8 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		case <-time.After(cfg.Pause):
 		}
 	}
+	stop()
+	wg.Wait()
 	for _, name := range slices.Sorted(maps.Keys(c.attached)) {
 		if c.attached[name] {
 			c.toggle(name)
@@ -387,6 +416,8 @@ func (c *churn) countedToggle(name string, on bool) error {
 	f, lower, ok := checkCount(name, w, pre, post, hits-w.hits, missed-w.missed)
 	c.res.Checked += lower
 	if !ok {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		// Transitions of the window may not have been drained yet.
 		c.drainTransitions()
 		f.Attribute(c.history)
@@ -440,6 +471,8 @@ func (c *churn) drainTransitions() {
 
 // drain reads the module's findings and reports each.
 func (c *churn) drain() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.cfg.Mod.Check(); err != nil {
 		c.cfg.Logf("deliver: check: %v", err)
 	}

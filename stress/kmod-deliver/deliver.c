@@ -183,6 +183,12 @@ struct fth_user {
 	struct kprobe kp;
 	struct kretprobe krp;
 	struct fprobe fp;
+	/*
+	 * judging: the functions whose window is open for a checkpoint, set
+	 * once the window's start is written, cleared before it closes;
+	 * under check_lock.
+	 */
+	unsigned int judging;
 	/* K_DIRECT: the trampoline the direct call reaches now. */
 	unsigned long direct_addr;
 	const char *skip;
@@ -485,9 +491,19 @@ static int transition_end_name(const char *name)
  * tracks were reset before the user could record into them (never while a
  * callback may be writing one).
  */
+static DEFINE_MUTEX(check_lock);
+
+static void set_judging(struct fth_user *u, unsigned int bits)
+{
+	mutex_lock(&check_lock);
+	u->judging = bits;
+	mutex_unlock(&check_lock);
+}
+
 static void window_open(struct fth_user *u, unsigned int fn)
 {
 	snap_started(u->from[fn]);
+	set_judging(u, u->judging | BIT(fn));
 }
 
 /*
@@ -538,14 +554,17 @@ static void checkpoint(void)
 	unsigned long done[FTH_MAX_CALLERS];
 	unsigned int i, fn, c;
 
+	/*
+	 * Not under ctl_lock: a checkpoint must run while an attach waits
+	 * for ftrace_lock (seconds, with thousands of trampolines attached).
+	 */
+	mutex_lock(&check_lock);
 	snap_done(done);
 	for (i = 0; i < ARRAY_SIZE(users); i++) {
 		struct fth_user *u = &users[i];
 
-		if (!u->live || !u->attaches)
-			continue;
 		for (fn = 0; fn < FN_COUNT; fn++) {
-			if (!(u->mask & BIT(fn)))
+			if (!(u->judging & BIT(fn)))
 				continue;
 			for (c = 0; c < ncallers; c++)
 				if (done[c] > u->from[fn][c] &&
@@ -553,6 +572,7 @@ static void checkpoint(void)
 					u->failed++;
 		}
 	}
+	mutex_unlock(&check_lock);
 }
 
 static void window_check(struct fth_user *u, unsigned int fn, const unsigned long *done)
@@ -742,6 +762,7 @@ static int user_off(struct fth_user *u)
 	if (!u->live)
 		return -EINVAL;
 	snprintf(name, sizeof(name), "detach %s", u->name);
+	set_judging(u, 0);
 	snap_done(done);
 	id = transition_begin(name);
 	detach(u);
@@ -772,6 +793,8 @@ static int user_filter(struct fth_user *u, bool add)
 		return -EALREADY;
 	snprintf(name, sizeof(name), "filter %s %s %s", add ? "add" : "remove", fn_names[FN_OTHER], u->name);
 	snprintf(pat, sizeof(pat), "%s%s", add ? "" : "!", fn_names[FN_OTHER]);
+	if (!add)
+		set_judging(u, u->judging & ~BIT(FN_OTHER));
 	snap_done(done);
 	if (add) {
 		memset(u->t[FN_OTHER], 0, sizeof(u->t[FN_OTHER]));
@@ -827,6 +850,10 @@ static ssize_t ctl_write(struct file *file, const char __user *ubuf, size_t coun
 		transition_begin(name);
 		return count;
 	}
+	if (!strcmp(cmd, "check") && fields == 1) {
+		checkpoint();
+		return count;
+	}
 	if (!strcmp(cmd, "end") && fields >= 2) {
 		ret = transition_end_name(strim(buf + strlen("end")));
 		return ret ? ret : count;
@@ -835,9 +862,6 @@ static ssize_t ctl_write(struct file *file, const char __user *ubuf, size_t coun
 	mutex_lock(&ctl_lock);
 	if (!strcmp(cmd, "run") && fields == 2 && !kstrtouint(arg, 10, &n)) {
 		WRITE_ONCE(running, !!n);
-		ret = 0;
-	} else if (!strcmp(cmd, "check") && fields == 1) {
-		checkpoint();
 		ret = 0;
 	} else if (!strcmp(cmd, "sabotage") && fields == 2 && !kstrtouint(arg, 10, &n)) {
 		sabotage_n = n;
