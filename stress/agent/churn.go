@@ -369,7 +369,7 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.runDelivery(cctx, top, loader, rec)
+			a.runDelivery(cctx, top, loader, rec, upd.Supported)
 		}()
 	}
 

@@ -41,8 +41,9 @@ const (
 
 // runDelivery loads fth_deliver.ko and runs the delivery churn on its
 // callsite until ctx ends, then emits the oracle's summary and unloads the
-// module.
-func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder) {
+// module. linkUpdate says BPF_LINK_UPDATE works on tracing links (7.3.4
+// refuses it: EINVAL), so that fentry and fexit are replaced in place.
+func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder, linkUpdate bool) {
 	sum := event.Oracle{Name: event.OracleDelivery}
 	emitSummary := func() { _ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &sum}) }
 	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
@@ -74,7 +75,11 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	}
 	ml := loader.WithAddrs(addrs)
 	for _, kind := range []oracle.Kind{oracle.FEntry, oracle.FExit} {
-		counted[kind.String()] = &bpfCounted{a: a, l: ml, kind: kind, link: -1}
+		b := &bpfCounted{a: a, l: ml, kind: kind, link: -1}
+		counted[kind.String()] = b
+		if linkUpdate {
+			counted[kind.String()] = bpfUpdater{b}
+		}
 		groups[kind.String()] = deliver.GroupDirect
 	}
 	toggles := map[string]deliver.Toggle{}
@@ -100,8 +105,12 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 		mu      sync.Mutex
 		emitted int
 	)
+	skip := map[string]string{}
+	if !a.opts.DeliverDirect {
+		skip["direct"] = "off by default (deliverdirect=true runs it): on x86_64 7.3.4 it lost calls on the correct kernel, not yet explained (docs/findings.md 7)"
+	}
 	res, err := deliver.Churn(ctx, deliver.Config{
-		Mod: mod, Counted: counted, Toggles: toggles, Groups: groups,
+		Mod: mod, Counted: counted, Toggles: toggles, Groups: groups, Skip: skip,
 		Rng: rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
 		Fail: func(o event.Oracle) {
 			mu.Lock()
@@ -233,10 +242,15 @@ func (b *bpfCounted) Detach() error {
 // not a lost call. Complete once the user is detached.
 func (b *bpfCounted) Missed() (uint64, error) { return b.missed, nil }
 
+// bpfUpdater is a bpfCounted that can be replaced in place.
+type bpfUpdater struct{ *bpfCounted }
+
 // Update replaces the attached program with a new one counting in the
 // same slot (BPF_LINK_UPDATE): the trampoline is regenerated and the
 // callsite's direct call modified, a transition for every other user.
-func (b *bpfCounted) Update() error {
+func (b bpfUpdater) Update() error { return b.update() }
+
+func (b *bpfCounted) update() error {
 	if b.link < 0 {
 		return fmt.Errorf("%s: not attached", b.kind)
 	}

@@ -1,6 +1,7 @@
 package deliver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -101,6 +102,8 @@ const checkEvery = 500 * time.Millisecond
 // Config is what Churn needs.
 type Config struct {
 	Mod Module
+	// Skip names users not to attach, with the reason reported for each.
+	Skip map[string]string
 	// Counted and Toggles are the agent's users by name, with groups.
 	Counted map[string]Counted
 	Toggles map[string]Toggle
@@ -175,8 +178,8 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	}
 	var names []string
 	for _, u := range users {
-		if u.Skip != "" {
-			c.res.Skipped[u.Name] = u.Skip
+		if why := cmp.Or(u.Skip, cfg.Skip[u.Name]); why != "" {
+			c.res.Skipped[u.Name] = why
 			continue
 		}
 		names = append(names, u.Name)

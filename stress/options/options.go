@@ -135,6 +135,10 @@ type Options struct {
 	// churn: fth_deliver.ko's numbered calls checked for every user on
 	// one callsite while the others attach and detach.
 	Delivery bool
+	// DeliverDirect adds the delivery oracle's own direct call (and its
+	// modify_ftrace_direct) to its users: off by default until its loss
+	// on the correct x86_64 kernel is explained (docs/findings.md).
+	DeliverDirect bool
 	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount,
 	// SabotageDropCall).
 	Sabotage string

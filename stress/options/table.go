@@ -415,6 +415,20 @@ var fields = []field{
 		get: func(o *Options) string { return strconv.FormatBool(o.Delivery) },
 	},
 	{
+		name:   "deliverdirect",
+		usage:  "churn: add fth_deliver.ko's own direct call (register_ftrace_direct, modify_ftrace_direct) to the delivery oracle's users; off by default (docs/findings.md)",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.DeliverDirect = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.DeliverDirect) },
+	},
+	{
 		name:  "modlist",
 		usage: "churn: comma-separated module `names` to cycle (default: every module under /lib/modules/fth but ftrace_ops)",
 		set: func(o *Options, v string) error {
