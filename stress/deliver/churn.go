@@ -370,6 +370,15 @@ func (c *churn) agentTransition(name string, on bool, fn func() error) error {
 	return err
 }
 
+// totals reads a counting user's running totals.
+func totals(u Counted) (hits, missed uint64, err error) {
+	if hits, err = u.Hits(); err != nil {
+		return 0, 0, err
+	}
+	missed, err = u.Missed()
+	return hits, missed, err
+}
+
 func (c *churn) countedToggle(name string, on bool) error {
 	u := c.cfg.Counted[name]
 	if on {
@@ -377,11 +386,7 @@ func (c *churn) countedToggle(name string, on bool) error {
 		if err != nil {
 			return err
 		}
-		hits, err := u.Hits()
-		if err != nil {
-			return err
-		}
-		missed, err := u.Missed()
+		hits, missed, err := totals(u)
 		if err != nil {
 			return err
 		}
@@ -407,11 +412,7 @@ func (c *churn) countedToggle(name string, on bool) error {
 	if err != nil {
 		return err
 	}
-	hits, err := u.Hits()
-	if err != nil {
-		return err
-	}
-	missed, err := u.Missed()
+	hits, missed, err := totals(u)
 	if err != nil {
 		return err
 	}
