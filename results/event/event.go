@@ -285,6 +285,9 @@ type DeliveryUser struct {
 	// Updates counts changes while attached: a BPF link update, an ops
 	// filter change.
 	Updates int `json:"updates,omitempty"`
+	// Failed counts the user's findings (all of them: the agent emits
+	// only the first few as events).
+	Failed int `json:"failed,omitempty"`
 	// Skipped says why the kernel cannot provide the user.
 	Skipped string `json:"skipped,omitempty"`
 }

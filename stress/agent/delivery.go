@@ -160,6 +160,10 @@ func deliverySummary(r deliver.Result) string {
 			users = append(users, fmt.Sprintf("%s refused %d", u, r.Refused[u]))
 		}
 	}
+	var failed []string
+	for _, u := range slices.Sorted(maps.Keys(r.Failed)) {
+		failed = append(failed, fmt.Sprintf("%s %d", u, r.Failed[u]))
+	}
 	var skipped []string
 	for _, u := range slices.Sorted(maps.Keys(r.Skipped)) {
 		skipped = append(skipped, u+" ("+r.Skipped[u]+")")
@@ -171,6 +175,9 @@ func deliverySummary(r deliver.Result) string {
 	s := "attached: " + strings.Join(users, ", ")
 	if len(updates) > 0 {
 		s += "; updated: " + strings.Join(updates, ", ")
+	}
+	if len(failed) > 0 {
+		s += "; findings: " + strings.Join(failed, ", ")
 	}
 	if len(skipped) > 0 {
 		s += "; skipped: " + strings.Join(skipped, ", ")

@@ -132,6 +132,8 @@ type Result struct {
 	Attaches, Refused map[string]int
 	// Updates counts link updates (Updater) and filter changes.
 	Updates map[string]int
+	// Failed counts each user's findings.
+	Failed map[string]int
 	Skipped map[string]string
 	// States and Edges count the callsite's states entered and the
 	// transitions between them ("one-ops -> list").
@@ -169,7 +171,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	c := &churn{
 		cfg: cfg, attached: map[string]bool{}, filtered: map[string]bool{}, groups: map[Group]int{},
 		open: map[string]countWindow{},
-		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Updates: map[string]int{}, Skipped: map[string]string{},
+		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Updates: map[string]int{}, Failed: map[string]int{}, Skipped: map[string]string{},
 			States: map[string]int{}, Edges: map[string]int{}},
 	}
 	users, err := cfg.Mod.Users()
@@ -497,6 +499,7 @@ func (c *churn) fail(f Finding) {
 		f.Callsite = c.cfg.Callsite()
 	}
 	c.res.Failures++
+	c.res.Failed[f.User]++
 	c.cfg.Fail(f.Oracle())
 }
 
@@ -505,7 +508,7 @@ func (c *churn) fail(f Finding) {
 func (r Result) Event(names []string) event.Delivery {
 	d := event.Delivery{Steps: r.Steps, Checked: r.Checked, States: r.States, Edges: r.Edges}
 	for _, n := range names {
-		d.Users = append(d.Users, event.DeliveryUser{Name: n, Attaches: r.Attaches[n], Refused: r.Refused[n], Updates: r.Updates[n], Skipped: r.Skipped[n]})
+		d.Users = append(d.Users, event.DeliveryUser{Name: n, Attaches: r.Attaches[n], Refused: r.Refused[n], Updates: r.Updates[n], Failed: r.Failed[n], Skipped: r.Skipped[n]})
 	}
 	return d
 }
