@@ -133,7 +133,7 @@ type Result struct {
 	// Updates counts link updates (Updater) and filter changes.
 	Updates map[string]int
 	// Failed counts each user's findings.
-	Failed map[string]int
+	Failed  map[string]int
 	Skipped map[string]string
 	// States and Edges count the callsite's states entered and the
 	// transitions between them ("one-ops -> list").
