@@ -415,18 +415,18 @@ var fields = []field{
 		get: func(o *Options) string { return strconv.FormatBool(o.Delivery) },
 	},
 	{
-		name:   "deliverdirect",
-		usage:  "churn: add fth_deliver.ko's own direct call (register_ftrace_direct, modify_ftrace_direct) to the delivery oracle's users; off by default (docs/findings.md)",
-		isBool: true,
+		name:  "deliverskip",
+		usage: "churn: comma-separated delivery-oracle `users` to leave out (default direct,ops-ipmodify, docs/findings.md 7 and 8; empty: every user)",
 		set: func(o *Options, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("want true or false")
+			o.DeliverSkip = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f != "" {
+					o.DeliverSkip = append(o.DeliverSkip, f)
+				}
 			}
-			o.DeliverDirect = b
 			return nil
 		},
-		get: func(o *Options) string { return strconv.FormatBool(o.DeliverDirect) },
+		get: func(o *Options) string { return strings.Join(o.DeliverSkip, ",") },
 	},
 	{
 		name:  "modlist",
