@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -101,10 +100,8 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 		groups[t.name] = t.group
 	}
 
-	var (
-		mu      sync.Mutex
-		emitted int
-	)
+	// Churn calls Fail from one goroutine at a time (under its lock).
+	emitted := 0
 	skip := map[string]string{}
 	for _, u := range a.opts.DeliverSkip {
 		skip[u] = "left out (deliverskip=" + strings.Join(a.opts.DeliverSkip, ",") + ")"
@@ -119,11 +116,7 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 		Mod: mod, Counted: counted, Toggles: toggles, Groups: groups, Skip: skip,
 		Rng: rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
 		Fail: func(o event.Oracle) {
-			mu.Lock()
-			emitted++
-			n := emitted
-			mu.Unlock()
-			if n <= maxDeliveryEvents {
+			if emitted++; emitted <= maxDeliveryEvents {
 				_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
 				a.oracleFail(o)
 			}

@@ -112,7 +112,8 @@ type Config struct {
 	// Pause is the time between steps, so that calls are made in every
 	// state (default 10ms).
 	Pause time.Duration
-	// Fail receives every failed check as it is found.
+	// Fail receives every failed check as it is found, from one
+	// goroutine at a time.
 	Fail func(event.Oracle)
 	// Callsite, when set, describes the callsite as the kernel sees it
 	// when a finding is reported (its enabled_functions line): read then,
