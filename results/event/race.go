@@ -73,6 +73,9 @@ type Injection struct {
 	// wait for the held task).
 	ActionMS   float64 `json:"action_ms"`
 	ActionDone bool    `json:"action_done"`
+	// ActionLate: the action ended after the window but before the held
+	// task was let go, and the target was looked at again then.
+	ActionLate bool `json:"action_late,omitempty"`
 	// WindowMS is how long the preemptor held the CPU; HeldMS how long the
 	// task's call took in all (at least WindowMS when it was preempted).
 	WindowMS float64 `json:"window_ms"`

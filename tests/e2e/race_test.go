@@ -188,7 +188,8 @@ func TestPPC64LERaceCatchesTrampolineFreedEarly(t *testing.T) {
 
 // raceCatchesFreedEarly runs mutant against the race at target on arches:
 // the unmutated kernel survives every injection, the mutant crashes at the
-// first within a minute of boot, with a title naming place (if given).
+// first whose action ends while the task is held, within a minute of
+// boot, with a title naming place (if given).
 func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string) {
 	out := e2eOut(t)
 	args := []string{"mutate", "--arches", arches, "--mutants", mutant, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=" + target,
@@ -212,13 +213,23 @@ func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string) {
 		if row.Seconds >= 60 {
 			t.Errorf("mutant %s crashed %.1f s after boot, want under 60", row.Mutant, row.Seconds)
 		}
-		if len(res.Injections) != 1 || res.Injections[0].Outcome != event.InjCrashed {
-			t.Errorf("mutant %s: injections %+v; want the first one crashed", row.Mutant, res.Injections)
+		// The first injection whose action ends while the task is held
+		// crashes the kernel; one before it may have seen its action
+		// outrun the window and the task run on first (a cold detach
+		// under TCG took 853 ms against x86's 400 ms window in CI).
+		inj := res.Injections
+		if len(inj) == 0 || inj[len(inj)-1].Outcome != event.InjCrashed {
+			t.Errorf("mutant %s: injections %+v; want the last one crashed", row.Mutant, inj)
+		}
+		for _, in := range inj[:max(len(inj)-1, 0)] {
+			if in.Outcome != event.InjSurvived || in.ActionDone || in.ActionLate {
+				t.Errorf("mutant %s: injection %d before the crash: outcome %s, action done in the window %v, late %v: only an action that outran the window may spare the task", row.Mutant, in.Seq, in.Outcome, in.ActionDone, in.ActionLate)
+			}
 		}
 		if place != "" && !strings.Contains(row.Title, place) {
 			t.Errorf("mutant %s: title %q does not name the %s", row.Mutant, row.Title, place)
 		}
-		t.Logf("mutant %s crashed at injection 1, %.1f s after boot: %s", row.Mutant, row.Seconds, row.Title)
+		t.Logf("mutant %s crashed at injection %d, %.1f s after boot: %s", row.Mutant, len(inj), row.Seconds, row.Title)
 	}
 	if r.exit != 0 && !t.Failed() {
 		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
