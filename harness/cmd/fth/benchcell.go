@@ -117,7 +117,9 @@ func printCellBench(w io.Writer, variants []cellVariant, rows []results.Result) 
 		{"detach p50", "ms", func(r results.Result) float64 { return lat(phase(r, "detach"), ms, 50) }},
 		{"detach p99", "ms", func(r results.Result) float64 { return lat(phase(r, "detach"), ms, 99) }},
 		{"churn stage", "s", func(r results.Result) float64 { return stageSeconds(r, event.StageChurn) }},
-		{"churn transitions", "/s", func(r results.Result) float64 { return perSecond(churnTransitions(r), stageSeconds(r, event.StageChurn)) }},
+		{"churn transitions", "/s", func(r results.Result) float64 {
+			return perSecond(churnTransitions(r), stageSeconds(r, event.StageChurn))
+		}},
 		{"delivery calls checked", "/s", func(r results.Result) float64 {
 			if r.Delivery == nil {
 				return 0

@@ -46,7 +46,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		icount     = fs.String("icount", "", "race widening: QEMU -icount value, e.g. shift=auto (needs tcg-single)")
 		inclKnown  = fs.Bool("include-known", false, "attach to and cycle the known findings' triggers (results/known) and count them as failures: for reproducing them")
 		dryRun     = fs.Bool("dry-run", false, "check every input and print the cell that would run, then stop: nothing is built or booted")
-		qemuFlag   = fs.String("qemu", string(qemu.EmulatorDefault), "QEMU that boots the cell: "+emulatorList()+" (default: the arch's measured best, today the host's on every arch; host: the machine's, Debian 12's 7.2; 11.1 runs in the toolchain root, see make deps)")
+		qemuFlag   = fs.String("qemu", string(qemu.EmulatorDefault), "QEMU that boots the cell: "+emulatorList()+" (default: the arch's measured best: 11.1 on riscv64, the host's elsewhere; host: the machine's, Debian 12's 7.2; 11.1 runs in the toolchain root, see make deps)")
 		agentArgs  multiFlag
 		patchFiles multiFlag
 		kernelArgs multiFlag

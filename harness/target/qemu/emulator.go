@@ -21,7 +21,7 @@ type Emulator string
 // QEMU inside the toolchain root (scripts/toolroot.sh), run through bwrap.
 const (
 	// EmulatorDefault is the arch row's measured best (arch.Arch's
-	// DefaultQEMU): the host's on every arch today. Resolve turns it into a
+	// DefaultQEMU): 11.1 on riscv64, the host's elsewhere. Resolve turns it into a
 	// real choice before anything boots or is recorded.
 	EmulatorDefault Emulator = "default"
 	EmulatorHost    Emulator = "host"
