@@ -31,6 +31,11 @@ type Patch struct {
 // ErrBadPatch is wrapped when a patch cannot be read or applied.
 var ErrBadPatch = errors.New("bad kernel patch")
 
+// ErrPatchNoop is wrapped (with ErrBadPatch) when a patch builds an image
+// identical to the unpatched one: a mistake for a mutant, and for a
+// bisection a revision whose kernel is its good end's.
+var ErrPatchNoop = fmt.Errorf("%w: it changes nothing in the image", ErrBadPatch)
+
 // PatchedFiles lists the files a unified diff changes, relative to the tree
 // (the "+++ b/<path>" names). Creating or deleting files is refused: a
 // patched build overlays changed files on the tree and cannot add or hide one.
@@ -273,7 +278,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 		return Kernel{}, err
 	}
 	if k.ImageSHA256 == bk.ImageSHA256 {
-		return Kernel{}, fmt.Errorf("%w: %s changed nothing in the image (is the patched code configured in?)", ErrBadPatch, strings.Join(k.Patches, "+"))
+		return Kernel{}, fmt.Errorf("%w: %s (is the patched code configured in?)", ErrPatchNoop, strings.Join(k.Patches, "+"))
 	}
 	if err := writeManifest(entry, k); err != nil {
 		return Kernel{}, fmt.Errorf("write kernel manifest: %w", err)

@@ -70,6 +70,18 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"matrix checks its QEMUs", []string{"matrix", "--list", "--kernel-src", none, "--qemu", "host,12"}, `--qemu: unknown QEMU "12"`},
 		{"repro has no --toolchain", []string{"repro", "--toolchain", "gcc-14", "x"}, "the toolchain comes from the recorded cell"},
 		{"bench cell checks its flags", []string{"bench", "cell", "--nope"}, "flag provided but not defined"},
+		{"bisect needs its ends", []string{"bisect", "--from", "x"}, "say what to bisect"},
+		{"bisect needs both ends", []string{"bisect", "--good", "v7.3", "--kernel-src", none, "--from", "x"}, "give both --good and --bad"},
+		{"bisect: commits or releases", []string{"bisect", "--good", "a", "--bad", "b", "--kernels", "6.12,7.3", "--from", "x"}, "give one or the other"},
+		{"bisect needs a test", []string{"bisect", "--kernels", "6.12,7.3"}, "say what the test is"},
+		{"bisect: one test", []string{"bisect", "--kernels", "6.12,7.3", "--from", "x", "--", "--arch", "x86_64"}, "give one"},
+		{"bisect chooses the tree", []string{"bisect", "--kernels", "6.12,7.3", "--", "--kernel-src", none}, "the bisection chooses the tree"},
+		{"bisect threshold", []string{"bisect", "--kernels", "6.12,7.3", "--from", "x", "--threshold", "1.5"}, "--threshold 1.5: want a probability"},
+		{"bisect cap below the failures", []string{"bisect", "--kernels", "6.12,7.3", "--from", "x", "--max-runs", "1"}, "--max-runs 1"},
+		{"bisect one release", []string{"bisect", "--kernels", "7.3", "--from", "x"}, "want at least two series"},
+		{"bisect not a git tree", []string{"bisect", "--good", "a", "--bad", "b", "--kernel-src", none, "--from", "x"}, "not a git tree"},
+		{"bisect from no cell", []string{"bisect", "--kernels", "6.12,7.3", "--from", none}, "is not a cell directory"},
+		{"bisect run flags are checked", []string{"bisect", "--kernels", "6.12,7.3", "--", "--cpus", "0"}, "--cpus 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

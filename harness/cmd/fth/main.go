@@ -96,6 +96,7 @@ func commandTable() []command {
 		{"boardvm", "boot a VM that stands in for an SSH board (sshd on 127.0.0.1:--port)", cmdBoardVM},
 		{"bench", "side-by-side benchmarks: 'fth bench cell' (the default cell against a\nbaseline), 'fth bench widening' (cost of each race-widening mode)", cmdBench},
 		{"race", "list the race scenario's windows as the running kernel has them (--list-windows)", cmdRace},
+		{"bisect", "find the commit (or release) that made a finding appear, with a stated\nconfidence, in your git tree: fth bisect --good A --bad B --from <cell>", cmdBisect},
 		{"repro", "run a recorded cell again (same kernel fragments, seed, boot flags, QEMU flags)", cmdRepro},
 		{"triage", "find, title and symbolize every kernel report in one or more console logs", cmdTriage},
 		{"report", "write report.html, junit.xml and summary.json for a run directory", cmdReport},

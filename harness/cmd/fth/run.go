@@ -24,6 +24,31 @@ import (
 )
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	p, err := parseRun(args, stdout)
+	if err != nil || p == nil {
+		return err
+	}
+	if p.dryRun {
+		printDryRun(stdout, p.cell, p.b.kernelSrc)
+		return nil
+	}
+	log := newLogger(stderr, p.b.verbose)
+	return runOne(ctx, log, p.b.env(log, p.repo), p.out, p.runID, p.cell, stdout)
+}
+
+// runPlan is what fth run's flags ask for: one cell, checked.
+type runPlan struct {
+	b          buildFlags
+	repo       string
+	cell       runner.Cell
+	out, runID string
+	dryRun     bool
+}
+
+// parseRun checks fth run's flags and turns them into a cell, before
+// anything is built; fth bisect takes its test from the same flags. A nil
+// plan with no error means there is nothing to run (--agent-arg help).
+func parseRun(args []string, stdout io.Writer) (*runPlan, error) {
 	fs := newFlagSet("run")
 	var b buildFlags
 	b.register(fs, withAll)
@@ -58,25 +83,25 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Usage: "fth run [flags]",
 		About: "Builds the kernel (or takes it from the cache), boots it under QEMU with the\nagent, runs one scenario (by default the campaign: storm, churn, race and detach in\none boot; --agent-arg scenario=storm|churn|race|bench for one alone) and records a verdict in out/runs/<run-id>/<cell>/.\nEvery input is checked before anything is built.",
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	if slices.Contains(agentArgs, "help") {
 		printAgentOptions(stdout)
-		return nil
+		return nil, nil
 	}
 	if err := checkBoot(*cpus, *mem, *deadline, *silence, *preempt); err != nil {
-		return err
+		return nil, err
 	}
 	if err := checkPositive("pause-after", *pauseAfter, true); err != nil {
-		return err
+		return nil, err
 	}
 	accel, err := qemu.ParseAccel(*accelFlag)
 	if err != nil {
-		return fmt.Errorf("%w: --accel: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: --accel: %v", errUsage, err)
 	}
 	emu, err := qemu.ParseEmulator(*qemuFlag)
 	if err != nil {
-		return fmt.Errorf("%w: --qemu: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: --qemu: %v", errUsage, err)
 	}
 	agent := map[string]string{"n": *n, "hold": hold.String(), "detach": *detach}
 	if *seed != 0 {
@@ -89,43 +114,41 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		agent["includeknown"] = "true"
 	}
 	if err := agentArgs.into(agent); err != nil {
-		return err
+		return nil, err
 	}
 	if agent["scenario"] == "" {
 		agent["scenario"] = string(defaultScenario(agent))
 	}
 	if err := checkAgentArgs(agent, agentFlags()); err != nil {
-		return err
+		return nil, err
 	}
 	if !flagSet(fs, "deadline") {
 		*deadline = deadlineFor(agent, *deadline)
 	}
 	a, repo, frags, err := b.resolve()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	emu = emu.Resolve(a)
 	if agent["scenario"] == string(event.ScenarioRace) && a.NoRace != "" {
-		return fmt.Errorf("%w: --agent-arg scenario=race on %s: %s", errUsage, a.Name, a.NoRace)
+		return nil, fmt.Errorf("%w: --agent-arg scenario=race on %s: %s", errUsage, a.Name, a.NoRace)
 	}
 	if err := checkRaceTarget(agent, a); err != nil {
-		return err
+		return nil, err
 	}
 	if err := options.CheckCrashArch(agent["crash"], string(a.Name)); err != nil {
-		return fmt.Errorf("%w: --crash: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: --crash: %v", errUsage, err)
 	}
 	if err := b.needRoot(emu.InRoot(), "--qemu "+string(emu)); err != nil {
-		return err
+		return nil, err
 	}
-	log := newLogger(stderr, b.verbose)
 	if *runID == "" {
 		*runID = newRunID()
 	}
-	env := b.env(log, repo)
 	widen := qemu.Widening{Singlestep: *singlestep, Icount: *icount}
 	if accel != qemu.AccelAuto {
 		if err := widen.Check(accel); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
 	}
 	name := fmt.Sprintf("%s-%s", a.Name, runner.VariantName(frags, *preempt))
@@ -134,11 +157,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	name += runner.AxesSuffix(b.toolchain, emu)
 	if err := checkKernelArgs(kernelArgs); err != nil {
-		return err
+		return nil, err
 	}
 	patches, err := readPatches(patchFiles)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c := runner.Cell{
 		Name: name, Arch: a, Fragments: frags, Patches: patches,
@@ -147,11 +170,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Toolchain: b.toolchain, QEMU: emu,
 		KernelArgs: kernelArgs,
 	}
-	if *dryRun {
-		printDryRun(stdout, c, b.kernelSrc)
-		return nil
-	}
-	return runOne(ctx, log, env, *out, *runID, c, stdout)
+	return &runPlan{b: b, repo: repo, cell: c, out: *out, runID: *runID, dryRun: *dryRun}, nil
 }
 
 // readPatches reads --patch files and checks that each is a diff that

@@ -1,0 +1,147 @@
+package bisect
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Repo is the developer's git tree. Nothing here writes to its files or
+// moves its HEAD: revisions are checked out in worktrees of its own (git
+// worktree add), which git keeps apart under .git/worktrees.
+type Repo struct{ Dir string }
+
+// ErrNotGit is wrapped when the tree is not a git work tree.
+var ErrNotGit = errors.New("not a git tree")
+
+func (r Repo) git(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", r.Dir}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// Resolve turns rev into a commit's full hash, with its subject.
+func (r Repo) Resolve(ctx context.Context, rev string) (Revision, error) {
+	if strings.HasPrefix(rev, "-") {
+		return Revision{}, fmt.Errorf("%q is not a revision", rev)
+	}
+	out, err := r.git(ctx, "log", "-1", "--format=%H%x00%s", rev+"^{commit}", "--")
+	if err != nil {
+		return Revision{}, fmt.Errorf("%q is not a commit of %s: %w", rev, r.Dir, err)
+	}
+	id, subj, _ := strings.Cut(strings.TrimSpace(string(out)), "\x00")
+	return Revision{ID: id, Subject: subj}, nil
+}
+
+// Range is the history from good to bad along bad's first parents: good
+// first, bad last. A merge on that path stands for its whole branch; the
+// culprit may then be a merge, and a bisection of the branch (its second
+// parent against the merge's first) goes on from there.
+func (r Repo) Range(ctx context.Context, good, bad string) ([]Revision, error) {
+	if _, err := r.git(ctx, "rev-parse", "--is-inside-work-tree"); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrNotGit, r.Dir, err)
+	}
+	g, err := r.Resolve(ctx, good)
+	if err != nil {
+		return nil, fmt.Errorf("--good: %w", err)
+	}
+	b, err := r.Resolve(ctx, bad)
+	if err != nil {
+		return nil, fmt.Errorf("--bad: %w", err)
+	}
+	if g.ID == b.ID {
+		return nil, fmt.Errorf("--good and --bad are the same commit %s", g.Short())
+	}
+	if _, err := r.git(ctx, "merge-base", "--is-ancestor", g.ID, b.ID); err != nil {
+		return nil, fmt.Errorf("--good %s is not an ancestor of --bad %s: a bisection walks from a good commit forward to a bad one", g.Short(), b.Short())
+	}
+	out, err := r.git(ctx, "log", "--first-parent", "--reverse", "--format=%H%x00%s", g.ID+".."+b.ID, "--")
+	if err != nil {
+		return nil, err
+	}
+	revs := []Revision{g}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, subj, _ := strings.Cut(line, "\x00")
+		revs = append(revs, Revision{ID: id, Subject: subj})
+	}
+	if revs[len(revs)-1].ID != b.ID {
+		return nil, fmt.Errorf("--good %s is not on the first-parent path of --bad %s (it is reached through a merge): give the merge's first parent as --good, or bisect the merged branch", g.Short(), b.Short())
+	}
+	return revs, nil
+}
+
+// Diff is the change from one revision to another as a unified diff with
+// a/ and b/ names, or, with to "", to the worktree's files.
+func (r Repo) Diff(ctx context.Context, from, to string) ([]byte, error) {
+	args := []string{"diff", "--no-color", "--no-renames", "--no-ext-diff", "--full-index", from}
+	if to != "" {
+		args = append(args, to)
+	}
+	return r.git(ctx, append(args, "--")...)
+}
+
+// Worktree is a checkout of its own of a Repo's revisions.
+type Worktree struct {
+	Repo Repo
+	Dir  string
+}
+
+// AddWorktree checks rev out at dir, reusing a worktree already there (the
+// same place every time keeps ccache's paths stable).
+func (r Repo) AddWorktree(ctx context.Context, dir, rev string) (*Worktree, error) {
+	w := &Worktree{Repo: r, Dir: dir}
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		if err := w.Checkout(ctx, rev); err == nil {
+			return w, nil
+		}
+		_, _ = r.git(ctx, "worktree", "remove", "--force", dir)
+		_ = os.RemoveAll(dir)
+	}
+	_, _ = r.git(ctx, "worktree", "prune")
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := r.git(ctx, "worktree", "add", "--detach", "--force", dir, rev); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Checkout moves the worktree to rev, dropping anything a revert left.
+func (w *Worktree) Checkout(ctx context.Context, rev string) error {
+	wt := Repo{Dir: w.Dir}
+	if _, err := wt.git(ctx, "reset", "--hard", "--quiet"); err != nil {
+		return err
+	}
+	_, err := wt.git(ctx, "checkout", "--detach", "--force", "--quiet", rev)
+	return err
+}
+
+// Revert applies the reversal of culprit to the worktree's files, without
+// committing. ok false (with git's reason) when it does not apply cleanly;
+// the worktree is then back as it was.
+func (w *Worktree) Revert(ctx context.Context, culprit string) (ok bool, why string, err error) {
+	wt := Repo{Dir: w.Dir}
+	if _, err := wt.git(ctx, "revert", "--no-commit", "--no-edit", culprit); err != nil {
+		_, _ = wt.git(ctx, "revert", "--abort")
+		_, _ = wt.git(ctx, "reset", "--hard", "--quiet")
+		return false, err.Error(), nil
+	}
+	return true, "", nil
+}
+
+// Remove deletes the worktree and git's record of it.
+func (w *Worktree) Remove(ctx context.Context) error {
+	_, err := w.Repo.git(ctx, "worktree", "remove", "--force", w.Dir)
+	return err
+}
