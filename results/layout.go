@@ -18,7 +18,12 @@ const (
 	ReportFile  = "report.html"
 	JUnitFile   = "junit.xml"
 	// MutationFile is a mutation run's table (fth mutate).
-	MutationFile  = "mutation.json"
+	MutationFile = "mutation.json"
+	// BisectFile is a bisection's record (fth bisect), BisectLog its
+	// step-by-step log and BisectSummary the paragraph for a mail.
+	BisectFile    = "bisect.json"
+	BisectLog     = "bisect.log"
+	BisectSummary = "bisect-summary.txt"
 	ConsoleLog    = "console.log"
 	EventsFile    = "events.jsonl"
 	ResultFile    = "result.json"

@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Repo is the developer's git tree. Nothing here writes to its files or
+// Repo is the developer's git tree (or a bare repository). Nothing here writes to its files or
 // moves its HEAD: revisions are checked out in worktrees of its own (git
 // worktree add), which git keeps apart under .git/worktrees.
 type Repo struct{ Dir string }
@@ -48,7 +48,7 @@ func (r Repo) Resolve(ctx context.Context, rev string) (Revision, error) {
 // culprit may then be a merge, and a bisection of the branch (its second
 // parent against the merge's first) goes on from there.
 func (r Repo) Range(ctx context.Context, good, bad string) ([]Revision, error) {
-	if _, err := r.git(ctx, "rev-parse", "--is-inside-work-tree"); err != nil {
+	if _, err := r.git(ctx, "rev-parse", "--git-dir"); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrNotGit, r.Dir, err)
 	}
 	g, err := r.Resolve(ctx, good)
@@ -144,4 +144,11 @@ func (w *Worktree) Revert(ctx context.Context, culprit string) (ok bool, why str
 func (w *Worktree) Remove(ctx context.Context) error {
 	_, err := w.Repo.git(ctx, "worktree", "remove", "--force", w.Dir)
 	return err
+}
+
+// TreeID is the hash of rev's tree: the same files in two repositories
+// have the same one.
+func (r Repo) TreeID(ctx context.Context, rev string) (string, error) {
+	out, err := r.git(ctx, "rev-parse", rev+"^{tree}")
+	return strings.TrimSpace(string(out)), err
 }

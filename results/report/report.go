@@ -161,6 +161,8 @@ type pageView struct {
 	Cells          []cellView
 	// Mutation is a mutation run's table (mutation.json), if there is one.
 	Mutation *mutationView
+	// Bisect is a bisection's steps (bisect.json), if there are any.
+	Bisect *bisectView
 }
 
 // mutationView is mutation.json as the page shows it. The file is the
@@ -334,6 +336,9 @@ func buildPage(ctx context.Context, run *results.Run, opts Options, syms *symbol
 		return v, err
 	}
 	v.Mutation = mut
+	if v.Bisect, err = readBisect(run.Dir); err != nil {
+		return v, err
+	}
 	if !run.At.IsZero() {
 		v.At = run.At.UTC().Format("2006-01-02 15:04:05 UTC")
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,9 +23,9 @@ import (
 
 // Files a bisection writes into its run directory, beside its cells.
 const (
-	bisectJSON    = "bisect.json"
-	bisectLog     = "bisect.log"
-	bisectSummary = "bisect-summary.txt"
+	bisectJSON    = results.BisectFile
+	bisectLog     = results.BisectLog
+	bisectSummary = results.BisectSummary
 )
 
 // errNoCulprit is a bisection that ended without naming a culprit (exit 2:
@@ -178,9 +176,14 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 	t := &cellTester{env: env, log: log, cell: cell, runID: *runID, runDir: runDir, series: series, stdout: stdout,
 		tree: *kernelSrc, from: *from, runArgs: runArgs}
 	if gitMode {
-		key := sha256.Sum256([]byte(must(filepath.Abs(repo.Dir))))
-		place := filepath.Join(b.cache, "bisect", hex.EncodeToString(key[:6]))
-		var err error
+		// Keyed by the good end's files, not by the repository: the
+		// same release in another clone builds in the same place, which
+		// is what ccache's hits depend on.
+		tree, err := repo.TreeID(ctx, revs[0].ID)
+		if err != nil {
+			return err
+		}
+		place := filepath.Join(b.cache, "bisect", tree[:12])
 		if t.base, err = repo.AddWorktree(ctx, filepath.Join(place, "base"), revs[0].ID); err != nil {
 			return fmt.Errorf("worktree of the good end: %w", err)
 		}
@@ -227,13 +230,6 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 		return fmt.Errorf("%w: %s: %s", errNoCulprit, res.Verdict, res.Reason)
 	}
 	return nil
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
 
 func policyText(p bisect.Policy) string {
