@@ -290,6 +290,13 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if c.Preempt != "" {
 		cmdline = append(cmdline, "preempt="+c.Preempt)
 	}
+	if c.Scenario == event.ScenarioRace && c.Arch.Has(arch.CallOps) {
+		// The CALL_OPS window (racetarget=callops) frees an ftrace_ops
+		// under the held task on a kernel that does not wait for it:
+		// zeroed on free, the task's call through it faults rather than
+		// run on through stale memory unseen.
+		cmdline = append(cmdline, "init_on_free=1")
+	}
 	cmdline = append(cmdline, c.KernelArgs...)
 	if c.Scenario == event.ScenarioCampaign && c.Arch.NoRace != "" {
 		log.Warn("campaign: no race stage on this arch", "arch", c.Arch.Name, "why", c.Arch.NoRace)

@@ -273,6 +273,8 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 			err = r.opsTrampolines(ctx, share(k))
 		case options.RaceInt3:
 			err = r.int3Patches(ctx, share(k))
+		case options.RaceCallOps:
+			err = r.callOps(ctx, share(k))
 		default:
 			err = r.trampolines(ctx, share(k))
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/disasm"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/options"
 	"github.com/ftrace-harness/fth/stress/oracle"
@@ -425,3 +426,66 @@ func parseOpsTrampolineSyms(r io.Reader) (map[uint64]string, error) {
 	})
 	return out, err
 }
+
+// callOps injects at each instruction in turn of ftrace_caller's CALL_OPS
+// window (disasm.OpsCall: from the load of the callsite's ops literal to
+// the call of op->func) on the way into fth_target_counted, traced by a
+// function tracer instance of its own, the callsite's only ops, and removes
+// the instance during the window: the tracer goes off, then the instance
+// and its ftrace_ops are freed. ftrace_shutdown() waits for RCU-tasks
+// before it returns, so a correct kernel frees the ops only after the held
+// task has called through it; without that wait the task calls through
+// freed memory, which init_on_free=1 (the harness boots race cells of
+// CALL_OPS arches with it) has zeroed. A fresh instance each injection:
+// the action removes it.
+func (r *raceAgent) callOps(ctx context.Context, n int) error {
+	if err := options.CheckRaceTargets(options.RaceCallOps, runtime.GOARCH); err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	tab, err := ksyms.Read(ksyms.DefaultPath, []string{ftraceCaller})
+	if err != nil {
+		return fmt.Errorf("race: %w", err)
+	}
+	addr, ok := tab.Addr(ftraceCaller)
+	if !ok {
+		return fmt.Errorf("race: %s has no %s", ksyms.DefaultPath, ftraceCaller)
+	}
+	w := r.decodeWith(options.RaceCallOps, ftraceCaller, addr, 0, []string{raceInstanceRm}, disasm.OpsCall)
+	if r.a.opts.RaceList {
+		return nil
+	}
+	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
+		name := fmt.Sprintf("fth_race_callops_%d", i)
+		inst, drop, err := targetInstance(name)
+		if err != nil {
+			return err
+		}
+		if err := inst.SetTracer(tracefs.Function); err != nil {
+			drop()
+			return fmt.Errorf("race: function tracer on %s: %w", targetCounted, err)
+		}
+		at, _ := w.place()
+		in := &event.Injection{Target: options.RaceCallOps, Symbol: fmt.Sprintf("%s+%#x", ftraceCaller, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: raceInstanceRm}
+		rm := func() error {
+			if err := inst.SetTracer(tracefs.Nop); err != nil {
+				return err
+			}
+			return tracefs.New(tracefs.DefaultRoot).RemoveInstance(name)
+		}
+		err = r.inject(in, addr+uint64(at.Off), insnSize(), rm, false)
+		drop() // gone already, unless the action failed
+		if err != nil {
+			return err
+		}
+		w.done(in.Outcome)
+	}
+	return nil
+}
+
+// ftraceCaller is where every CALL_OPS callsite calls: the ops window's
+// code.
+const ftraceCaller = "ftrace_caller"
+
+// raceInstanceRm is the CALL_OPS window's action: the function tracer
+// instance switched to nop and removed, which frees its ftrace_ops.
+const raceInstanceRm = "instance-rm"

@@ -189,3 +189,51 @@ func locked(x x86asm.Inst) bool {
 	}
 	return false
 }
+
+// OpsCall decodes code, ftrace_caller from its symbol, and returns the
+// instructions during which a task holds a CALL_OPS callsite's ftrace_ops
+// pointer: from the first load (the ops literal) to the first call through
+// a register (to op->func), both included. arm64 and riscv64 only.
+func OpsCall(goarch string, addr uint64, code []byte) ([]Insn, error) {
+	if goarch != "arm64" && goarch != "riscv64" {
+		return nil, fmt.Errorf("ops call of %s: %w", goarch, ErrUnknownArch)
+	}
+	var out []Insn
+	for off := 0; off < len(code); {
+		in, _, err := decode(goarch, addr, code, off)
+		if err != nil {
+			return out, fmt.Errorf("disasm %s at %#x (+%#x, % x): %w", goarch, addr+uint64(off), off, head(code[off:]), err)
+		}
+		load, call := opsCallKind(goarch, code[off:])
+		if len(out) > 0 || load {
+			out = append(out, in)
+		}
+		if len(out) > 0 && call {
+			return out, nil
+		}
+		off += in.Len
+	}
+	return nil, fmt.Errorf("disasm %s at %#x: no load followed by a call through a register in %d bytes", goarch, addr, len(code))
+}
+
+// opsCallKind says whether the instruction b starts with is a load from
+// memory, or a call through a register that links.
+func opsCallKind(goarch string, b []byte) (load, call bool) {
+	switch goarch {
+	case "arm64":
+		x, err := arm64asm.Decode(b)
+		if err != nil {
+			return false, false
+		}
+		return x.Op == arm64asm.LDR || x.Op == arm64asm.LDUR, x.Op == arm64asm.BLR
+	case "riscv64":
+		x, err := riscv64asm.Decode(b)
+		if err != nil {
+			return false, false
+		}
+		load = x.Op == riscv64asm.LD || x.Op == riscv64asm.C_LD
+		call = (x.Op == riscv64asm.JALR || x.Op == riscv64asm.C_JALR) && !linkless(x)
+		return load, call
+	}
+	return false, false
+}

@@ -145,3 +145,37 @@ func TestSteps(t *testing.T) {
 		t.Error("a function with no step is an error")
 	}
 }
+
+// The CALL_OPS window of ftrace_caller, as vmlinux has it: from the load
+// of the callsite's ops literal to the call of op->func.
+func TestOpsCall(t *testing.T) {
+	for _, tc := range []struct {
+		goarch, file string
+		addr         uint64
+		first, last  string
+		insns        int
+	}{
+		// bic x11, x30, #7 (the literal's place) is not in it.
+		{"arm64", "arm64-ftrace_caller-7.3.4.hex", 0xffff8000800247f8, "ldur x11, [x11,#-16]", "blr x4", 25},
+		// t1 = op (the direct-call check), then a2 = op, ra = op->func.
+		{"riscv64", "riscv64-ftrace_caller-7.3.4.hex", 0xffffffff80010948, "ld x6,-16(x5)", "jalr x1", 30},
+	} {
+		code := readHex(t, tc.file)
+		insns, err := OpsCall(tc.goarch, tc.addr, code)
+		if err != nil {
+			t.Errorf("%s: %v", tc.goarch, err)
+			continue
+		}
+		var texts []string
+		for _, in := range insns {
+			texts = append(texts, in.Text)
+		}
+		t.Logf("%s: %d instructions: %s", tc.goarch, len(insns), strings.Join(texts, "; "))
+		if texts[0] != tc.first || texts[len(texts)-1] != tc.last || len(texts) != tc.insns {
+			t.Errorf("%s: window %q .. %q, %d instructions, want %q .. %q, %d", tc.goarch, texts[0], texts[len(texts)-1], len(texts), tc.first, tc.last, tc.insns)
+		}
+	}
+	if _, err := OpsCall("amd64", 0, []byte{0xc3}); err == nil {
+		t.Error("amd64 has no CALL_OPS window")
+	}
+}

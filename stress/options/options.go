@@ -213,6 +213,13 @@ const (
 	// the callsite; a task that traps on the INT3 is held in the handler
 	// while the patcher runs on, tracing switched on or off meanwhile.
 	RaceInt3 = "int3"
+	// RaceCallOps preempts a task at each instruction in turn of
+	// ftrace_caller between the load of its callsite's ops literal and the
+	// call of op->func (CALL_OPS: arm64, riscv64), a function tracer
+	// instance's ops the callsite's only one, and removes the instance
+	// meanwhile: its ops is freed once ftrace_shutdown()'s RCU-tasks wait
+	// let the task out.
+	RaceCallOps = "callops"
 	// RaceAuto is the race scenario's trampoline alone, and in the
 	// campaign's race stage every target the arch can be raced at for a
 	// freed-early class (RaceTargets).
@@ -237,6 +244,8 @@ func CheckRaceTargets(target, goarch string) error {
 			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", t, goarch)
 		case t == RaceOpsTrampoline && goarch != "amd64":
 			return fmt.Errorf("racetarget=%s needs x86's per-ftrace_ops trampolines; %s calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline", t, goarch)
+		case t == RaceCallOps && goarch != "arm64" && goarch != "riscv64":
+			return fmt.Errorf("racetarget=%s needs ftrace_caller's CALL_OPS literal load (arm64, riscv64); %s: use racetarget=trampoline", t, goarch)
 		case t == RaceInt3 && goarch != "amd64":
 			return fmt.Errorf("racetarget=%s needs x86's INT3 patching (smp_text_poke_batch_finish); %s patches a callsite without a breakpoint: use racetarget=callsite or trampoline", t, goarch)
 		}
@@ -245,7 +254,7 @@ func CheckRaceTargets(target, goarch string) error {
 }
 
 // AllRaceTargets is every race target of any arch.
-var AllRaceTargets = []string{RaceTrampoline, RaceOpsTrampoline, RaceCallsite, RaceInt3}
+var AllRaceTargets = []string{RaceTrampoline, RaceOpsTrampoline, RaceCallsite, RaceInt3, RaceCallOps}
 
 // ArchRaceTargets is every target goarch can be raced at, what racelist
 // lists for racetarget auto.
@@ -254,7 +263,7 @@ func ArchRaceTargets(goarch string) []string {
 	case "amd64":
 		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
 	case "arm64", "riscv64":
-		return []string{RaceTrampoline, RaceCallsite}
+		return []string{RaceTrampoline, RaceCallsite, RaceCallOps}
 	}
 	return []string{RaceTrampoline}
 }
