@@ -381,3 +381,61 @@ func TestX86RaceInt3(t *testing.T) {
 		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
 	}
 }
+
+// The CALL_OPS window: ftrace_caller from the load of the callsite's ops
+// literal to the call of op->func, every instruction, the function tracer
+// instance removed meanwhile. The correct kernel survives every point
+// (ftrace_shutdown's RCU-tasks wait keeps the ops alive until the held
+// task has called through it); with the waits gone
+// (mutants/ftrace-ops-tramp-free-early.patch, the x86 mutant's change) the
+// first point after the task loaded the ops crashes the kernel, every
+// point before it survived. riscv64 under QEMU 11.1 in make test; arm64
+// in make test-all.
+func TestRISCV64RaceCallOpsWindow(t *testing.T) { raceCallOps(t, "riscv64") }
+
+func TestARM64RaceCallOpsWindow(t *testing.T) {
+	requireAll(t)
+	raceCallOps(t, "arm64")
+}
+
+func raceCallOps(t *testing.T, arch string) {
+	race := []string{"--agent-arg", "scenario=race", "--agent-arg", "racetarget=callops", "--agent-arg", "injections=all"}
+	t.Run("correct", func(t *testing.T) {
+		r := runFthArch(t, arch, 40*time.Minute, race...)
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s)", r.exit, r.result.Verdict, r.result.Reason)
+		}
+		if len(r.result.Windows) != 1 || len(r.result.Windows[0].Insns) < 10 {
+			t.Fatalf("windows %+v: want ftrace_caller's CALL_OPS window decoded", r.result.Windows)
+		}
+		explored := map[int]bool{}
+		for _, in := range r.result.Injections {
+			if in.Outcome == event.InjSurvived {
+				explored[in.Offset] = true
+			}
+		}
+		t.Logf("%d of %d instructions held and survived, %d injections", len(explored), len(r.result.Windows[0].Insns), len(r.result.Injections))
+		if len(explored) < len(r.result.Windows[0].Insns)*9/10 {
+			t.Errorf("only %d of %d instructions held and survived", len(explored), len(r.result.Windows[0].Insns))
+		}
+	})
+	t.Run("ops-freed-early", func(t *testing.T) {
+		r := runFthArch(t, arch, 40*time.Minute, append(race, "--patch", "mutants/ftrace-ops-tramp-free-early.patch")...)
+		r.mustCell(t)
+		if r.result.Verdict != results.Fail {
+			t.Fatalf("verdict %s (%s): the ops freed under the held task must crash the kernel", r.result.Verdict, r.result.Reason)
+		}
+		inj := r.result.Injections
+		if len(inj) == 0 || inj[len(inj)-1].Outcome != event.InjCrashed {
+			t.Fatalf("injections %+v: want the last one crashed", inj)
+		}
+		for _, in := range inj[:len(inj)-1] {
+			if in.Outcome == event.InjCrashed || in.Outcome == event.InjFreedUnderTask {
+				t.Errorf("injection %d: %s before the last", in.Seq, in.Outcome)
+			}
+		}
+		last := inj[len(inj)-1]
+		t.Logf("crashed at injection %d, %s (%s): %s", len(inj), last.Symbol, last.Asm, r.result.Title())
+	})
+}
