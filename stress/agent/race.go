@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -522,7 +523,8 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 	inCaller := slices.ContainsFunc(in.Stack, func(f string) bool {
 		// The image's own frame at the held offset (x86: the
 		// interrupted place, unwound through the image's symbol).
-		return strings.HasPrefix(f, caller+"+") || strings.HasPrefix(f, in.Function+"+") || f == in.Addr || strings.HasPrefix(f, in.Symbol+"/")
+		return strings.HasPrefix(f, caller+"+") || strings.HasPrefix(f, in.Function+"+") || f == in.Addr || strings.HasPrefix(f, in.Symbol+"/") ||
+			(in.Offset == 0 && endOfSymbol(f))
 	}) || (in.Target == options.RaceOpsTrampoline && unwindStoppedAtIRQ(in.Stack))
 	switch {
 	case !stoppedByAgent:
@@ -547,6 +549,18 @@ func judge(in *event.Injection, stoppedByAgent bool, caller string) {
 	default:
 		in.Outcome = event.InjSurvived
 	}
+}
+
+// endOfSymbolRe is a frame printed at its symbol's size ("fn+0x40/0x40"):
+// the address just past fn, which is the next symbol's first byte. The
+// stack of a task held at a target's +0x0 names it so where the unwinder
+// prints the interrupted pc as a return address (riscv64's ftrace_caller
+// comes out as ftrace_graph_func+0x40/0x40).
+var endOfSymbolRe = regexp.MustCompile(`^[^+ ]+\+(0x[0-9a-f]+)/(0x[0-9a-f]+)$`)
+
+func endOfSymbol(frame string) bool {
+	m := endOfSymbolRe.FindStringSubmatch(frame)
+	return m != nil && m[1] == m[2]
 }
 
 // unwindStoppedAtIRQ reports a stack that is a kernel-mode preemption on

@@ -43,6 +43,10 @@ func TestJudgeInjection(t *testing.T) {
 		{"preempted on the way to user space", event.Injection{Target: "opstramp", HeldMS: 872, SpunMS: 700, Stack: []string{"exit_to_user_mode_loop+0x1/0x2", "irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjNotPreempted},
 		// Elsewhere an unwind that stops at the interrupt proves nothing.
 		{"a trampoline's interrupt frames alone", event.Injection{Target: "trampoline", Addr: "0xffffffffa0800100", HeldMS: 872, SpunMS: 700, Stack: []string{"irqentry_exit+0xbe/0x6a0", "asm_sysvec_call_function_single+0x16/0x20"}}, true, event.InjNotPreempted},
+		// riscv64 7.3.4, held at ftrace_caller+0x0: the interrupted pc is
+		// printed as a return address, the end of the symbol before.
+		{"held at the start of ftrace_caller", event.Injection{Target: "callops", Symbol: "ftrace_caller+0x0", Addr: "0xffffffff80010948", HeldMS: 737, SpunMS: 700, Stack: []string{"irqentry_exit+0x58/0x910", "do_irq+0x4e/0x60", "handle_exception+0x12e/0x160", "ftrace_graph_func+0x40/0x40", "full_proxy_write+0xa6/0x130"}}, true, event.InjSurvived},
+		{"a symbol's end is no proof elsewhere", event.Injection{Target: "callops", Symbol: "ftrace_caller+0x4", Offset: 4, Addr: "0xffffffff8001094c", HeldMS: 737, SpunMS: 700, Stack: []string{"irqentry_exit+0x58/0x910", "ftrace_graph_func+0x40/0x40", "full_proxy_write+0xa6/0x130"}}, true, event.InjNotPreempted},
 		// 6.12 as shipped: switched out at the return to user space, after
 		// the callsite, so held as long as the preemptor spun.
 		{"held after the return", event.Injection{HeldMS: 800, SpunMS: 700, Stack: []string{"__schedule+0x1/0x2", "exit_to_user_mode_loop+0x3/0x4"}}, true, event.InjNotPreempted},
