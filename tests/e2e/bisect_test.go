@@ -34,17 +34,23 @@ func kernelHistory(t *testing.T, dir, mutant string) []string {
 		cmd := exec.Command("git", append([]string{"--git-dir", dir, "--work-tree", defaultTree, "-c", "user.name=fth", "-c", "user.email=fth@localhost"}, args...)...)
 		cmd.Env = append(os.Environ(), "GIT_INDEX_FILE="+index, "GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z")
 		cmd.Stdin = bytes.NewReader(stdin)
+		// Paths are the work tree's: run from inside it (it is only read).
+		cmd.Dir = defaultTree
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+			t.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 		}
 		return strings.TrimSpace(string(out))
 	}
+	_ = os.MkdirAll(filepath.Dir(dir), 0o755)
 	if err := exec.Command("git", "init", "-q", "--bare", dir).Run(); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	git(nil, "add", "-A", ".")
+	// -f: Debian's linux-source .gitignore ignores everything at the top.
+	git(nil, "add", "-A", "-f", ".")
 	t.Logf("the release hashed into %s in %s", dir, time.Since(start).Round(time.Second))
 	ids := []string{git([]byte("Linux 7.3.4 (Debian linux-source-7.3)"), "commit-tree", git(nil, "write-tree"))}
 

@@ -55,6 +55,13 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, h help) error
 		if len(rest) == 0 {
 			break
 		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			// The flag package ate the "--" that ended the flags: what
+			// follows is positional, flags of another command
+			// included (fth bisect ... -- <fth run flags>).
+			positional = append(positional, rest...)
+			break
+		}
 		if rest[0] == "--" {
 			positional = append(positional, rest[1:]...)
 			break

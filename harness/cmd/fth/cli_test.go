@@ -81,7 +81,7 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"bisect one release", []string{"bisect", "--kernels", "7.3", "--from", "x"}, "want at least two series"},
 		{"bisect not a git tree", []string{"bisect", "--good", "a", "--bad", "b", "--kernel-src", none, "--from", "x"}, "not a git tree"},
 		{"bisect from no cell", []string{"bisect", "--kernels", "6.12,7.3", "--from", none}, "is not a cell directory"},
-		{"bisect run flags are checked", []string{"bisect", "--kernels", "6.12,7.3", "--", "--cpus", "0"}, "--cpus 0"},
+		{"bisect run flags are checked", []string{"bisect", "--kernels", "6.12,7.3", "--", "--arch", "x86_64", "--agent-arg", "scenario=race", "--cpus", "0"}, "--cpus 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
