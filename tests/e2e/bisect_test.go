@@ -158,8 +158,10 @@ func TestX86BisectFlakyNeverWrong(t *testing.T) {
 		t.Logf("named the culprit, confidence %.3f, rate %.2f", res.Confidence, res.Rate)
 	case res.Verdict == bisect.Found:
 		t.Fatalf("named a wrong commit %s (confidence %.3f): the culprit is %s", res.Culprit, res.Confidence, ids[bisectCulprit])
-	default:
+	case res.Verdict == bisect.Inconclusive:
 		t.Logf("%s: %s", res.Verdict, res.Reason)
+	default:
+		t.Fatalf("verdict %q (%s): want the culprit or inconclusive", res.Verdict, res.Reason)
 	}
 }
 

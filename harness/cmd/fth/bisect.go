@@ -408,6 +408,11 @@ func (t *cellTester) Test(ctx context.Context, target bisect.Target, n int) (bis
 			return bisect.Run{}, ctx.Err()
 		}
 	}
+	if err != nil && !revisionsFault(err) {
+		// The machine's failure, not the revision's: a "skip" would
+		// only move the search on to the next victim.
+		return bisect.Run{}, fmt.Errorf("run %d at %s: %w", n, target.Rev.Short(), err)
+	}
 	run := judgeRun(r)
 	run.Cell = filepath.Join(t.runDir, c.Name)
 	if err != nil && run.Reason == "" {
@@ -418,6 +423,21 @@ func (t *cellTester) Test(ctx context.Context, target bisect.Target, n int) (bis
 	}
 	fmt.Fprintf(t.stdout, "  run %d at %s: %s %s\n", n, target.Rev.Short(), run.Outcome, run.Title+run.Reason)
 	return run, nil
+}
+
+// revisionsFault says whether a failed run failed because of the revision:
+// its kernel did not compile (but not for want of disk space) or cannot be
+// configured as asked. Anything else (a copy, the disk, QEMU) is the
+// machine's, and ends the bisection instead of marking revisions broken.
+func revisionsFault(err error) bool {
+	var be *kbuild.BuildError
+	switch {
+	case errors.As(err, &be):
+		return !strings.Contains(strings.Join(be.Tail, "\n"), "No space left on device")
+	case errors.Is(err, kbuild.ErrConfigMismatch), errors.Is(err, kbuild.ErrUnusableBTF):
+		return true
+	}
+	return false
 }
 
 // judgeRun turns a cell's result into a run: the cell's headline decides

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ftrace-harness/fth/harness/bisect"
+	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/report"
 )
@@ -81,6 +85,26 @@ func TestBisectReportSection(t *testing.T) {
 	for _, want := range []string{"Bisection: culprit", "first appears at 999999999999", `<td>verify-parent</td><td>888888888888 ftrace: marker 8</td><td>good</td><td>0.962</td>`, `href="#cell-001-999999999999-run1"`, "with 999999999999 reverted"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("report.html lacks %q", want)
+		}
+	}
+}
+
+// A revision is skipped for what it is (its kernel does not compile, or
+// cannot be configured), never for what the machine did (a full disk, a
+// failed copy): those end the bisection.
+func TestRevisionsFault(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&kbuild.BuildError{Step: "make bzImage", Err: errors.New("exit status 2"), Tail: []string{"kernel/trace/ftrace.c:12: error: expected ';'"}}, true},
+		{fmt.Errorf("kernel build: %w", &kbuild.BuildError{Step: "make bzImage", Tail: []string{"ld: final link failed: No space left on device"}}), false},
+		{fmt.Errorf("kernel build: %w", kbuild.ErrConfigMismatch), true},
+		{errors.New("kernel build: copy build directory /var/cache/fth/kernels/x/build: exit status 1"), false},
+		{fmt.Errorf("boot: %w", runner.ErrInfra), false},
+	} {
+		if got := revisionsFault(tc.err); got != tc.want {
+			t.Errorf("revisionsFault(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }
