@@ -397,7 +397,7 @@ func (t *cellTester) Test(ctx context.Context, target bisect.Target, n int) (bis
 	if ctx.Err() != nil {
 		return bisect.Run{}, ctx.Err()
 	}
-	if errors.Is(err, kbuild.ErrPatchNoop) {
+	if errors.Is(err, kbuild.ErrPatchNoop) && t.base != nil && len(patches) > 0 {
 		// The revision's change leaves the image as the good end's: the
 		// good end's kernel is this revision's.
 		c.Patches = t.cell.Patches
