@@ -189,3 +189,28 @@ func runBisect(t *testing.T, out, repo string, ids []string, runArgs ...string) 
 	}
 	return res
 }
+
+// --kernels bisects Debian's releases without git. 7.3 passes the race
+// scenario, so as the bad end it does not behave as claimed: the
+// bisection stops there, exit 2, with that reason and its runs, before any
+// other release is built.
+func TestX86BisectKernelsEndsWrong(t *testing.T) {
+	requireAll(t)
+	out := e2eOut(t)
+	r := runCell(t, time.Hour, out, fthBin, "bisect", "--kernels", "6.12,7.3", "--max-runs", "3", "--out", out, "--run-id", "b",
+		"--", "--arch", "x86_64", "--agent-arg", "scenario=race", "--agent-arg", "injections=3")
+	b, err := os.ReadFile(filepath.Join(out, "b", "bisect.json"))
+	if err != nil {
+		t.Fatalf("exit %d, no bisect.json: %v", r.exit, err)
+	}
+	var res bisect.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if r.exit != 2 || res.Verdict != bisect.EndsWrong || len(res.Steps) != 1 || res.Steps[0].Target.Rev.ID != "7.3" || !strings.Contains(res.Reason, "did not fail as claimed") {
+		t.Fatalf("exit %d, verdict %s (%s), %d steps: want exit 2, ends-wrong at 7.3 after its runs alone", r.exit, res.Verdict, res.Reason, len(res.Steps))
+	}
+	if n := len(res.Steps[0].Runs); n != 3 {
+		t.Errorf("%d runs of 7.3, want --max-runs 3", n)
+	}
+}
