@@ -153,7 +153,9 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 		cell, b = p.cell, p.b
 		b.verbose = verbose
 	}
-	b.jobs = *jobs
+	if *jobs != 0 || *from != "" {
+		b.jobs = *jobs // else what the run flags said
+	}
 	if !gitMode {
 		for _, r := range revs {
 			dir, err := fetchSeries(b.repo, r.ID)
