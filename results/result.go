@@ -321,11 +321,7 @@ func (w *CellWriter) Result() Result {
 func (w *CellWriter) Path(name string) string { return filepath.Join(w.Dir, name) }
 
 func (w *CellWriter) flush() error {
-	b, err := json.MarshalIndent(&w.result, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(filepath.Join(w.Dir, ResultFile), append(b, '\n'))
+	return atomicfile.WriteJSON(filepath.Join(w.Dir, ResultFile), &w.result)
 }
 
 // ReadResult loads a result.json.

@@ -1,7 +1,6 @@
 package results
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -61,11 +60,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // WriteSummary writes summary.json into runDir.
 func WriteSummary(runDir string, s Summary) error {
 	s.Schema = SchemaVersion
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(filepath.Join(runDir, SummaryFile), append(b, '\n'))
+	return atomicfile.WriteJSON(filepath.Join(runDir, SummaryFile), s)
 }
 
 // PrintTable writes the short table a developer reads at the end of a run.

@@ -4,6 +4,7 @@
 package atomicfile
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 )
@@ -28,4 +29,14 @@ func Write(path string, b []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// WriteJSON writes v as indented JSON with a final newline, atomically
+// (Write): every result file of the harness is written so.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return Write(path, append(b, '\n'))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -211,7 +210,7 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 		fmt.Fprintln(both, formatStep(st))
 		partial.Steps = append(partial.Steps, st)
 		partial.Revisions, partial.Policy = len(revs), pol
-		_ = writeJSON(filepath.Join(runDir, bisectJSON), partial)
+		_ = atomicfile.WriteJSON(filepath.Join(runDir, bisectJSON), partial)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -219,7 +218,7 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 		}
 		return err
 	}
-	if err := writeJSON(filepath.Join(runDir, bisectJSON), res); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(runDir, bisectJSON), res); err != nil {
 		return err
 	}
 	sum := bisectSummaryText(res, t.reproduce(res))
@@ -243,14 +242,6 @@ func orUnset(s string) string {
 		return "chosen per run"
 	}
 	return s
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, append(b, '\n'))
 }
 
 // formatStep is a step's line in the log.

@@ -12,6 +12,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/bisect"
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/runner"
+	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/report"
 )
@@ -64,10 +65,10 @@ func TestBisectReportSection(t *testing.T) {
 	if err := os.Mkdir(cell, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSON(filepath.Join(cell, results.ResultFile), results.Result{Cell: filepath.Base(cell), Arch: "x86_64", Verdict: results.Fail, Reason: "Oops"}); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(cell, results.ResultFile), results.Result{Cell: filepath.Base(cell), Arch: "x86_64", Verdict: results.Fail, Reason: "Oops"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSON(filepath.Join(dir, results.BisectFile), r); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, results.BisectFile), r); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, results.BisectSummary), []byte(bisectSummaryText(r, "fth repro x")), 0o644); err != nil {

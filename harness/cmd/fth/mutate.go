@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -234,11 +233,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // writeMutationTable writes mutation.json atomically.
 func writeMutationTable(runDir string, t mutate.Table) error {
-	b, err := json.MarshalIndent(t, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(filepath.Join(runDir, results.MutationFile), append(b, '\n'))
+	return atomicfile.WriteJSON(filepath.Join(runDir, results.MutationFile), t)
 }
 
 func printMutants(w io.Writer, ms []mutate.Mutant) {
