@@ -62,10 +62,11 @@ func (r Result) Cost() (builds, runs int, buildSeconds, guestSeconds float64) {
 }
 
 // Search bisects revs, from revs[0] (claimed good) to revs[len-1] (claimed
-// bad), with t. step is called after each step, for the log; the result
+// bad), with t. step is called after each step with the result so far
+// (the log, and a record an interruption keeps); the result
 // is complete whatever the verdict. The error is t's (the bisection could
 // not go on); the result holds the steps until then.
-func Search(ctx context.Context, t Tester, revs []Revision, p Policy, step func(Step)) (Result, error) {
+func Search(ctx context.Context, t Tester, revs []Revision, p Policy, step func(Result)) (Result, error) {
 	res := Result{Revisions: len(revs), Policy: p, Confidence: 0}
 	if err := p.Check(); err != nil {
 		return res, err
@@ -201,7 +202,7 @@ type searcher struct {
 	p      Policy
 	alpha  float64
 	res    *Result
-	onStep func(Step)
+	onStep func(Result)
 }
 
 // test runs the test on target until the policy judges it.
@@ -236,7 +237,7 @@ func (s *searcher) test(ctx context.Context, role Role, index int, target Target
 	}
 	s.res.Steps = append(s.res.Steps, st)
 	if s.onStep != nil {
-		s.onStep(st)
+		s.onStep(*s.res)
 	}
 	return st, nil
 }

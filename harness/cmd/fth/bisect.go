@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -174,7 +173,7 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 	}
 	log := newLogger(stderr, b.verbose)
 	env := b.env(log, b.repo)
-	t := &cellTester{env: env, log: log, cell: cell, runID: *runID, runDir: runDir, series: series, stdout: stdout,
+	t := &cellTester{env: env, cell: cell, runID: *runID, runDir: runDir, series: series, stdout: stdout,
 		tree: *kernelSrc, from: *from, runArgs: runArgs}
 	if gitMode {
 		// Keyed by the good end's files, not by the repository: the
@@ -204,17 +203,13 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 	both := io.MultiWriter(stdout, logf)
 	fmt.Fprintf(both, "bisect %s: %d revisions from %s (good) to %s (bad); test: cell %s (%s, %s), seed %s; %s\n",
 		*runID, len(revs), revs[0], revs[len(revs)-1], cell.Name, cell.Arch.Name, cell.Scenario, orUnset(cell.AgentArgs["seed"]), policyText(pol))
-	t.out = both
-	var partial bisect.Result
-	res, err := bisect.Search(ctx, t, revs, pol, func(st bisect.Step) {
-		fmt.Fprintln(both, formatStep(st))
-		partial.Steps = append(partial.Steps, st)
-		partial.Revisions, partial.Policy = len(revs), pol
-		_ = atomicfile.WriteJSON(filepath.Join(runDir, bisectJSON), partial)
+	res, err := bisect.Search(ctx, t, revs, pol, func(sofar bisect.Result) {
+		fmt.Fprintln(both, formatStep(sofar.Steps[len(sofar.Steps)-1]))
+		_ = atomicfile.WriteJSON(filepath.Join(runDir, bisectJSON), sofar)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(both, "interrupted: the %d steps so far are in %s\n", len(partial.Steps), filepath.Join(runDir, bisectJSON))
+			fmt.Fprintf(both, "interrupted: the %d steps so far are in %s\n", len(res.Steps), filepath.Join(runDir, bisectJSON))
 		}
 		return err
 	}
@@ -298,11 +293,9 @@ func bisectSummaryText(r bisect.Result, reproduce string) string {
 // cellTester runs the bisection's test: the cell, built from a revision.
 type cellTester struct {
 	env    *runner.Env
-	log    *slog.Logger
 	cell   runner.Cell
 	runID  string
 	runDir string
-	out    io.Writer
 	stdout io.Writer
 	seq    int
 
