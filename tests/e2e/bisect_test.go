@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/bisect"
+	"github.com/ftrace-harness/fth/harness/kbuild"
 )
 
 // bisectCulprit is the commit of kernelHistory that applies the mutant.
@@ -78,14 +79,15 @@ func kernelHistory(t *testing.T, dir, mutant string) []string {
 			if err != nil {
 				t.Fatal(err)
 			}
+			files, err := kbuild.PatchedFiles(text)
+			if err != nil {
+				t.Fatal(err)
+			}
 			work := t.TempDir()
-			for _, line := range strings.Split(string(text), "\n") {
-				if p, ok := strings.CutPrefix(line, "+++ b/"); ok {
-					p = strings.Fields(p)[0]
-					_ = os.MkdirAll(filepath.Dir(filepath.Join(work, p)), 0o755)
-					if err := os.WriteFile(filepath.Join(work, p), file(p), 0o644); err != nil {
-						t.Fatal(err)
-					}
+			for _, p := range files {
+				_ = os.MkdirAll(filepath.Dir(filepath.Join(work, p)), 0o755)
+				if err := os.WriteFile(filepath.Join(work, p), file(p), 0o644); err != nil {
+					t.Fatal(err)
 				}
 			}
 			cmd := exec.Command("patch", "-p1", "--batch", "-d", work)
@@ -93,12 +95,12 @@ func kernelHistory(t *testing.T, dir, mutant string) []string {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%s does not apply: %v\n%s", mutant, err, out)
 			}
-			for _, line := range strings.Split(string(text), "\n") {
-				if p, ok := strings.CutPrefix(line, "+++ b/"); ok {
-					p = strings.Fields(p)[0]
-					b, _ := os.ReadFile(filepath.Join(work, p))
-					put(p, b)
+			for _, p := range files {
+				b, err := os.ReadFile(filepath.Join(work, p))
+				if err != nil {
+					t.Fatal(err)
 				}
+				put(p, b)
 			}
 			subject = "bpf: " + mutant + " (the bug)"
 		case i%4 == 0:
