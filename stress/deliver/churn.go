@@ -154,6 +154,8 @@ type churn struct {
 	// counted users' windows in flight.
 	open map[string]countWindow
 	seq  int
+	// tries counts the picks aimed at each edge not yet taken.
+	tries map[string]int
 }
 
 type countWindow struct {
@@ -171,7 +173,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	}
 	c := &churn{
 		cfg: cfg, attached: map[string]bool{}, filtered: map[string]bool{}, groups: map[Group]int{},
-		open: map[string]countWindow{},
+		open: map[string]countWindow{}, tries: map[string]int{},
 		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Updates: map[string]int{}, Failed: map[string]int{}, Skipped: map[string]string{},
 			States: map[string]int{}, Edges: map[string]int{}},
 	}
@@ -242,11 +244,20 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	return c.res, rerr
 }
 
-// pick chooses the next user to change. With k users attached it
-// detaches one with probability k/(k+2), so that the walk hovers around
-// two users and reaches nop, one ops and a direct call alone as often as
-// the list: a uniform pick over a dozen users sits at half of them.
+// pick chooses the next user to change. Half the time it takes a change
+// of the callsite's state not yet made (event.DeliveryEdges), if one user
+// can make it: some edges need one of two users out of a dozen picked in
+// one state, and a 3-minute random walk missed them (CI, seed
+// 1795701389606142079). Otherwise, with k users attached it detaches one
+// with probability k/(k+2), so that the walk hovers around two users and
+// reaches nop, one ops and a direct call alone as often as the list: a
+// uniform pick over a dozen users sits at half of them.
 func (c *churn) pick(names []string) string {
+	if c.cfg.Rng.IntN(2) == 0 {
+		if n, ok := c.uncovered(names); ok {
+			return n
+		}
+	}
 	var on, off []string
 	for _, n := range names {
 		if c.attached[n] {
@@ -259,6 +270,62 @@ func (c *churn) pick(names []string) string {
 		return on[c.cfg.Rng.IntN(len(on))]
 	}
 	return off[c.cfg.Rng.IntN(len(off))]
+}
+
+// maxTries is how often the walk aims at an uncovered edge from its
+// source state before it leaves it to chance: the kernel may refuse the
+// attach that makes it.
+const maxTries = 3
+
+// aimDepth is how many changes ahead the walk looks for an uncovered
+// edge: "direct -> nop" from the list takes three.
+const aimDepth = 3
+
+// uncovered returns a user whose change starts a shortest path, of at most
+// aimDepth changes, whose last change takes an edge not yet taken; among
+// several, one at random.
+func (c *churn) uncovered(names []string) (string, bool) {
+	if !slices.ContainsFunc(event.DeliveryEdges(), func(e string) bool { return c.res.Edges[e] == 0 && c.tries[e] < maxTries }) {
+		return "", false
+	}
+	order := c.cfg.Rng.Perm(len(names))
+	for depth := 1; depth <= aimDepth; depth++ {
+		for _, i := range order {
+			n := names[i]
+			if e, ok := c.reaches(c.attached, c.groups, n, names, depth); ok {
+				if depth == 1 {
+					c.tries[e]++
+				}
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
+// reaches reports whether changing name, then depth-1 more users, can take
+// an uncovered edge last; and that edge when depth is 1.
+func (c *churn) reaches(attached map[string]bool, groups map[Group]int, name string, names []string, depth int) (string, bool) {
+	from := State(groups)
+	groups = maps.Clone(groups)
+	if attached[name] {
+		groups[c.cfg.Groups[name]]--
+	} else {
+		groups[c.cfg.Groups[name]]++
+	}
+	to := State(groups)
+	if depth == 1 {
+		e := from + " -> " + to
+		return e, to != from && c.res.Edges[e] == 0 && c.tries[e] < maxTries
+	}
+	attached = maps.Clone(attached)
+	attached[name] = !attached[name]
+	for _, n := range names {
+		if _, ok := c.reaches(attached, groups, n, names, depth-1); ok {
+			return "", true
+		}
+	}
+	return "", false
 }
 
 // step changes one user: an attached ops user sometimes changes its
@@ -335,6 +402,12 @@ func (c *churn) toggle(name string) {
 		// A failed detach leaves it attached as far as we know.
 		return
 	}
+	c.record(name, on)
+}
+
+// record notes that name was attached (on) or detached, and the change of
+// the callsite's state it made.
+func (c *churn) record(name string, on bool) {
 	before := State(c.groups)
 	c.attached[name] = on
 	g := c.cfg.Groups[name]
