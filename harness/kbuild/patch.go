@@ -278,13 +278,44 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 		return Kernel{}, err
 	}
 	if k.ImageSHA256 == bk.ImageSHA256 {
-		return Kernel{}, fmt.Errorf("%w: %s (is the patched code configured in?)", ErrPatchNoop, strings.Join(k.Patches, "+"))
+		// A patch to a module alone (a sample's fix) leaves the image as
+		// it was: a changed module is a change too.
+		changed, err := modulesDiffer(bk.Modules, k.Modules)
+		if err != nil {
+			return Kernel{}, err
+		}
+		if !changed {
+			return Kernel{}, fmt.Errorf("%w: %s (is the patched code configured in?)", ErrPatchNoop, strings.Join(k.Patches, "+"))
+		}
 	}
 	if err := writeManifest(entry, k); err != nil {
 		return Kernel{}, fmt.Errorf("write kernel manifest: %w", err)
 	}
 	log.Info("patched kernel built", "arch", req.Arch.Name, "patches", strings.Join(k.Patches, "+"), "seconds", int(k.BuildTime), "steps", b.steps, "entry", entry)
 	return k, nil
+}
+
+// modulesDiffer reports whether any module of after differs from the
+// module of the same name in before, or is not in it.
+func modulesDiffer(before, after map[string]string) (bool, error) {
+	for name, path := range after {
+		old, ok := before[name]
+		if !ok {
+			return true, nil
+		}
+		a, err := os.ReadFile(old)
+		if err != nil {
+			return false, fmt.Errorf("compare module %s: %w", name, err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false, fmt.Errorf("compare module %s: %w", name, err)
+		}
+		if !bytes.Equal(a, b) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // changesKconfig reports whether a patch touches a Kconfig file, which a

@@ -157,3 +157,35 @@ func TestRepathKeepsTimes(t *testing.T) {
 		t.Errorf("a build without tools/: %v", err)
 	}
 }
+
+// A patch that changes a module alone is a change: the noop check looks
+// at the modules when the image is the same.
+func TestModulesDiffer(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, same, other := write("a.ko", "one"), write("same.ko", "one"), write("other.ko", "two")
+	for _, tt := range []struct {
+		name          string
+		before, after map[string]string
+		want          bool
+	}{
+		{"none", nil, nil, false},
+		{"same bytes", map[string]string{"m": a}, map[string]string{"m": same}, false},
+		{"changed", map[string]string{"m": a}, map[string]string{"m": other}, true},
+		{"new module", map[string]string{"m": a}, map[string]string{"m": same, "n": other}, true},
+	} {
+		got, err := modulesDiffer(tt.before, tt.after)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: modulesDiffer = %v, %v; want %v", tt.name, got, err, tt.want)
+		}
+	}
+	if _, err := modulesDiffer(map[string]string{"m": filepath.Join(dir, "gone.ko")}, map[string]string{"m": a}); err == nil {
+		t.Error("a missing module file compared without an error")
+	}
+}

@@ -44,7 +44,7 @@ func All() []Finding {
 		},
 		{
 			ID:      "ftrace-direct-modify-unload-hang",
-			Title:   "Cycling samples/ftrace/ftrace-direct-modify.ko or ftrace-direct-multi-modify.ko under the churn hangs the kernel",
+			Title:   "samples/ftrace/ftrace-direct-modify.ko and ftrace-direct-multi-modify.ko hang x86_64 7.3: my_tramp2 sits at an odd address, which 7.3 reads as a jmp (DYNAMIC_FTRACE_WITH_JMP), so schedule() returns at its entry",
 			Kernels: []string{"7.3"},
 			Modules: []string{"ftrace_direct_modify", "ftrace_direct_multi_modify"},
 			Repro: []string{"--n", "0", "--seed", "42", "--silence", "45s", "--deadline", "9m",

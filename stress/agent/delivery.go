@@ -105,10 +105,7 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	skip := map[string]string{}
 	for _, u := range a.opts.DeliverSkip {
 		skip[u] = "left out (deliverskip=" + strings.Join(a.opts.DeliverSkip, ",") + ")"
-		switch u {
-		case "direct":
-			skip[u] += ": on x86_64 7.3.4 it lost calls on the correct kernel, not yet explained (docs/findings.md 7)"
-		case "ops-ipmodify":
+		if u == "ops-ipmodify" {
 			skip[u] += ": beside a BPF fexit on the same function 7.3.4 warns in bpf_tramp_ftrace_ops_func (docs/findings.md 8)"
 		}
 	}

@@ -348,9 +348,20 @@ void fth_direct_func(unsigned long caller, unsigned long n);
 extern void fth_direct_tramp1(void *);
 extern void fth_direct_tramp2(void *);
 
+/*
+ * Each trampoline starts 16-byte aligned. Under x86_64's
+ * DYNAMIC_FTRACE_WITH_JMP (7.3) bit 0 of a direct address means "jump,
+ * don't call": unaligned, the second trampoline started at an odd offset
+ * (0xf), and a direct call moved to it jumped to the byte before it, the
+ * first one's ret, so the traced function returned at its entry and no
+ * call reached the user (docs/findings.md 7; the kernel's own
+ * samples/ftrace/ftrace-direct-modify.c has the same flaw, finding 2).
+ */
 asm(
 "	.pushsection	.text, \"ax\", @progbits\n"
+"	.balign	16\n"
 FTH_DIRECT_TRAMP(fth_direct_tramp1)
+"	.balign	16\n"
 FTH_DIRECT_TRAMP(fth_direct_tramp2)
 "	.popsection\n"
 );
@@ -655,6 +666,12 @@ static int attach(struct fth_user *u)
 		if (ret)
 			break;
 		u->direct_addr = (unsigned long)fth_direct_tramp1;
+		/* Bit 0 asks x86_64 7.3 for a jump: see the trampolines. */
+		if (WARN_ON_ONCE(((unsigned long)fth_direct_tramp1 | (unsigned long)fth_direct_tramp2) & 1)) {
+			ret = -EINVAL;
+			ftrace_free_filter(&u->ops);
+			break;
+		}
 		ret = register_ftrace_direct(&u->ops, u->direct_addr);
 		if (ret)
 			ftrace_free_filter(&u->ops);

@@ -199,7 +199,7 @@ var fields = []field{
 	},
 	{
 		name:  "raceaction",
-		usage: "race scenario, trampoline target: `what` races the held task, or a comma-separated list (each instruction of the window is then raced against each): \"replace\" (a second program on the function regenerates the trampoline and puts the held image) or \"detach\" (the image's only link is closed)",
+		usage: "race scenario, trampoline target: `what` races the held task, or a comma-separated list (each instruction of the window is then raced against each): \"replace\" (a second program on the function regenerates the trampoline, the direct call moves to the new image through modify_ftrace_direct, update_ftrace_direct_mod on x86_64, and the held image is put: the direct-modify window) or \"detach\" (the image's only link is closed)",
 		set: func(o *Options, v string) error {
 			seen := map[string]bool{}
 			for _, a := range strings.Split(v, ",") {
@@ -416,7 +416,7 @@ var fields = []field{
 	},
 	{
 		name:  "deliverskip",
-		usage: "churn: comma-separated delivery-oracle `users` to leave out (default direct,ops-ipmodify, docs/findings.md 7 and 8; empty: every user)",
+		usage: "churn: comma-separated delivery-oracle `users` to leave out (default ops-ipmodify, docs/findings.md 8; empty: every user)",
 		set: func(o *Options, v string) error {
 			o.DeliverSkip = nil
 			for _, f := range strings.Split(v, ",") {

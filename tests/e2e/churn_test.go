@@ -208,6 +208,31 @@ func TestKnownFindingDirectModifyUnload(t *testing.T) {
 	t.Logf("reproduced: %s (module ops among the last: %d)", r.result.Reason, loads)
 }
 
+// The same arguments on 7.3.4 with the samples' trampolines aligned
+// (results/known/fixes/samples-ftrace-direct-tramp-align.patch): no hang.
+// The hang was the callsite of schedule() turned into a jmp to
+// my_tramp1's ret, my_tramp2 starting at an odd address
+// (docs/findings.md 2). A patched build and a 3-minute churn: make
+// test-all.
+func TestKnownFindingDirectModifyUnloadFixed(t *testing.T) {
+	requireAll(t)
+	// fth runs from the repository root.
+	args := append([]string{"--patch", "results/known/fixes/samples-ftrace-direct-tramp-align.patch"},
+		knownRepro(t, "TestKnownFindingDirectModifyUnload")...)
+	r := runFth(t, 20*time.Minute, args...)
+	r.mustCell(t)
+	if r.exit != 0 || r.result.Verdict != results.Pass {
+		t.Fatalf("verdict %s (%s), exit %d: the samples with aligned trampolines must cycle cleanly", r.result.Verdict, r.result.Reason, r.exit)
+	}
+	loads := 0
+	for _, op := range r.result.RecentOps {
+		if op.Phase == "module_load" {
+			loads++
+		}
+	}
+	t.Logf("clean: %s, module loads among the last ops: %d", r.result.Reason, loads)
+}
+
 func derefOp(o *event.Op) []event.Op {
 	if o == nil {
 		return nil

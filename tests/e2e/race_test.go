@@ -169,6 +169,17 @@ func TestX86RaceCatchesOpsTrampolineFreedEarly(t *testing.T) {
 	raceCatchesFreedEarly(t, "x86_64", "ftrace-ops-tramp-free-early", "opstramp", "ftrace_trampoline")
 }
 
+// The direct-modify window: a second fentry on the traced function makes
+// the kernel build a new image and move the callsite's direct call to it
+// (update_ftrace_direct_mod on x86_64 7.3, modify_ftrace_direct
+// elsewhere) while a task is held in the old one. Without the temporary
+// ops that reroutes the callsite meanwhile
+// (mutants/direct-modify-no-tmp-ops.patch) the callsite keeps calling the
+// old image, which is freed once the held task has left it.
+func TestX86RaceCatchesDirectModifyWithoutTmpOps(t *testing.T) {
+	raceCatchesFreedEarly(t, "x86_64", "direct-modify-no-tmp-ops", "trampoline", "", "raceaction=replace")
+}
+
 // The same on arm64 and riscv64 (CALL_OPS), where a detach alone would
 // have hidden the bug (ftrace_shutdown waits for RCU-tasks itself): two
 // more patched kernels and arm64 boots, so make test-all.
@@ -186,14 +197,18 @@ func TestPPC64LERaceCatchesTrampolineFreedEarly(t *testing.T) {
 	raceCatchesFreedEarly(t, "ppc64le", "bpf-tramp-skip-rcu-tasks", "trampoline", "")
 }
 
-// raceCatchesFreedEarly runs mutant against the race at target on arches:
+// raceCatchesFreedEarly runs mutant against the race at target on arches
+// (with agentArgs besides):
 // the unmutated kernel survives every injection, the mutant crashes at the
 // first whose action ends while the task is held, within a minute of
 // boot, with a title naming place (if given).
-func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string) {
+func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string, agentArgs ...string) {
 	out := e2eOut(t)
 	args := []string{"mutate", "--arches", arches, "--mutants", mutant, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=" + target,
 		"--agent-arg", fmt.Sprintf("injections=%d", raceInjections), "--require-detected", "--out", out, "--run-id", "m"}
+	for _, a := range agentArgs {
+		args = append(args, "--agent-arg", a)
+	}
 	r := runCell(t, 40*time.Minute, out, fthBin, args...)
 	table := mutationTable(t, filepath.Join(out, "m"))
 	for _, row := range table.Rows {
