@@ -175,9 +175,13 @@ func TestX86RaceCatchesOpsTrampolineFreedEarly(t *testing.T) {
 // elsewhere) while a task is held in the old one. Without the temporary
 // ops that reroutes the callsite meanwhile
 // (mutants/direct-modify-no-tmp-ops.patch) the callsite keeps calling the
-// old image, which is freed once the held task has left it.
+// old image, which is freed once the held task has left it. Measured:
+// the kernel notices first, when the next change finds the callsite's
+// bytes not what it wrote ("WARNING in ftrace_replace_code", injection 1,
+// 3.3 s after boot), so the test wants the mutant caught at the first
+// injection, not necessarily by a crash.
 func TestX86RaceCatchesDirectModifyWithoutTmpOps(t *testing.T) {
-	raceCatchesFreedEarly(t, "x86_64", "direct-modify-no-tmp-ops", "trampoline", "", "raceaction=replace")
+	raceCatches(t, "x86_64", "direct-modify-no-tmp-ops", "trampoline", "", false, "raceaction=replace")
 }
 
 // The same on arm64 and riscv64 (CALL_OPS), where a detach alone would
@@ -203,6 +207,13 @@ func TestPPC64LERaceCatchesTrampolineFreedEarly(t *testing.T) {
 // first whose action ends while the task is held, within a minute of
 // boot, with a title naming place (if given).
 func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string, agentArgs ...string) {
+	raceCatches(t, arches, mutant, target, place, true, agentArgs...)
+}
+
+// raceCatches is raceCatchesFreedEarly; without crash, the mutant may be
+// caught otherwise than by a crash of the held task (a warning of the
+// kernel's own), but at the first injection.
+func raceCatches(t *testing.T, arches, mutant, target, place string, crash bool, agentArgs ...string) {
 	out := e2eOut(t)
 	args := []string{"mutate", "--arches", arches, "--mutants", mutant, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=" + target,
 		"--agent-arg", fmt.Sprintf("injections=%d", raceInjections), "--require-detected", "--out", out, "--run-id", "m"}
@@ -233,6 +244,13 @@ func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string, a
 		// outrun the window and the task run on first (a cold detach
 		// under TCG took 853 ms against x86's 400 ms window in CI).
 		inj := res.Injections
+		if !crash {
+			if len(inj) != 1 {
+				t.Errorf("mutant %s: %d injections, want it caught at the first: %+v", row.Mutant, len(inj), inj)
+			}
+			t.Logf("mutant %s caught at injection %d, %.1f s after boot: %s", row.Mutant, len(inj), row.Seconds, row.Title)
+			continue
+		}
 		if len(inj) == 0 || inj[len(inj)-1].Outcome != event.InjCrashed {
 			t.Errorf("mutant %s: injections %+v; want the last one crashed", row.Mutant, inj)
 		}
