@@ -103,7 +103,7 @@ func TestParseFileErrors(t *testing.T) {
 		{"variant without fragments", "variants:\n  - name: x\n", []string{`variant "x" has no fragments`}},
 		{"variant shadowing a built-in", "variants:\n  - name: rt\n    fragments: [preempt/rt]\n", []string{`variant "rt" is built in`}},
 		{"variant with an unknown feature", "variants:\n  - name: x\n    fragments: [a]\n    needs: [jmp]\n", []string{`needs unknown feature "jmp"`}},
-		{"bad scenario", "scenario: stress\n", []string{`unknown scenario "stress": want storm, churn, bench, race or campaign`}},
+		{"bad scenario", "scenario: stress\n", []string{`unknown scenario "stress": want storm, churn, bench, race, campaign or repro`}},
 		{"bad accel", "accel: hvf\n", []string{"accel:", `unknown accelerator "hvf"`}},
 		{"negative cpus", "cpus: -1\n", []string{"cpus: -1 is negative"}},
 		{"bad duration", "deadline: soon\n", []string{"m.yaml", "soon"}},

@@ -577,6 +577,10 @@ const (
 	// oracles on top of them, race injections, then the timed detach
 	// sample (campaign.go names the stages).
 	ScenarioCampaign Scenario = "campaign"
+	// ScenarioRepro runs one scripted order of operations that reproduces
+	// a known finding a random churn meets rarely (the repro option names
+	// it).
+	ScenarioRepro Scenario = "repro"
 )
 
 // legacyStorm is how results and matrix files before the one spelling
@@ -585,7 +589,7 @@ const legacyStorm = "attach-storm"
 
 // Scenarios lists every scenario, storm first. It is a new slice.
 func Scenarios() []Scenario {
-	return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign}
+	return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign, ScenarioRepro}
 }
 
 // ParseScenario reads a scenario name; "" is the storm, the default.
@@ -599,5 +603,5 @@ func ParseScenario(s string) (Scenario, error) {
 			return sc, nil
 		}
 	}
-	return "", fmt.Errorf("unknown scenario %q: want storm, churn, bench, race or campaign", s)
+	return "", fmt.Errorf("unknown scenario %q: want storm, churn, bench, race, campaign or repro", s)
 }

@@ -52,6 +52,16 @@ func All() []Finding {
 				"--agent-arg", "modhold=3s", "--agent-arg", "modlist=ftrace_direct_modify,ftrace_direct_multi_modify"},
 			Test: "TestKnownFindingDirectModifyUnload",
 		},
+		{
+			ID:      "ipmodify-share-asked-of-a-stranger",
+			Title:   "WARNING in bpf_tramp_ftrace_ops_func: 7.3's update_ftrace_direct_mod() runs the IPMODIFY handshake over every function of the shared direct ops, asking trampolines it is not modifying (and whose lock it does not hold) to share",
+			Kernels: []string{"7.3"},
+			// Neither a function nor a module: the delivery churn leaves
+			// ops-ipmodify out (options.DefaultDeliverSkip) and the
+			// scripted sequence reproduces it.
+			Repro: []string{"--agent-arg", "scenario=repro", "--agent-arg", "repro=ipmodify-filter"},
+			Test:  "TestKnownFindingIPModifyShareAskedOfAStranger",
+		},
 	}
 }
 

@@ -214,6 +214,9 @@ func (a *agent) execute(ctx context.Context) error {
 		// No inventory: the race needs one function of its own module.
 		return a.executeRace(ctx)
 	}
+	if a.opts.Scenario == options.ScenarioRepro {
+		return a.executeRepro(ctx)
+	}
 	// One cache for the whole run: the inventory and every program load
 	// share the single parse of vmlinux BTF it holds.
 	cache := btf.NewCache()

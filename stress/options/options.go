@@ -31,6 +31,7 @@ const (
 	ScenarioRace  = event.ScenarioRace
 	// ScenarioCampaign runs storm, churn, race and detach in one boot.
 	ScenarioCampaign = event.ScenarioCampaign
+	ScenarioRepro    = event.ScenarioRepro
 )
 
 // MaxArgsLimit is the largest parameter count any kernel accepts for a
@@ -165,6 +166,8 @@ type Options struct {
 	// RaceList decodes and reports the targets' windows and injects
 	// nothing (fth race --list-windows).
 	RaceList bool
+	// Repro names the scripted sequence of scenario=repro (Repros).
+	Repro string
 	// Injections is how many preemptions the race injects, shared by the
 	// targets, or All (the default): one at every instruction of every
 	// target's window. The campaign's budget ends them sooner.
@@ -286,6 +289,18 @@ func RaceTargets(target, goarch string, campaign bool) []string {
 	}
 	return []string{RaceTrampoline}
 }
+
+// ReproIPModifyFilter is scenario=repro's sequence for docs/findings.md 8:
+// an enabled IPMODIFY ftrace_ops takes a function with a BPF fexit into its
+// filter, then another function's trampoline is modified.
+const ReproIPModifyFilter = "ipmodify-filter"
+
+// ReproIPModifyRegister is its control: the same functions and programs,
+// the IPMODIFY ops given both functions before it registers.
+const ReproIPModifyRegister = "ipmodify-register"
+
+// Repros lists the repro option's sequences.
+func Repros() []string { return []string{ReproIPModifyFilter, ReproIPModifyRegister} }
 
 // Race actions on a trampoline (the raceaction option).
 const (

@@ -316,7 +316,7 @@ func TestChurnOptions(t *testing.T) {
 		t.Errorf("bare fth.mixed = %+v, %v", o.Mixed, err)
 	}
 	for cmdline, want := range map[string]string{
-		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn", "bench", "race" or "campaign"`,
+		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn", "bench", "race", "campaign" or "repro"`,
 		"fth.hot=0":                       "fth.hot",
 		"fth.hot=5000":                    "fth.hot",
 		"fth.churn=-1s":                   "fth.churn",
@@ -327,6 +327,8 @@ func TestChurnOptions(t *testing.T) {
 		"fth.preemptevery=soon":           "fth.preemptevery",
 		"fth.hotplug=-2s":                 "fth.hotplug",
 		"fth.scenario=churn fth.churn=0s": "churn=0 needs cycles > 0",
+		"fth.scenario=repro":              "scenario=repro needs repro=<sequence> (ipmodify-filter, ipmodify-register)",
+		"fth.repro=nosuch":                `fth.repro="nosuch": "nosuch": want one of ipmodify-filter, ipmodify-register`,
 	} {
 		if _, err := Parse(nil, cmdline, env4, io.Discard); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want an error containing %q", cmdline, err, want)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -267,16 +268,28 @@ var fields = []field{
 	},
 	{
 		name:  "scenario",
-		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles), \"bench\" (measure overheads), \"race\" (preemptions injected at exact instructions through the host's gdbstub) or \"campaign\" (storm, churn, race and detach in one boot: fth run's default)",
+		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles), \"bench\" (measure overheads), \"race\" (preemptions injected at exact instructions through the host's gdbstub), \"campaign\" (storm, churn, race and detach in one boot: fth run's default) or \"repro\" (one scripted order of operations that reproduces a known finding: the repro option)",
 		set: func(o *Options, v string) error {
 			switch sc := event.Scenario(v); sc {
-			case ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign:
+			case ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign, ScenarioRepro:
 				o.Scenario = sc
 				return nil
 			}
-			return errors.New(`want "storm", "churn", "bench", "race" or "campaign"`)
+			return errors.New(`want "storm", "churn", "bench", "race", "campaign" or "repro"`)
 		},
 		get: func(o *Options) string { return string(o.Scenario) },
+	},
+	{
+		name:  "repro",
+		usage: "repro scenario: the `sequence` to run: \"ipmodify-filter\" (a BPF fexit on fth_deliver_other; fth_deliver.ko's IPMODIFY ftrace_ops on fth_deliver_seq takes fth_deliver_other into its filter; two fentry programs on fth_deliver_seq, the second modifying that trampoline: docs/findings.md 8) or \"ipmodify-register\" (its control: the IPMODIFY ops has both functions in its filter when it registers)",
+		set: func(o *Options, v string) error {
+			if v != "" && !slices.Contains(Repros(), v) {
+				return fmt.Errorf("%q: want one of %s", v, strings.Join(Repros(), ", "))
+			}
+			o.Repro = v
+			return nil
+		},
+		get: func(o *Options) string { return o.Repro },
 	},
 	{
 		name:  "budget",

@@ -3,6 +3,7 @@ package options
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Validate checks values that a caller may have set without Set. Each
@@ -23,6 +24,9 @@ func (o *Options) Validate() error {
 	// host would call that a hang.
 	if o.Scenario == ScenarioChurn && o.Churn == 0 && o.Cycles == 0 {
 		errs = append(errs, errors.New("option churn: churn=0 needs cycles > 0"))
+	}
+	if o.Scenario == ScenarioRepro && o.Repro == "" {
+		errs = append(errs, fmt.Errorf("option repro: scenario=repro needs repro=<sequence> (%s)", strings.Join(Repros(), ", ")))
 	}
 	return errors.Join(errs...)
 }

@@ -68,3 +68,32 @@ func TestKnownFindingRCUReadUnlockSpecial(t *testing.T) {
 	}
 	t.Logf("reproduced: %s", res.Title())
 }
+
+// docs/findings.md 8, by a scripted order of operations: a BPF fexit on
+// fth_deliver_other, fth_deliver.ko's IPMODIFY ops taking that function
+// into its filter while enabled (no handshake with the trampoline there),
+// then a modify of another function's trampoline, which asks the fexit's
+// trampoline to share anyway: "WARNING in bpf_tramp_ftrace_ops_func", and
+// the second fentry's attach refused (EBUSY). The control gives the ops
+// both functions before it registers, the handshake runs, and the same
+// programs attach without a warning. Two short boots.
+func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
+	t.Run("filter", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, knownRepro(t, "TestKnownFindingIPModifyShareAskedOfAStranger")...)
+		r.mustCell(t)
+		if r.result.Verdict == results.Pass {
+			t.Fatalf("no warning on %s: the known finding no longer reproduces; if the kernel fixed it, drop it from results/known and docs/findings.md", r.result.Kernel.Release)
+		}
+		if r.exit != 1 || r.result.Title() != "WARNING in bpf_tramp_ftrace_ops_func" {
+			t.Fatalf("exit %d, verdict %s, title %q: want WARNING in bpf_tramp_ftrace_ops_func", r.exit, r.result.Verdict, r.result.Title())
+		}
+		t.Logf("reproduced: %s", r.result.Title())
+	})
+	t.Run("register", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, "--agent-arg", "scenario=repro", "--agent-arg", "repro=ipmodify-register")
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): the control must pass", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/tally"
+)
+
+// reproStep is one operation of a repro sequence, as its log line says it.
+type reproStep struct {
+	what string
+	do   func() error
+}
+
+// executeRepro runs scenario=repro: one order of operations, step by step,
+// each logged, that makes a known finding show at once where the churn
+// meets it once in half an hour. The kernel's report is the verdict, as in
+// every scenario; a step the kernel refuses is logged and the sequence
+// goes on, so that what the refusal left behind is seen too.
+func (a *agent) executeRepro(ctx context.Context) error {
+	switch a.opts.Repro {
+	case options.ReproIPModifyFilter:
+		return a.reproIPModify(ctx, true)
+	case options.ReproIPModifyRegister:
+		return a.reproIPModify(ctx, false)
+	}
+	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
+}
+
+// reproIPModify (ipmodify-filter): 7.3's BPF trampolines share one direct ftrace_ops,
+// and update_ftrace_direct_mod() runs the IPMODIFY handshake
+// (__ftrace_hash_update_ipmodify with update_target) over that ops' whole
+// filter, every traced function, not only the one being modified. A
+// function whose record has an IPMODIFY ops but whose trampoline never
+// agreed to share with it (an fexit trampoline that calls the original
+// without ORIG_STACK) is then asked, by a stranger that does not hold its
+// lock, to share: it sets BPF_TRAMP_F_SHARE_IPMODIFY and answers -EAGAIN,
+// the stranger retries, and the second ask warns in
+// bpf_tramp_ftrace_ops_func. The record gets there because an enabled
+// IPMODIFY ops that takes a function into its filter (ftrace_set_filter)
+// sets FTRACE_FL_IPMODIFY without prepare_direct_functions_for_ipmodify(),
+// the handshake a registration runs. Without filterLater
+// (ipmodify-register, the control) the ops has both functions in its filter
+// when it registers, the handshake runs, and nothing should warn.
+func (a *agent) reproIPModify(ctx context.Context, filterLater bool) error {
+	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
+	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
+	if err := kmods.Load(path, ""); err != nil {
+		return fmt.Errorf("repro: load %s: %w", path, err)
+	}
+	a.logModule(deliver.ModuleName)
+	defer func() {
+		if err := kmods.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
+			step("unload %s: %v", deliver.ModuleName, err)
+		}
+	}()
+	mod := deliver.Module{Dir: deliver.DefaultDir}
+	m, err := oracle.NewMap(4)
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	defer m.Close()
+	loader := &oracle.Loader{Map: m, Cache: btf.NewCache()}
+	var links []int
+	defer func() {
+		for _, fd := range links {
+			unix.Close(fd)
+		}
+	}()
+	link := func(fn string, kind oracle.Kind, key string) error {
+		ld, err := loader.Load(fn, kind, key)
+		if err != nil {
+			return err
+		}
+		defer ld.Prog.Close()
+		fd, errno := attach.LinkCreate(ld.Prog.FD(), kind.LinkType())
+		if errno != 0 {
+			return errno
+		}
+		links = append(links, fd)
+		return nil
+	}
+	steps := []reproStep{
+		{"attach a BPF fexit to " + deliver.FuncOther + " (its trampoline calls the original: CALL_ORIG, no IPMODIFY peer yet)",
+			func() error { return link(deliver.FuncOther, oracle.FExit, "fexit-other") }},
+		{"register fth_deliver.ko's IPMODIFY ftrace_ops (ops-ipmodify), filtered to " + deliver.FuncSeq,
+			func() error { return mod.Attach("ops-ipmodify") }},
+		{"add " + deliver.FuncOther + " to the enabled ops-ipmodify's filter (ftrace_set_filter: no handshake with the fexit trampoline there)",
+			func() error { return mod.Filter("ops-ipmodify", true) }},
+		{"attach a BPF fentry to " + deliver.FuncSeq + " (registers its trampoline in the shared direct ops)",
+			func() error { return link(deliver.FuncSeq, oracle.FEntry, "fentry-seq") }},
+		{"attach a second BPF fentry to " + deliver.FuncSeq + " (modifies that trampoline: update_ftrace_direct_mod)",
+			func() error { return link(deliver.FuncSeq, oracle.FEntry, "fentry-seq#2") }},
+	}
+	if !filterLater {
+		steps[1], steps[2] = reproStep{"add " + deliver.FuncOther + " to ops-ipmodify's filter before it registers",
+			func() error { return mod.Filter("ops-ipmodify", true) }},
+			reproStep{"register ops-ipmodify, filtered to " + deliver.FuncSeq + " and " + deliver.FuncOther + " (the registration's handshake makes the fexit trampoline share)",
+				func() error { return mod.Attach("ops-ipmodify") }}
+	}
+	for i, s := range steps {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := s.do(); err != nil {
+			step("%d/%d %s: %v", i+1, len(steps), s.what, err)
+			continue
+		}
+		step("%d/%d %s: done", i+1, len(steps), s.what)
+	}
+	return nil
+}
