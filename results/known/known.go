@@ -25,6 +25,9 @@ type Finding struct {
 	// Modules are modules (kernel spelling, ftrace_direct_modify) whose
 	// load and unload cycling triggers it.
 	Modules []string
+	// DeliverUsers are delivery-oracle users (fth_deliver.ko's) that meet
+	// it, left out of the delivery churn by default.
+	DeliverUsers []string
 	// Repro are the `fth run` arguments that reproduce it (with
 	// --include-known), and Test the e2e test that runs them.
 	Repro []string
@@ -56,11 +59,11 @@ func All() []Finding {
 			ID:      "ipmodify-share-asked-of-a-stranger",
 			Title:   "WARNING in bpf_tramp_ftrace_ops_func: 7.3's update_ftrace_direct_mod() runs the IPMODIFY handshake over every function of the shared direct ops, asking trampolines it is not modifying (and whose lock it does not hold) to share",
 			Kernels: []string{"7.3"},
-			// Neither a function nor a module: the delivery churn leaves
-			// ops-ipmodify out (options.DefaultDeliverSkip) and the
-			// scripted sequence reproduces it.
-			Repro: []string{"--agent-arg", "scenario=repro", "--agent-arg", "repro=ipmodify-filter"},
-			Test:  "TestKnownFindingIPModifyShareAskedOfAStranger",
+			// The delivery churn met it through its IPMODIFY ops beside
+			// BPF programs; the scripted sequence meets it every time.
+			DeliverUsers: []string{"ops-ipmodify"},
+			Repro:        []string{"--agent-arg", "scenario=repro", "--agent-arg", "repro=ipmodify-filter"},
+			Test:         "TestKnownFindingIPModifyShareAskedOfAStranger",
 		},
 	}
 }
@@ -92,6 +95,15 @@ func Modules() []string {
 	var out []string
 	for _, f := range All() {
 		out = append(out, f.Modules...)
+	}
+	return out
+}
+
+// DeliverUsers returns every delivery-oracle user a known finding names.
+func DeliverUsers() []string {
+	var out []string
+	for _, f := range All() {
+		out = append(out, f.DeliverUsers...)
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 	"github.com/ftrace-harness/fth/stress/hammer"
 )
@@ -137,8 +138,7 @@ type Options struct {
 	// one callsite while the others attach and detach.
 	Delivery bool
 	// DeliverSkip are delivery-oracle users left out (DefaultDeliverSkip:
-	// the one whose run on the correct x86_64 kernel warned, until it is
-	// explained or listed in results/known; docs/findings.md 8).
+	// those a results/known entry names).
 	DeliverSkip []string
 	// Sabotage is a test-only mode (SabotageWrongIP, SabotageSkipCount,
 	// SabotageDropCall).
@@ -364,9 +364,8 @@ const (
 )
 
 // DefaultDeliverSkip are the delivery-oracle users left out by default:
-// ops-ipmodify beside a BPF fexit on the same function made 7.3.4 warn in
-// bpf_tramp_ftrace_ops_func (docs/findings.md 8).
-func DefaultDeliverSkip() []string { return []string{"ops-ipmodify"} }
+// those a known finding names (ops-ipmodify: docs/findings.md 8).
+func DefaultDeliverSkip() []string { return known.DeliverUsers() }
 
 // Defaults returns the options before any source is applied.
 func Defaults(env Env) Options {
