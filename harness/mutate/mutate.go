@@ -24,6 +24,8 @@ import (
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/results"
+
+	"github.com/ftrace-harness/fth/results/printk"
 )
 
 // Class is the kind of patching bug a mutant puts in: the classes the
@@ -252,9 +254,6 @@ type Row struct {
 	Seed         string  `json:"seed,omitempty"`
 }
 
-// stampRe is printk's time stamp.
-var stampRe = regexp.MustCompile(`^\[\s*(\d+\.\d+)\]`)
-
 // Judge turns a cell's result into a row. A failure counts as a detection
 // when its headline (results.Result.Headline, known findings not counted)
 // is the kernel's: a console finding, or a failed oracle, liveness or agent
@@ -272,8 +271,8 @@ func Judge(r results.Result) Row {
 		return row
 	}
 	for _, line := range strings.Split(h.Finding.Report, "\n") {
-		if m := stampRe.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
-			row.Seconds, _ = strconv.ParseFloat(m[1], 64)
+		if p, ok := printk.Split(strings.TrimSpace(line)); ok {
+			row.Seconds, _ = strconv.ParseFloat(p.Stamp, 64)
 			break
 		}
 	}

@@ -1,6 +1,10 @@
 package console
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ftrace-harness/fth/results/printk"
+)
 
 // consoleLine is one log line split into what the detector works with.
 type consoleLine struct {
@@ -20,20 +24,18 @@ const maxCutShort = 16
 func splitLine(num int, raw string) consoleLine {
 	raw = strings.TrimRight(raw, "\r")
 	l := consoleLine{num: num, raw: raw, text: raw}
-	if m := rules.prefix.FindStringSubmatchIndex(raw); m != nil {
-		if m[2] >= 0 {
-			l.ctx = raw[m[2]:m[3]]
-		}
-		l.text = raw[m[1]:]
+	if p, ok := printk.Split(raw); ok {
+		l.ctx = p.Caller
+		l.text = raw[p.End:]
 		// A line another CPU cut short ("B" of a "BUG: ...") and a
 		// whole new line after it: the message is the new line's.
 		// powerpc's churn oops printed "[ts] B[ts] BUG: Kernel NULL
 		// pointer dereference on read at 0x00000128".
-		if m := rules.prefix.FindStringSubmatchIndex(l.text); m != nil && m[1]-m[0] <= maxCutShort+len("[ 99999.999999] ") {
-			if m[2] >= 0 {
-				l.ctx = l.text[m[2]:m[3]]
+		if p, ok := printk.Split(l.text); ok && p.End-p.Start <= maxCutShort+len("[ 99999.999999] ") {
+			if p.Caller != "" {
+				l.ctx = p.Caller
 			}
-			l.text = l.text[m[1]:]
+			l.text = l.text[p.End:]
 		}
 	}
 	l.text = strings.TrimRight(l.text, " \t")

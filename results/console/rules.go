@@ -40,10 +40,6 @@ type pattern struct {
 // never modified.
 type ruleSet struct {
 	patterns []*pattern
-	// prefix splits "[  12.345678][  T123] text": optional junk (another
-	// program's output sharing the serial line, but not JSON, so userspace
-	// quoting "Oops" stays userspace), timestamp, optional caller id.
-	prefix *regexp.Regexp
 	// banner is "------------[ cut here ]------------" or a "=====" rule,
 	// which a report may start at although its header comes after.
 	banner *regexp.Regexp
@@ -143,7 +139,6 @@ func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet
 		}
 		rs.patterns = append(rs.patterns, p)
 	}
-	rs.prefix = c(`^[^"{}]*?\[\s*\d+\.\d+\](?:\[\s*([TC]\d+)\])? ?`)
 	rs.banner = c(`^-+\[ cut here \]-+$|^={10,}$`)
 	rs.frame = c(`^(?:kmemleak:)?\s*(?:<(?:IRQ|EOI|NMI|TASK)>\s+)?(?:\[<?[0-9a-f]{8,}>?\]\s+){0,2}(\?\s+)?([A-Za-z_][\w.]*)(` + offset + `|\s+[\w./-]+\.[chS]:\d+|\s+\[inline\])`)
 	rs.armFrame = c(`^\s*\[<[0-9a-f]+>\] \(([A-Za-z_][\w.]*)(?:` + offset + `)?\) from `)

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results/console"
+
+	"github.com/ftrace-harness/fth/results/printk"
 )
 
 // Task is one task as sched_show_task prints it.
@@ -74,7 +76,6 @@ type Harness struct {
 }
 
 var (
-	stampRe    = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?`)
 	taskRe     = regexp.MustCompile(`^task:(.+?)\s+state:(\S+)(?:\s+running task)?\s+stack:\s*\d+\s+pid:\s*(\d+)`)
 	frameRe    = regexp.MustCompile(`^\s*(\?\s+)?([A-Za-z_.$][\w.$]*)\+0x[0-9a-f]+/0x[0-9a-f]+`)
 	cpuRe      = regexp.MustCompile(`^cpu#(\d+)`)
@@ -118,7 +119,7 @@ func Explain(lines []string, h Harness) Explanation {
 	section := ""
 	cpu, snap := -1, 0
 	for _, raw := range lines {
-		line := stampRe.ReplaceAllString(strings.TrimRight(raw, "\r"), "")
+		line := printk.Text(strings.TrimRight(raw, "\r"))
 		switch {
 		case strings.Contains(line, "rcu_tasks detected stalls on tasks"):
 			section, cur = "holders", nil

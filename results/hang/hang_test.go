@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/results/printk"
 )
 
 // harness is how the agent looked in the guests of the fixtures: u-root
@@ -57,7 +58,7 @@ func TestExplainHarnessInducedStall(t *testing.T) {
 func TestExplainKernelStall(t *testing.T) {
 	ls := lines(t, "x86_64-rt-priority-inversion-B.log")
 	for i, l := range ls {
-		if strings.Contains(l, " prio ") || strings.HasPrefix(strings.TrimSpace(stampRe.ReplaceAllString(l, "")), "R ") {
+		if strings.Contains(l, " prio ") || strings.HasPrefix(strings.TrimSpace(printk.Text(l)), "R ") {
 			ls[i] = strings.Replace(l, "uinit    51", "other    51", 1)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/ftrace-harness/fth/results/printk"
 )
 
 // ErrMismatch means the vmlinux is not the kernel that printed the log:
@@ -62,9 +64,8 @@ type LogIdentity struct {
 
 // identity holds the patterns ReadLogIdentity uses.
 var identity = struct {
-	prefix, banner, cpuLine *regexp.Regexp
+	banner, cpuLine *regexp.Regexp
 }{
-	prefix: regexp.MustCompile(`^[^"{}]*?\[\s*\d+\.\d+\](?:\[\s*[TC]\d+\])? ?`),
 	banner: regexp.MustCompile(`^Linux version \S+ .*$`),
 	// "CPU: 1 UID: 0 PID: 49 Comm: uinit Not tainted 7.3.4 #1 PREEMPT(full) [package id] [build id]"
 	cpuLine: regexp.MustCompile(`^CPU: \d+ (?:UID: \d+ )?PID: \d+ Comm: .*? (?:Kdump: loaded )?(?:Not tainted|Tainted: [A-Z ]*[A-Z]) +(\S+ #\d+)\b.*?(?: ([0-9a-f]{40}))?\s*$`),
@@ -75,9 +76,7 @@ func ReadLogIdentity(log string) LogIdentity {
 	var id LogIdentity
 	for _, line := range strings.Split(log, "\n") {
 		line = strings.TrimRight(line, "\r \t")
-		if loc := identity.prefix.FindStringIndex(line); loc != nil {
-			line = line[loc[1]:]
-		}
+		line = printk.Text(line)
 		if id.Banner == "" && identity.banner.MatchString(line) {
 			id.Banner = line
 		}

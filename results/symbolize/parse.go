@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/ftrace-harness/fth/results/printk"
 )
 
 // Ref is what one console line says about one frame, before symbolization:
@@ -37,13 +39,11 @@ type Ref struct {
 
 // syntax holds the patterns Parse uses; they never change after init.
 type syntax struct {
-	prefix, sym, addr, bareHex, qemuPC, register, link, traceFrame *regexp.Regexp
+	sym, addr, bareHex, qemuPC, register, link, traceFrame *regexp.Regexp
 }
 
 // rx is the immutable pattern table.
 var rx = syntax{
-	// printk time stamp and caller id, with anything a serial line put before it.
-	prefix: regexp.MustCompile(`^[^"{}]*?\[\s*\d+\.\d+\](?:\[\s*[TC]\d+\])? ?`),
 	// func+0xOFF/0xLEN, optionally "? " before and " [module]" after.
 	sym: regexp.MustCompile(`(?:^|[\s(:\]])(\?\s+)?([A-Za-z_.$][\w.$]*)\+0x([0-9a-fA-F]+)/0x([0-9a-fA-F]+)(?:\s+\[([\w-]+)\])?`),
 	// [<ffffffff81000000>] (x86, riscv, arm) and [c000000000d15c68] (powerpc).
@@ -68,10 +68,7 @@ func Parse(text string) []Ref {
 	var refs []Ref
 	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimRight(line, "\r \t")
-		if loc := rx.prefix.FindStringIndex(line); loc != nil {
-			line = line[loc[1]:]
-		}
-		refs = append(refs, parseLine(i+1, line)...)
+		refs = append(refs, parseLine(i+1, printk.Text(line))...)
 	}
 	return refs
 }
