@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/kmods"
@@ -16,6 +18,10 @@ import (
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 )
+
+// reproCalls is how long the callers run after the last step, before the
+// redirecting user is detached and judged.
+const reproCalls = time.Second
 
 // reproStep is one operation of a repro sequence, as its log line says it.
 type reproStep struct {
@@ -109,6 +115,13 @@ func (a *agent) reproIPModify(ctx context.Context, filterLater bool) error {
 			reproStep{"register ops-ipmodify, filtered to " + deliver.FuncSeq + " and " + deliver.FuncOther + " (the registration's handshake makes the fexit trampoline share)",
 				func() error { return mod.Attach("ops-ipmodify") }}
 	}
+	// The callers run throughout: ops-ipmodify redirects each call to a
+	// replacement that counts it, and its detach judges the calls made
+	// while it was attached (a call that ran the original instead is
+	// missed: the redirect bypassed).
+	if err := mod.Run(true); err != nil {
+		return fmt.Errorf("repro: start the callers: %w", err)
+	}
 	for i, s := range steps {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -118,6 +131,30 @@ func (a *agent) reproIPModify(ctx context.Context, filterLater bool) error {
 			continue
 		}
 		step("%d/%d %s: done", i+1, len(steps), s.what)
+	}
+	a.sys.sleep(reproCalls)
+	if err := mod.Detach("ops-ipmodify"); err != nil {
+		step("detach ops-ipmodify: %v", err)
+	}
+	if err := mod.Run(false); err != nil {
+		step("stop the callers: %v", err)
+	}
+	fs, err := mod.Findings()
+	if err != nil {
+		return fmt.Errorf("repro: read the module's findings: %w", err)
+	}
+	for _, f := range fs {
+		o := f.Oracle()
+		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
+	}
+	users, err := mod.Users()
+	if err != nil {
+		return fmt.Errorf("repro: read the module's users: %w", err)
+	}
+	for _, u := range users {
+		if u.Name == "ops-ipmodify" {
+			step("ops-ipmodify: %d calls checked, %d missed-call findings", u.Checked, len(fs))
+		}
 	}
 	return nil
 }

@@ -236,6 +236,56 @@ static void ops_func(unsigned long ip, unsigned long parent_ip, struct ftrace_op
 	record(u, fn, ftrace_regs_get_argument(fregs, 0), ftrace_regs_get_argument(fregs, 1));
 }
 
+/*
+ * ops-ipmodify does what livepatch does: its callback moves the
+ * instruction pointer to a replacement of the traced function, and the
+ * replacement is what counts the call. A call that reaches the callback
+ * but then runs the original (a BPF trampoline calling the original
+ * directly beside it, without BPF_TRAMP_F_ORIG_STACK) is a missed call of
+ * the patch: the livepatch silently not applied. notrace: the
+ * replacements must not be callsites themselves.
+ */
+static struct fth_user *redirect_user;
+
+notrace noinline void fth_deliver_seq_patched(unsigned long caller, unsigned long n);
+notrace noinline void fth_deliver_other_patched(unsigned long caller, unsigned long n);
+
+notrace noinline void fth_deliver_seq_patched(unsigned long caller, unsigned long n)
+{
+	record(redirect_user, FN_SEQ, caller, n);
+	WRITE_ONCE(sink, READ_ONCE(sink) + (caller ^ n));
+}
+
+notrace noinline void fth_deliver_other_patched(unsigned long caller, unsigned long n)
+{
+	record(redirect_user, FN_OTHER, caller, n);
+	WRITE_ONCE(sink, READ_ONCE(sink) - (caller ^ n));
+}
+
+static void ops_redirect_func(unsigned long ip, unsigned long parent_ip, struct ftrace_ops *op,
+			      struct ftrace_regs *fregs)
+{
+	struct fth_user *u = container_of(op, struct fth_user, ops);
+	unsigned int fn;
+
+	for (fn = 0; fn < FN_COUNT; fn++)
+		if (ip == fn_ip[fn])
+			break;
+	if (fn == FN_COUNT || !(READ_ONCE(u->mask) & BIT(fn))) {
+		if (READ_ONCE(u->live)) {
+			atomic_long_inc(&u->foreign);
+			WRITE_ONCE(u->foreign_ip, ip);
+		}
+		return;
+	}
+	if (!fregs) {
+		atomic_long_inc(&u->noargs);
+		return;
+	}
+	ftrace_regs_set_instruction_pointer(fregs, fn == FN_SEQ ?
+		(unsigned long)fth_deliver_seq_patched : (unsigned long)fth_deliver_other_patched);
+}
+
 static int kp_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	struct fth_user *u = container_of(p, struct fth_user, kp);
@@ -377,6 +427,7 @@ FTH_DIRECT_TRAMP(fth_direct_tramp2)
 static struct fth_user users[] = {
 	{ .name = "ops", .kind = K_OPS },
 	{ .name = "ops-regs", .kind = K_OPS, .ops_flags = FTRACE_OPS_FL_SAVE_REGS },
+	/* Redirects to a replacement, as livepatch does: ops_redirect_func. */
 	{ .name = "ops-ipmodify", .kind = K_OPS, .ops_flags = FTRACE_OPS_FL_SAVE_REGS | FTRACE_OPS_FL_IPMODIFY },
 	{ .name = "ops-recursion", .kind = K_OPS, .ops_flags = FTRACE_OPS_FL_RECURSION },
 	{ .name = "ops-multi", .kind = K_OPS },
@@ -1097,6 +1148,10 @@ static int __init fth_deliver_init(void)
 		u->mask = BIT(FN_SEQ);
 		if (u->kind == K_OPS) {
 			u->ops.func = ops_func;
+			if (u->ops_flags & FTRACE_OPS_FL_IPMODIFY) {
+				u->ops.func = ops_redirect_func;
+				redirect_user = u;
+			}
 			u->ops.flags = u->ops_flags;
 			ret = ftrace_set_filter(&u->ops, (unsigned char *)fn_names[FN_SEQ],
 						strlen(fn_names[FN_SEQ]), 1);

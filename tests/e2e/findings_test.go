@@ -74,9 +74,12 @@ func TestKnownFindingRCUReadUnlockSpecial(t *testing.T) {
 // into its filter while enabled (no handshake with the trampoline there),
 // then a modify of another function's trampoline, which asks the fexit's
 // trampoline to share anyway: "WARNING in bpf_tramp_ftrace_ops_func", and
-// the second fentry's attach refused (EBUSY). The control gives the ops
-// both functions before it registers, the handshake runs, and the same
-// programs attach without a warning. Two short boots.
+// the second fentry's attach refused (EBUSY); and, silently, every call
+// of fth_deliver_other running the original function although the
+// IPMODIFY ops redirects it to a replacement (livepatch's way). The
+// control gives the ops both functions before it registers, the handshake
+// runs, and the same programs attach without a warning or a missed call.
+// Two short boots.
 func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
 	t.Run("filter", func(t *testing.T) {
 		r := runFth(t, 15*time.Minute, knownRepro(t, "TestKnownFindingIPModifyShareAskedOfAStranger")...)
@@ -86,6 +89,20 @@ func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
 		}
 		if r.exit != 1 || r.result.Title() != "WARNING in bpf_tramp_ftrace_ops_func" {
 			t.Fatalf("exit %d, verdict %s, title %q: want WARNING in bpf_tramp_ftrace_ops_func", r.exit, r.result.Verdict, r.result.Title())
+		}
+		// The silent half: ops-ipmodify redirects fth_deliver_other to a
+		// replacement, as livepatch does, and the fexit trampoline there,
+		// never told to share, runs the original instead.
+		bypassed := false
+		for _, o := range r.result.Oracles {
+			if !o.OK && strings.Contains(o.Msg, "missed call: ops-ipmodify on fth_deliver_other") {
+				bypassed = true
+				t.Logf("redirect bypassed: %s", o.Msg)
+				break
+			}
+		}
+		if !bypassed {
+			t.Errorf("no missed call of ops-ipmodify on fth_deliver_other: oracles %+v", r.result.Oracles)
 		}
 		t.Logf("reproduced: %s", r.result.Title())
 	})
