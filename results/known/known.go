@@ -57,7 +57,7 @@ func All() []Finding {
 		},
 		{
 			ID:      "ipmodify-share-asked-of-a-stranger",
-			Title:   "WARNING in bpf_tramp_ftrace_ops_func: 7.3's update_ftrace_direct_mod() runs the IPMODIFY handshake over every function of the shared direct ops, asking trampolines it is not modifying (and whose lock it does not hold) to share",
+			Title:   "An IPMODIFY ftrace_ops that takes a function into its filter skips the sharing handshake with a BPF fexit trampoline there (its redirect, livepatch's way, is bypassed on every call), and 7.3's update_ftrace_direct_mod() then asks that trampoline to share: WARNING in bpf_tramp_ftrace_ops_func",
 			Kernels: []string{"7.3"},
 			// The delivery churn met it through its IPMODIFY ops beside
 			// BPF programs; the scripted sequence meets it every time.
