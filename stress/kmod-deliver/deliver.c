@@ -212,10 +212,13 @@ static void record(struct fth_user *u, unsigned int fn, unsigned long caller, un
 	track(&u->t[fn][caller], n);
 }
 
-static void ops_func(unsigned long ip, unsigned long parent_ip, struct ftrace_ops *op,
-		     struct ftrace_regs *fregs)
+/*
+ * ops_fn is the traced function an ops callback was called for, or
+ * FN_COUNT when it is not one the user traces now (counted as foreign) or
+ * comes without arguments.
+ */
+static unsigned int ops_fn(struct fth_user *u, unsigned long ip, struct ftrace_regs *fregs)
 {
-	struct fth_user *u = container_of(op, struct fth_user, ops);
 	unsigned int fn;
 
 	for (fn = 0; fn < FN_COUNT; fn++)
@@ -227,12 +230,23 @@ static void ops_func(unsigned long ip, unsigned long parent_ip, struct ftrace_op
 			atomic_long_inc(&u->foreign);
 			WRITE_ONCE(u->foreign_ip, ip);
 		}
-		return;
+		return FN_COUNT;
 	}
 	if (!fregs) {
 		atomic_long_inc(&u->noargs);
-		return;
+		return FN_COUNT;
 	}
+	return fn;
+}
+
+static void ops_func(unsigned long ip, unsigned long parent_ip, struct ftrace_ops *op,
+		     struct ftrace_regs *fregs)
+{
+	struct fth_user *u = container_of(op, struct fth_user, ops);
+	unsigned int fn = ops_fn(u, ip, fregs);
+
+	if (fn == FN_COUNT)
+		return;
 	record(u, fn, ftrace_regs_get_argument(fregs, 0), ftrace_regs_get_argument(fregs, 1));
 }
 
@@ -266,22 +280,10 @@ static void ops_redirect_func(unsigned long ip, unsigned long parent_ip, struct 
 			      struct ftrace_regs *fregs)
 {
 	struct fth_user *u = container_of(op, struct fth_user, ops);
-	unsigned int fn;
+	unsigned int fn = ops_fn(u, ip, fregs);
 
-	for (fn = 0; fn < FN_COUNT; fn++)
-		if (ip == fn_ip[fn])
-			break;
-	if (fn == FN_COUNT || !(READ_ONCE(u->mask) & BIT(fn))) {
-		if (READ_ONCE(u->live)) {
-			atomic_long_inc(&u->foreign);
-			WRITE_ONCE(u->foreign_ip, ip);
-		}
+	if (fn == FN_COUNT)
 		return;
-	}
-	if (!fregs) {
-		atomic_long_inc(&u->noargs);
-		return;
-	}
 	ftrace_regs_set_instruction_pointer(fregs, fn == FN_SEQ ?
 		(unsigned long)fth_deliver_seq_patched : (unsigned long)fth_deliver_other_patched);
 }
@@ -1164,8 +1166,16 @@ static int __init fth_deliver_init(void)
 				u->skip = "ftrace_set_filter failed";
 		}
 #ifndef CONFIG_DYNAMIC_FTRACE_WITH_REGS
+		/*
+		 * Livepatch's ops asks for SAVE_REGS only where the arch has no
+		 * DYNAMIC_FTRACE_WITH_ARGS: with arguments the callback can move
+		 * the instruction pointer anyway, so ops-ipmodify does the same
+		 * (arm64, riscv64) rather than be skipped.
+		 */
+		if (IS_ENABLED(CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS) && (u->ops_flags & FTRACE_OPS_FL_IPMODIFY))
+			u->ops.flags &= ~FTRACE_OPS_FL_SAVE_REGS;
 		/* register_ftrace_function() refuses SAVE_REGS with -EINVAL. */
-		if (u->ops_flags & FTRACE_OPS_FL_SAVE_REGS)
+		else if (u->ops_flags & FTRACE_OPS_FL_SAVE_REGS)
 			u->skip = "no DYNAMIC_FTRACE_WITH_REGS: the arch passes arguments, not pt_regs (SAVE_REGS refused)";
 #endif
 #ifndef FTH_HAVE_DIRECT
