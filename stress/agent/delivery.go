@@ -106,7 +106,7 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	for _, u := range a.opts.DeliverSkip {
 		skip[u] = "left out (deliverskip=" + strings.Join(a.opts.DeliverSkip, ",") + ")"
 		if u == "ops-ipmodify" {
-			skip[u] += ": beside a BPF fexit on the same function 7.3.4 warns in bpf_tramp_ftrace_ops_func (docs/findings.md 8)"
+			skip[u] += ": a known 7.3 finding (docs/findings.md 8: its redirect bypassed beside a BPF fexit, and WARNING in bpf_tramp_ftrace_ops_func)"
 		}
 	}
 	res, err := deliver.Churn(ctx, deliver.Config{
