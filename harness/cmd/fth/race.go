@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,6 +82,11 @@ func printWindows(w io.Writer, r results.Result) {
 		}
 		fmt.Fprintf(w, "%s (%s at %s, %s, kernel %s): %d instructions × %d action(s) (%s)\n",
 			win.Target, win.Symbol, win.Addr, win.Arch, r.Kernel.Release, len(win.Insns), len(win.Actions), strings.Join(win.Actions, ", "))
+		if slices.Contains(win.Actions, options.RaceReplace) {
+			// The catalogue's direct-modify window has no target of its
+			// own: it is this one raced by replace.
+			fmt.Fprintf(w, "  (%s is the direct-modify window: the direct call moves to a new image while the task is held in this one)\n", options.RaceReplace)
+		}
 		for _, in := range win.Insns {
 			fmt.Fprintf(w, "  +%#-5x %s\n", in.Off, in.Asm)
 		}

@@ -17,7 +17,7 @@ func TestPrintWindows(t *testing.T) {
 	}}
 	var b strings.Builder
 	printWindows(&b, r)
-	for _, want := range []string{"trampoline (bpf_trampoline_1 at 0x1000, ppc64le", "2 instructions × 1 action(s)", "+0x4   blr",
+	for _, want := range []string{"trampoline (bpf_trampoline_1 at 0x1000, ppc64le", "2 instructions × 1 action(s)", "+0x4   blr", "replace is the direct-modify window",
 		"not on ppc64le:", "opstramp: racetarget=opstramp needs x86's", "callsite: racetarget=callsite needs a two-instruction callsite", "out-of-line stub", "int3: racetarget=int3 needs x86's INT3"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("list lacks %q:\n%s", want, b.String())
