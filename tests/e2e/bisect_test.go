@@ -13,6 +13,7 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/bisect"
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/results"
 )
 
 // bisectCulprit is the commit of kernelHistory that applies the mutant.
@@ -176,18 +177,26 @@ func runBisect(t *testing.T, out, repo string, ids []string, runArgs ...string) 
 		args = append(append(args, "--", "--arch", "x86_64"), runArgs...)
 	}
 	r := runCell(t, 4*time.Hour, out, fthBin, args...)
-	b, err := os.ReadFile(filepath.Join(out, "b", "bisect.json"))
-	if err != nil {
-		t.Fatalf("exit %d, no bisect.json: %v", r.exit, err)
-	}
-	var res bisect.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBisect(t, filepath.Join(out, "b"), r.exit)
 	builds, runs, bs, gs := res.Cost()
 	t.Logf("%s in %s: %d steps, %d runs, %d builds (%.0f s), guest %.0f s, confidence %.3f", res.Verdict, r.took.Round(time.Second), len(res.Steps), runs, builds, bs, gs, res.Confidence)
 	if (res.Verdict == bisect.Found) != (r.exit == 0) {
 		t.Errorf("exit %d for verdict %s", r.exit, res.Verdict)
+	}
+	return res
+}
+
+// readBisect reads the bisect.json of the run in dir, which fth bisect
+// exited from with exit.
+func readBisect(t *testing.T, dir string, exit int) bisect.Result {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, results.BisectFile))
+	if err != nil {
+		t.Fatalf("exit %d, no %s: %v", exit, results.BisectFile, err)
+	}
+	var res bisect.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
 	}
 	return res
 }
@@ -201,14 +210,7 @@ func TestX86BisectKernelsEndsWrong(t *testing.T) {
 	out := e2eOut(t)
 	r := runCell(t, time.Hour, out, fthBin, "bisect", "--kernels", "6.12,7.3", "--max-runs", "3", "--out", out, "--run-id", "b",
 		"--", "--arch", "x86_64", "--agent-arg", "scenario=race", "--agent-arg", "injections=3")
-	b, err := os.ReadFile(filepath.Join(out, "b", "bisect.json"))
-	if err != nil {
-		t.Fatalf("exit %d, no bisect.json: %v", r.exit, err)
-	}
-	var res bisect.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBisect(t, filepath.Join(out, "b"), r.exit)
 	if r.exit != 2 || res.Verdict != bisect.EndsWrong || len(res.Steps) != 1 || res.Steps[0].Target.Rev.ID != "7.3" || !strings.Contains(res.Reason, "did not fail as claimed") {
 		t.Fatalf("exit %d, verdict %s (%s), %d steps: want exit 2, ends-wrong at 7.3 after its runs alone", r.exit, res.Verdict, res.Reason, len(res.Steps))
 	}
