@@ -108,6 +108,19 @@ func DeliverUsers() []string {
 	return out
 }
 
+// ByDeliverUser returns the known finding that names delivery-oracle user
+// name, if one does.
+func ByDeliverUser(name string) (Finding, bool) {
+	for _, f := range All() {
+		for _, u := range f.DeliverUsers {
+			if u == name {
+				return f, true
+			}
+		}
+	}
+	return Finding{}, false
+}
+
 // Triggered returns the known finding whose trigger an operation of the
 // agent was: phase and target as the agent's op events name them (an
 // attach of function name, a module_load of module name), on kernel

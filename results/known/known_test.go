@@ -1,6 +1,9 @@
 package known
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestTriggered(t *testing.T) {
 	for _, tt := range []struct {
@@ -31,5 +34,18 @@ func TestEntriesComplete(t *testing.T) {
 			t.Errorf("incomplete or duplicate entry %+v", f)
 		}
 		ids[f.ID] = true
+	}
+}
+
+// The delivery-oracle users left out by default each lead back to their
+// finding.
+func TestByDeliverUser(t *testing.T) {
+	for _, u := range DeliverUsers() {
+		if f, ok := ByDeliverUser(u); !ok || !slices.Contains(f.DeliverUsers, u) {
+			t.Errorf("ByDeliverUser(%q) = %+v, %v", u, f, ok)
+		}
+	}
+	if _, ok := ByDeliverUser("ops"); ok {
+		t.Error("ops names a known finding")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/kmods"
@@ -105,8 +106,8 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	skip := map[string]string{}
 	for _, u := range a.opts.DeliverSkip {
 		skip[u] = "left out (deliverskip=" + strings.Join(a.opts.DeliverSkip, ",") + ")"
-		if u == "ops-ipmodify" {
-			skip[u] += ": a known 7.3 finding (docs/findings.md 8: its redirect bypassed beside a BPF fexit, and WARNING in bpf_tramp_ftrace_ops_func)"
+		if f, ok := known.ByDeliverUser(u); ok {
+			skip[u] += ": known finding " + f.ID + " (docs/findings.md): " + f.Title
 		}
 	}
 	res, err := deliver.Churn(ctx, deliver.Config{
