@@ -359,11 +359,19 @@ func (c *Conductor) stopped(ctx context.Context, m event.RaceMsg, stop gdbstub.S
 		return true, nil
 	}
 	if m.CondWant != "" {
-		b, err := c.gdb.ReadMemory(ctx, stop.Thread, m.CondAddr, len(m.CondWant)/2)
+		addr := m.CondAddr
+		if m.CondReg != nil {
+			base, err := c.gdb.Register(ctx, stop.Thread, *m.CondReg)
+			if err != nil {
+				return true, err
+			}
+			addr += base
+		}
+		b, err := c.gdb.ReadMemory(ctx, stop.Thread, addr, len(m.CondWant)/2)
 		if err != nil || hex.EncodeToString(b) != m.CondWant {
 			// Not the moment asked for: run on, the breakpoint set.
 			c.Stats.CondRuns++
-			return false, c.resumeFree(ctx)
+			return false, c.stepOver(ctx, stop.Thread)
 		}
 	}
 	insn, err := c.gdb.ReadMemory(ctx, stop.Thread, m.Addr, 8)
@@ -387,6 +395,23 @@ func (c *Conductor) stopped(ctx context.Context, m event.RaceMsg, stop gdbstub.S
 	c.Stats.Stopped++
 	reply(event.RaceMsg{Op: event.RaceStopped, Addr: pc, CPU: stop.CPU(), Insn: hex.EncodeToString(insn), Seen: hex.EncodeToString(seen)})
 	return true, nil
+}
+
+// stepOver lets a vCPU stopped at the armed breakpoint run on past it,
+// the breakpoint staying armed: QEMU's TCG stops a vCPU resumed at a
+// breakpoint's address again before it executes anything, so, as gdb
+// does, the breakpoint goes for one step of that vCPU alone.
+func (c *Conductor) stepOver(ctx context.Context, thread int) error {
+	if err := c.gdb.ClearBreakpoint(ctx, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
+		return err
+	}
+	if _, err := c.gdb.Step(ctx, thread); err != nil {
+		return err
+	}
+	if err := c.gdb.SetBreakpoint(ctx, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
+		return err
+	}
+	return c.resumeFree(ctx)
 }
 
 // disarm stops the VM, removes the breakpoint, and resumes every vCPU

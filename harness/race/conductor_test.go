@@ -216,8 +216,20 @@ func TestConductorHoldsTwoAndConditions(t *testing.T) {
 	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 300, CondAddr: 0x80000000, CondWant: "00000000"})
 	a.recv(event.RaceArmed)
 	a.recv(event.RaceTimeout)
-	if c.Stats.CondRuns == 0 || c.Stats.Stopped != 4 {
-		t.Errorf("stats %+v: want the unmet condition run through, 4 holds", c.Stats)
+	// The condition on what a register points at: hart 1's a0 (GDB
+	// register 10) is its hart id, 1, so a0+0x7fffffff is the program's
+	// first word.
+	a0 := 10
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000, CondReg: &a0, CondAddr: 0x7fffffff, CondWant: "63060500"})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	a.recv(event.RaceReleased)
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 300, CondReg: &a0, CondAddr: 0x80000000, CondWant: "63060500"})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceTimeout)
+	if c.Stats.CondRuns == 0 || c.Stats.Stopped != 5 {
+		t.Errorf("stats %+v: want the unmet conditions run through, 5 holds", c.Stats)
 	}
 	// A chained arm, for an agent that sits on the vCPU its first arm
 	// holds: the host arms the second itself, lets the first go once the

@@ -23,6 +23,7 @@ import (
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 // Env is what every cell of a run shares.
@@ -297,6 +298,10 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		// run on through stale memory unseen.
 		cmdline = append(cmdline, "init_on_free=1")
 	}
+	repro := c.AgentArgs["repro"]
+	if c.Scenario == event.ScenarioRepro {
+		cmdline = append(cmdline, options.ReproKernelArgs(repro)...)
+	}
 	cmdline = append(cmdline, c.KernelArgs...)
 	if c.Scenario == event.ScenarioCampaign && c.Arch.NoRace != "" {
 		log.Warn("campaign: no race stage on this arch", "arch", c.Arch.Name, "why", c.Arch.NoRace)
@@ -310,7 +315,8 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			// the gdbstub, on the agent's request (harness/race).
 			// The campaign's race stage is skipped, with the reason, on
 			// an arch that cannot inject (Arch.NoRace).
-			Race: c.Scenario == event.ScenarioRace || (c.Scenario == event.ScenarioCampaign && c.Arch.NoRace == ""),
+			Race: c.Scenario == event.ScenarioRace || (c.Scenario == event.ScenarioCampaign && c.Arch.NoRace == "") ||
+				(c.Scenario == event.ScenarioRepro && options.ReproRaces(repro)),
 		},
 		AgentArgs:  c.AgentArgs,
 		Deadline:   c.Deadline,

@@ -160,6 +160,10 @@ type RaceMsg struct {
 	// patches the target's callsite).
 	CondAddr uint64 `json:"cond_addr,omitempty"`
 	CondWant string `json:"cond_want,omitempty"`
+	// CondReg, when set, makes CondAddr an offset from that GDB
+	// register's value at the stop: the condition is then on what a
+	// register points at, such as the hash entry a lookup holds.
+	CondReg *int `json:"cond_reg,omitempty"`
 	// LookAddr asks the arm for LookLen bytes there read the moment the
 	// vCPU stopped, answered in Seen with stopped: the callsite's bytes
 	// while the patcher is held.

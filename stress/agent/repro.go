@@ -40,6 +40,10 @@ func (a *agent) executeRepro(ctx context.Context) error {
 		return a.reproIPModify(ctx, true)
 	case options.ReproIPModifyRegister:
 		return a.reproIPModify(ctx, false)
+	case options.ReproDirectUnregisterFree:
+		return a.reproDirectFree(ctx, true)
+	case options.ReproDirectUnregisterLive:
+		return a.reproDirectFree(ctx, false)
 	}
 	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
 }

@@ -237,3 +237,44 @@ func opsCallKind(goarch string, b []byte) (load, call bool) {
 	}
 	return false, false
 }
+
+// x86GDBRegs numbers x86_64's general registers as GDB's remote protocol
+// does (its amd64 target description): what a conditional breakpoint on a
+// register names.
+var x86GDBRegs = map[x86asm.Reg]int{
+	x86asm.RAX: 0, x86asm.RBX: 1, x86asm.RCX: 2, x86asm.RDX: 3,
+	x86asm.RSI: 4, x86asm.RDI: 5, x86asm.RBP: 6, x86asm.RSP: 7,
+	x86asm.R8: 8, x86asm.R9: 9, x86asm.R10: 10, x86asm.R11: 11,
+	x86asm.R12: 12, x86asm.R13: 13, x86asm.R14: 14, x86asm.R15: 15,
+}
+
+// FieldCompare finds the first compare in code of a register with the
+// memory at disp from a base register: a hash lookup's "is this entry's
+// ip the one I want", where the base register holds the entry. It returns
+// the instruction and the base register's GDB number. x86_64 only: the
+// one arch whose call path looks direct calls up in a hash (7.3's
+// HAVE_SINGLE_FTRACE_DIRECT_OPS).
+func FieldCompare(goarch string, addr uint64, code []byte, disp int64) (Insn, int, error) {
+	if goarch != "amd64" {
+		return Insn{}, 0, fmt.Errorf("field compare of %s: %w", goarch, ErrUnknownArch)
+	}
+	for off := 0; off < len(code); {
+		x, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			return Insn{}, 0, fmt.Errorf("disasm %s at %#x (+%#x, % x): %w", goarch, addr+uint64(off), off, head(code[off:]), err)
+		}
+		if x.Op == x86asm.CMP {
+			for _, a := range x.Args {
+				m, ok := a.(x86asm.Mem)
+				if !ok || m.Disp != disp || m.Index != 0 {
+					continue
+				}
+				if n, ok := x86GDBRegs[m.Base]; ok {
+					return Insn{Off: off, Len: x.Len, Text: x86asm.GNUSyntax(x, addr+uint64(off), nil)}, n, nil
+				}
+			}
+		}
+		off += x.Len
+	}
+	return Insn{}, 0, fmt.Errorf("disasm %s at %#x: no compare with the memory at %#x from a register in %d bytes", goarch, addr, disp, len(code))
+}

@@ -179,3 +179,23 @@ func TestOpsCall(t *testing.T) {
 		t.Error("amd64 has no CALL_OPS window")
 	}
 }
+
+// The direct-call lookup's compare of an entry's ip (struct
+// ftrace_func_entry's ip is at 0x10), with the entry in rax.
+func TestFieldCompare(t *testing.T) {
+	code := readHex(t, "x86_64-ftrace_find_rec_direct-7.3.4.hex")
+	in, reg, err := FieldCompare("amd64", 0xffffffff811179f0, code, 0x10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Off != 0x4f || reg != 0 || in.Text != "cmp 0x10(%rax),%rdi" {
+		t.Errorf("FieldCompare = +%#x %q register %d, want +0x4f \"cmp 0x10(%%rax),%%rdi\" register 0 (rax)", in.Off, in.Text, reg)
+	}
+	// The hash's own fields (buckets at 0x8) are compared nowhere.
+	if _, _, err := FieldCompare("amd64", 0xffffffff811179f0, code, 0x8); err == nil {
+		t.Error("FieldCompare found a compare at 0x8, which the code has none of")
+	}
+	if _, _, err := FieldCompare("arm64", 0, []byte{0, 0, 0, 0}, 0x10); err == nil {
+		t.Error("arm64: want ErrUnknownArch")
+	}
+}

@@ -299,8 +299,35 @@ const ReproIPModifyFilter = "ipmodify-filter"
 // the IPMODIFY ops given both functions before it registers.
 const ReproIPModifyRegister = "ipmodify-register"
 
+// ReproDirectUnregisterFree is scenario=repro's sequence for
+// docs/findings.md 9: unregister_ftrace_direct() frees a direct_functions
+// entry while a lookup on another CPU, held there by the host, holds it.
+const ReproDirectUnregisterFree = "direct-unregister-free"
+
+// ReproDirectUnregisterLive is its control: the same holds and frees, the
+// lookup held at a live entry behind the freed one.
+const ReproDirectUnregisterLive = "direct-unregister-live"
+
 // Repros lists the repro option's sequences.
-func Repros() []string { return []string{ReproIPModifyFilter, ReproIPModifyRegister} }
+func Repros() []string {
+	return []string{ReproIPModifyFilter, ReproIPModifyRegister, ReproDirectUnregisterFree, ReproDirectUnregisterLive}
+}
+
+// ReproRaces reports whether a repro sequence has the host hold vCPUs
+// through the gdbstub (the race port).
+func ReproRaces(seq string) bool {
+	return seq == ReproDirectUnregisterFree || seq == ReproDirectUnregisterLive
+}
+
+// ReproKernelArgs are the kernel parameters a repro sequence needs: a
+// freed slab object poisoned (0x6b), so that a read of it after the free
+// faults instead of finding its old contents.
+func ReproKernelArgs(seq string) []string {
+	if ReproRaces(seq) {
+		return []string{"slab_debug=P"}
+	}
+	return nil
+}
 
 // Race actions on a trampoline (the raceaction option).
 const (

@@ -114,3 +114,48 @@ func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
 		}
 	})
 }
+
+// docs/findings.md 9: on x86_64 7.3 unregister_ftrace_direct() kfree()s
+// its direct_functions entries at once, while call_direct_funcs() may be
+// walking the same bucket on another CPU under preempt_disable_notrace().
+// The host holds the writer at remove_direct_functions_hash and the
+// reader at ftrace_find_rec_direct's compare while it holds the entry
+// being freed, lets the writer free it, then the reader: with slab_debug=P
+// the reader follows a poisoned next pointer. The control holds the reader
+// at a live entry behind the freed one: the same holds and frees, no
+// fault. Two short boots; the fixed kernel is make test-all's
+// (TestFindingDirectUnregisterFreesUnderLookupFixed).
+func TestFindingDirectUnregisterFreesUnderLookup(t *testing.T) {
+	t.Run("freed", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free")
+		r.mustCell(t)
+		if r.result.Verdict == results.Pass {
+			t.Fatalf("no fault on %s: the finding no longer reproduces; if the kernel fixed it, say so in docs/findings.md 9", r.result.Kernel.Release)
+		}
+		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_find_rec_direct" {
+			t.Fatalf("exit %d, verdict %s (%s), title %q: want general protection fault in ftrace_find_rec_direct", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
+		}
+		t.Logf("reproduced: %s", r.result.Title())
+	})
+	t.Run("live", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-live")
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): the control must pass", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
+}
+
+// The same sequence on 7.3.4 with the entries freed after a grace period
+// (results/known/fixes/ftrace-direct-unregister-free-after-gp.patch): the
+// reader held on the entry being removed reads it intact. A patched
+// build: make test-all.
+func TestFindingDirectUnregisterFreesUnderLookupFixed(t *testing.T) {
+	requireAll(t)
+	r := runFth(t, 30*time.Minute, "--arch", "x86_64", "--patch", "results/known/fixes/ftrace-direct-unregister-free-after-gp.patch",
+		"--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free")
+	r.mustCell(t)
+	if r.exit != 0 || r.result.Verdict != results.Pass {
+		t.Fatalf("exit %d, verdict %s (%s): with the free after a grace period the held reader must survive", r.exit, r.result.Verdict, r.result.Reason)
+	}
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/tally"
+	"github.com/ftrace-harness/fth/stress/tracefs"
+)
+
+// The kernel's names the direct-unregister-free sequence holds vCPUs in.
+const (
+	// directLookup is the call path's lookup of a direct call's address
+	// by ip in the global direct_functions hash (7.3, x86_64:
+	// call_direct_funcs, under preempt_disable_notrace only).
+	directLookup = "ftrace_find_rec_direct"
+	// directRemove is unregister_ftrace_direct()'s removal of the
+	// ops' entries from that hash: hlist_del_rcu, then kfree at once.
+	directRemove = "remove_direct_functions_hash"
+)
+
+// directReaders are functions the racer's write to fth_target's call file
+// passes through, each a candidate for the reader's function: the one
+// whose ip shares fth_deliver_seq's bucket in direct_functions.
+var directReaders = []string{targetCounted, targetCaller, "full_proxy_write", "vfs_write", "ksys_write", "__x64_sys_write"}
+
+// goldenRatio64 is the kernel's GOLDEN_RATIO_64 (include/linux/hash.h):
+// hash_long(ip, bits) on a 64-bit kernel is the top bits of ip times it.
+const goldenRatio64 = 0x61C8864680B583EB
+
+// hashBucket is ftrace_hash_key(): the bucket of ip in a hash of 1<<bits.
+func hashBucket(ip uint64, bits int) uint64 {
+	if bits == 0 {
+		return 0
+	}
+	return (ip * goldenRatio64) >> (64 - bits)
+}
+
+// directBits is direct_functions' size_bits once the reader's BPF
+// trampoline and fth_deliver's direct call are its only entries:
+// register_ftrace_direct() sizes its copy fls(2) = 2 bits.
+const directBits = 2
+
+// directHold is how long the reader stays held after the writer has gone
+// on: the writer's kfree needs microseconds.
+const directHold = 300 * time.Millisecond
+
+// reproDirectFree (direct-unregister-free): on x86_64 7.3 the call path
+// of a function whose callsite is shared by a direct call and another
+// ftrace_ops (the list function) looks the direct address up by ip in the
+// global direct_functions hash (call_direct_funcs -> ftrace_find_rec_direct),
+// protected by preempt_disable_notrace alone. unregister_ftrace_direct()
+// takes its ops' entries out of that same hash in place (hlist_del_rcu)
+// and kfree()s each at once, with no grace period: a lookup walking the
+// bucket at that moment holds freed memory and follows its next pointer.
+// The sequence makes the moment happen: the writer (fth_deliver's direct
+// user detaching, on CPU 0) is held by the host at the removal, the reader
+// (the racer's calls, on CPU 1) at the lookup's compare while it holds the
+// entry being freed; the writer is let go (kfree), then the reader. With
+// slab_debug=P the freed entry is poisoned and the reader's next step
+// dereferences 0x6b6b6b6b6b6b6b6b. With holdFreed false
+// (direct-unregister-live, the control) the reader is held at its own
+// entry instead, behind the freed one: the same holds and frees, and
+// nothing should fault.
+func (a *agent) reproDirectFree(ctx context.Context, holdFreed bool) error {
+	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
+	if runtime.GOARCH != "amd64" {
+		return fmt.Errorf("repro %s: x86_64 only: the one arch whose call path looks a direct call up in direct_functions (HAVE_SINGLE_FTRACE_DIRECT_OPS)", a.opts.Repro)
+	}
+	if a.sys.numCPU < 2 {
+		return fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
+	}
+	name, err := report.FindPort(a.sys.virtioDir, event.RacePortName)
+	if err != nil {
+		return fmt.Errorf("repro: no %s port (fth run boots one for this sequence): %w", event.RacePortName, err)
+	}
+	port, err := report.OpenPortRW(a.sys.virtioDir, a.sys.devDir, name)
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	defer port.Close()
+	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port)}
+
+	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
+		return fmt.Errorf("repro: load %s: %w", targetModule, err)
+	}
+	if err := kmods.Load(filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko"), ""); err != nil {
+		return fmt.Errorf("repro: load %s: %w", deliver.ModuleName, err)
+	}
+	a.logModule(deliver.ModuleName)
+	defer func() {
+		if err := kmods.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
+			step("unload %s: %v", deliver.ModuleName, err)
+		}
+	}()
+	mod := deliver.Module{Dir: deliver.DefaultDir}
+
+	ips, err := recordIPs(filepath.Join(tracefs.DefaultRoot, "available_filter_functions_addrs"))
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	freedIP, ok := ips[deliver.FuncSeq]
+	if !ok {
+		return fmt.Errorf("repro: %s has no ftrace record", deliver.FuncSeq)
+	}
+	reader, readerIP := "", uint64(0)
+	for _, fn := range directReaders {
+		if ip, ok := ips[fn]; ok && hashBucket(ip, directBits) == hashBucket(freedIP, directBits) {
+			reader, readerIP = fn, ip
+			break
+		}
+	}
+	if reader == "" {
+		return fmt.Errorf("repro: none of %v shares %s's bucket (%d of %d) in direct_functions on this boot: boot again (module addresses move)",
+			directReaders, deliver.FuncSeq, hashBucket(freedIP, directBits), 1<<directBits)
+	}
+	ipOff, err := entryIPOffset()
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	syms, err := ksyms.Read("/proc/kallsyms", []string{directLookup, directRemove})
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	lookupAt, ok1 := syms.Addr(directLookup)
+	removeAt, ok2 := syms.Addr(directRemove)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("repro: /proc/kallsyms has no %s or %s: this kernel has no hash lookup on the direct call path", directLookup, directRemove)
+	}
+	code, err := r.peekN(lookupAt, 128)
+	if err != nil {
+		return fmt.Errorf("repro: read %s: %w", directLookup, err)
+	}
+	raw, err := hex.DecodeString(code)
+	if err != nil {
+		return fmt.Errorf("repro: %s's bytes %q: %w", directLookup, code, err)
+	}
+	cmp, reg, err := disasm.FieldCompare(runtime.GOARCH, lookupAt, raw, int64(ipOff))
+	if err != nil {
+		return fmt.Errorf("repro: %s: %w", directLookup, err)
+	}
+	step("reader %s (ip %#x) shares %s's (ip %#x) bucket %d of %d; the lookup compares an entry's ip at %s+%#x: %s",
+		reader, readerIP, deliver.FuncSeq, freedIP, hashBucket(freedIP, directBits), 1<<directBits, directLookup, cmp.Off, cmp.Text)
+
+	m, err := oracle.NewMap(2)
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	defer m.Close()
+	loader := &oracle.Loader{Map: m, Cache: btf.NewCache()}
+	var linkFD int = -1
+	defer func() {
+		if linkFD >= 0 {
+			unix.Close(linkFD)
+		}
+	}()
+	var dropInstance func()
+	defer func() {
+		if dropInstance != nil {
+			dropInstance()
+		}
+	}()
+	steps := []reproStep{
+		{"attach a BPF fentry to " + reader + " (its direct call, the first entry of direct_functions)", func() error {
+			ld, err := loader.Load(reader, oracle.FEntry, "fentry-reader")
+			if err != nil {
+				return err
+			}
+			defer ld.Prog.Close()
+			fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
+			if errno != 0 {
+				return errno
+			}
+			linkFD = fd
+			return nil
+		}},
+		{"switch a function tracer instance filtered to " + reader + " on (its callsite now goes through the list function, which looks the direct call up)", func() error {
+			inst, drop, err := filteredInstance("fth_repro", reader)
+			if err != nil {
+				return err
+			}
+			dropInstance = drop
+			return inst.SetTracer("function")
+		}},
+		{"register fth_deliver.ko's direct call on " + deliver.FuncSeq + " (register_ftrace_direct: its entry goes in at the head of the shared bucket)", func() error {
+			return mod.Attach("direct")
+		}},
+	}
+	for i, s := range steps {
+		if err := s.do(); err != nil {
+			return fmt.Errorf("repro: %d/%d %s: %w", i+1, len(steps)+2, s.what, err)
+		}
+		step("%d/%d %s: done", i+1, len(steps)+2, s.what)
+	}
+
+	racer, err := startHelper(modeRacer, "1", targetCall)
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	defer racer.stop()
+	if err := racer.poke(racerLoop); err != nil {
+		return fmt.Errorf("repro: start the reader: %w", err)
+	}
+	heldIP, heldWhat := freedIP, "the entry being freed ("+deliver.FuncSeq+"'s)"
+	if !holdFreed {
+		heldIP, heldWhat = readerIP, "its own entry ("+reader+"'s), behind the one being freed"
+	}
+	want := binary.LittleEndian.AppendUint64(nil, heldIP)
+	arm := event.RaceMsg{Op: event.RaceArm, Addr: removeAt, Size: 1, CPU: 0, TimeoutMS: 10000,
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: lookupAt + uint64(cmp.Off), Size: cmp.Len, CPU: 1, TimeoutMS: 5000,
+			CondReg: &reg, CondAddr: uint64(ipOff), CondWant: hex.EncodeToString(want), HoldMS: int(directHold / time.Millisecond)}}
+	if err := r.send(arm); err != nil {
+		return fmt.Errorf("repro: arm: %w", err)
+	}
+	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
+		return fmt.Errorf("repro: arm at %s: %+v %v", directRemove, m, err)
+	}
+	step("4/5 detach the direct call from CPU 0 (unregister_ftrace_direct), the host holding it at %s and the reader at %s+%#x on %s", directRemove, directLookup, cmp.Off, heldWhat)
+	detached := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		var cpu0 unix.CPUSet
+		cpu0.Set(0)
+		if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+			detached <- err
+			return
+		}
+		detached <- mod.Detach("direct")
+	}()
+	heldReader, err := directHolds(r)
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	if !heldReader {
+		step("5/5 the reader never reached %s+%#x on %s while the writer was held: nothing raced (the bucket's order or size is not what this sequence expects)", directLookup, cmp.Off, heldWhat)
+	} else {
+		step("5/5 the writer freed the entry while the reader held %s; the reader ran on %v later", heldWhat, directHold)
+	}
+	select {
+	case err := <-detached:
+		if err != nil {
+			step("detach direct: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		step("detach direct: not back after 30 s")
+	}
+	if err := racer.poke('s'); err == nil {
+		if line, err := racer.read(5 * time.Second); err == nil {
+			step("reader: %s", line)
+		} else {
+			step("reader: no answer after the window: %v", err)
+		}
+	}
+	if !heldReader {
+		return errors.New("repro: the reader was not held: the sequence did not run")
+	}
+	return nil
+}
+
+// directHolds reads the host's answers to the chained arm: the writer held
+// (or not), the reader held (or not), and the releases. It reports whether
+// the reader was held.
+func directHolds(r *raceAgent) (bool, error) {
+	m, err := r.recv(15 * time.Second)
+	if err != nil {
+		return false, err
+	}
+	if m.Op != event.RaceStopped {
+		return false, fmt.Errorf("the writer did not stop at %s: %+v", directRemove, m)
+	}
+	if m, err = r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
+		return false, fmt.Errorf("the reader's arm: %+v %v", m, err)
+	}
+	if m, err = r.recv(15 * time.Second); err != nil {
+		return false, err
+	}
+	held := m.Op == event.RaceStopped
+	if !held && m.Op != event.RaceTimeout {
+		return false, fmt.Errorf("the reader's arm: %+v", m)
+	}
+	releases := 1
+	if held {
+		releases = 2
+	}
+	for range releases {
+		if m, err = r.recv(15 * time.Second); err != nil || m.Op != event.RaceReleased {
+			return held, fmt.Errorf("release: %+v %v", m, err)
+		}
+	}
+	return held, nil
+}
+
+// recordIPs reads tracefs's available_filter_functions_addrs: each
+// traceable function's ftrace record address ("ip name [module]"), the
+// key the direct_functions hash files it under. The first of a name wins.
+func recordIPs(path string) (map[string]uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		ip, err := strconv.ParseUint(f[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		if _, ok := out[f[1]]; !ok {
+			out[f[1]] = ip
+		}
+	}
+	return out, nil
+}
+
+// entryIPOffset is the offset of ip in the kernel's struct
+// ftrace_func_entry, from its BTF.
+func entryIPOffset() (uint32, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return 0, fmt.Errorf("vmlinux BTF: %w", err)
+	}
+	var s *btf.Struct
+	if err := spec.TypeByName("ftrace_func_entry", &s); err != nil {
+		return 0, fmt.Errorf("struct ftrace_func_entry: %w", err)
+	}
+	for _, m := range s.Members {
+		if m.Name == "ip" {
+			return m.Offset.Bytes(), nil
+		}
+	}
+	return 0, errors.New("struct ftrace_func_entry has no ip")
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The two record addresses of the x86_64 7.3.4 boot that reproduced
+// docs/findings.md 9: the kernel's lookup of call_write's direct call
+// visited fth_deliver_seq's entry, so both are in one bucket of four.
+func TestHashBucket(t *testing.T) {
+	for _, tc := range []struct {
+		ip   uint64
+		bits int
+		want uint64
+	}{
+		{0xffffffffa00001b0, 2, 2}, // call_write [fth_target]
+		{0xffffffffa0003ff0, 2, 2}, // fth_deliver_seq [fth_deliver]
+		{0xffffffffa0003ff0, 0, 0}, // one bucket: size_bits 0
+		{1, 64, goldenRatio64},
+	} {
+		if got := hashBucket(tc.ip, tc.bits); got != tc.want {
+			t.Errorf("hashBucket(%#x, %d) = %d, want %d", tc.ip, tc.bits, got, tc.want)
+		}
+	}
+}
+
+func TestRecordIPs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "available_filter_functions_addrs")
+	// The file's format: "ip name" and, for a module's, " [module]".
+	data := "ffffffff81001040 __traceiter_initcall_level\n" +
+		"ffffffffa00001b0 call_write [fth_target]\n" +
+		"ffffffffa0003ff0 fth_deliver_seq [fth_deliver]\n" +
+		"ffffffffa0004000 fth_deliver_seq [other]\n" +
+		"not-hex junk\n\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ips, err := recordIPs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ips["call_write"] != 0xffffffffa00001b0 || ips["fth_deliver_seq"] != 0xffffffffa0003ff0 || len(ips) != 3 {
+		t.Errorf("recordIPs = %x", ips)
+	}
+}
