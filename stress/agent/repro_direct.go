@@ -255,7 +255,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed bool) error {
 	if !heldReader {
 		step("5/5 the reader never reached %s+%#x on %s while the writer was held: nothing raced (the bucket's order or size is not what this sequence expects)", directLookup, cmp.Off, heldWhat)
 	} else {
-		step("5/5 the writer freed the entry while the reader held %s; the reader ran on %v later", heldWhat, directHold)
+		step("5/5 the writer went through the removal while the reader held %s; the reader ran on %v later", heldWhat, directHold)
 	}
 	select {
 	case err := <-detached:
