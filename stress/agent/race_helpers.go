@@ -155,12 +155,14 @@ func setProcessCPUs(set *unix.CPUSet, prio int) error {
 	return nil
 }
 
-// racerMain is `agent racer <cpu> <path>`. Its answer also counts the
-// involuntary context switches the call took (RUSAGE_THREAD's nivcsw):
-// a preempted call took at least one.
+// racerMain is `agent racer <cpu> <path> [<read-path>]`. Its answer also
+// counts the involuntary context switches the call took (RUSAGE_THREAD's
+// nivcsw): a preempted call took at least one. With read-path, the
+// command racerReadLoop reads that file whole, again and again (a tracefs
+// file whose every read looks kernel state up, as enabled_functions does).
 func racerMain(args []string) error {
-	if len(args) != 2 {
-		return errors.New("agent racer: want <cpu> <path>")
+	if len(args) != 2 && len(args) != 3 {
+		return errors.New("agent racer: want <cpu> <path> [<read-path>]")
 	}
 	cpu, err := strconv.Atoi(args[0])
 	if err != nil {
@@ -173,6 +175,12 @@ func racerMain(args []string) error {
 	if err != nil {
 		return fmt.Errorf("agent racer: %s: %w", args[1], err)
 	}
+	readFD := -1
+	if len(args) == 3 {
+		if readFD, err = unix.Open(args[2], unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("agent racer: %s: %w", args[2], err)
+		}
+	}
 	fmt.Println("ready")
 	buf := make([]byte, 1)
 	one := []byte("1")
@@ -182,6 +190,10 @@ func racerMain(args []string) error {
 		}
 		if buf[0] == racerLoop {
 			loopCalls(fd, one)
+			continue
+		}
+		if buf[0] == racerReadLoop && readFD >= 0 {
+			loopReads(readFD)
 			continue
 		}
 		var ru0, ru1 unix.Rusage
@@ -203,6 +215,40 @@ func racerMain(args []string) error {
 // patcher is held, with no round trip to a controller that may be held
 // with it); every other byte is one timed call.
 const racerLoop = 'l'
+
+// racerReadLoop is the racer's command to read its read-path whole, back
+// to back, until the next byte.
+const racerReadLoop = 'r'
+
+// loopReads reads fd from its start to its end, again and again, until
+// stdin has a byte, reads it, and says "looped <reads> <failed> <errno>"
+// as loopCalls does.
+func loopReads(fd int) {
+	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
+	var zero unix.Timespec
+	buf := make([]byte, 64<<10)
+	reads, failed, last := 0, 0, 0
+	for {
+		_, _, errno := unix.RawSyscall(unix.SYS_LSEEK, uintptr(fd), 0, 0)
+		for errno == 0 {
+			n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+			if errno = e; n == 0 {
+				break
+			}
+		}
+		reads++
+		if errno != 0 {
+			failed, last = failed+1, int(errno)
+		}
+		n, _, _ := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		if n > 0 {
+			b := make([]byte, 1)
+			rawRead(0, b)
+			fmt.Printf("looped %d %d %d\n", reads, failed, last)
+			return
+		}
+	}
+}
 
 // loopCalls calls the target through fd until stdin has a byte, reads
 // it, and says "looped <calls> <failed> <errno>": failed counts the calls

@@ -41,9 +41,13 @@ func (a *agent) executeRepro(ctx context.Context) error {
 	case options.ReproIPModifyRegister:
 		return a.reproIPModify(ctx, false)
 	case options.ReproDirectUnregisterFree:
-		return a.reproDirectFree(ctx, true)
+		return a.reproDirectFree(ctx, true, false)
 	case options.ReproDirectUnregisterLive:
-		return a.reproDirectFree(ctx, false)
+		return a.reproDirectFree(ctx, false, false)
+	case options.ReproDirectUnregisterFreeTracefs:
+		return a.reproDirectFree(ctx, true, true)
+	case options.ReproDirectUnregisterLiveTracefs:
+		return a.reproDirectFree(ctx, false, true)
 	}
 	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,7 +84,14 @@ const directHold = 300 * time.Millisecond
 // (direct-unregister-live, the control) the reader is held at its own
 // entry instead, behind the freed one: the same holds and frees, and
 // nothing should fault.
-func (a *agent) reproDirectFree(ctx context.Context, holdFreed bool) error {
+//
+// With viaTracefs (direct-unregister-free-tracefs and its control) the
+// reader is tracefs's enabled_functions instead, whose every read looks
+// each direct record up the same way (t_show, under ftrace_lock, which
+// the removal does not take): no list function is needed, and kernels
+// before 7.3, whose call path reads ops->direct_call, have this reader
+// too.
+func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool) error {
 	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
 	if runtime.GOARCH != "amd64" {
 		return fmt.Errorf("repro %s: x86_64 only: the one arch whose call path looks a direct call up in direct_functions (HAVE_SINGLE_FTRACE_DIRECT_OPS)", a.opts.Repro)
@@ -207,21 +215,34 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed bool) error {
 			return mod.Attach("direct")
 		}},
 	}
+	readWhat := "calls " + reader + " in a loop"
+	racerArgs := []string{"1", targetCall}
+	loop := byte(racerLoop)
+	if viaTracefs {
+		// enabled_functions looks the fentry's record up: no second
+		// ops is needed on the callsite.
+		steps = slices.Delete(steps, 1, 2)
+		readWhat = "reads enabled_functions in a loop (t_show looks up " + reader + "'s direct call)"
+		racerArgs = append(racerArgs, filepath.Join(tracefs.DefaultRoot, "enabled_functions"))
+		loop = racerReadLoop
+	}
+	total := len(steps) + 2
 	for i, s := range steps {
 		if err := s.do(); err != nil {
-			return fmt.Errorf("repro: %d/%d %s: %w", i+1, len(steps)+2, s.what, err)
+			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
 		}
-		step("%d/%d %s: done", i+1, len(steps)+2, s.what)
+		step("%d/%d %s: done", i+1, total, s.what)
 	}
 
-	racer, err := startHelper(modeRacer, "1", targetCall)
+	racer, err := startHelper(modeRacer, racerArgs...)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
 	defer racer.stop()
-	if err := racer.poke(racerLoop); err != nil {
+	if err := racer.poke(loop); err != nil {
 		return fmt.Errorf("repro: start the reader: %w", err)
 	}
+	step("the reader, on CPU 1, %s", readWhat)
 	heldIP, heldWhat := freedIP, "the entry being freed ("+deliver.FuncSeq+"'s)"
 	if !holdFreed {
 		heldIP, heldWhat = readerIP, "its own entry ("+reader+"'s), behind the one being freed"
@@ -236,7 +257,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed bool) error {
 	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
 		return fmt.Errorf("repro: arm at %s: %+v %v", directRemove, m, err)
 	}
-	step("4/5 detach the direct call from CPU 0 (unregister_ftrace_direct), the host holding it at %s and the reader at %s+%#x on %s", directRemove, directLookup, cmp.Off, heldWhat)
+	step("%d/%d detach the direct call from CPU 0 (unregister_ftrace_direct), the host holding it at %s and the reader at %s+%#x on %s", total-1, total, directRemove, directLookup, cmp.Off, heldWhat)
 	detached := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -253,9 +274,9 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed bool) error {
 		return fmt.Errorf("repro: %w", err)
 	}
 	if !heldReader {
-		step("5/5 the reader never reached %s+%#x on %s while the writer was held: nothing raced (the bucket's order or size is not what this sequence expects)", directLookup, cmp.Off, heldWhat)
+		step("%d/%d the reader never reached %s+%#x on %s while the writer was held: nothing raced (this kernel's reader does not look the hash up, or the bucket's order or size is not what this sequence expects)", total, total, directLookup, cmp.Off, heldWhat)
 	} else {
-		step("5/5 the writer went through the removal while the reader held %s; the reader ran on %v later", heldWhat, directHold)
+		step("%d/%d the writer went through the removal while the reader held %s; the reader ran on %v later", total, total, heldWhat, directHold)
 	}
 	select {
 	case err := <-detached:

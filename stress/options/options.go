@@ -308,15 +308,24 @@ const ReproDirectUnregisterFree = "direct-unregister-free"
 // lookup held at a live entry behind the freed one.
 const ReproDirectUnregisterLive = "direct-unregister-live"
 
+// ReproDirectUnregisterFreeTracefs and ReproDirectUnregisterLiveTracefs
+// are the same two with tracefs's enabled_functions as the reader, which
+// kernels before 7.3 have too.
+const (
+	ReproDirectUnregisterFreeTracefs = "direct-unregister-free-tracefs"
+	ReproDirectUnregisterLiveTracefs = "direct-unregister-live-tracefs"
+)
+
 // Repros lists the repro option's sequences.
 func Repros() []string {
-	return []string{ReproIPModifyFilter, ReproIPModifyRegister, ReproDirectUnregisterFree, ReproDirectUnregisterLive}
+	return []string{ReproIPModifyFilter, ReproIPModifyRegister, ReproDirectUnregisterFree, ReproDirectUnregisterLive,
+		ReproDirectUnregisterFreeTracefs, ReproDirectUnregisterLiveTracefs}
 }
 
 // ReproRaces reports whether a repro sequence has the host hold vCPUs
 // through the gdbstub (the race port).
 func ReproRaces(seq string) bool {
-	return seq == ReproDirectUnregisterFree || seq == ReproDirectUnregisterLive
+	return strings.HasPrefix(seq, "direct-unregister-")
 }
 
 // ReproKernelArgs are the kernel parameters a repro sequence needs: a

@@ -281,7 +281,7 @@ var fields = []field{
 	},
 	{
 		name:  "repro",
-		usage: "repro scenario: the `sequence` to run: \"ipmodify-filter\" (a BPF fexit on fth_deliver_other; fth_deliver.ko's IPMODIFY ftrace_ops on fth_deliver_seq takes fth_deliver_other into its filter; two fentry programs on fth_deliver_seq, the second modifying that trampoline: docs/findings.md 8), \"ipmodify-register\" (its control: the IPMODIFY ops has both functions in its filter when it registers), \"direct-unregister-free\" (x86_64: unregister_ftrace_direct() frees a direct_functions entry while a direct-call lookup on the other CPU, held by the host, holds it: docs/findings.md 9) or \"direct-unregister-live\" (its control: the lookup held at a live entry)",
+		usage: "repro scenario: the `sequence` to run: \"ipmodify-filter\" (a BPF fexit on fth_deliver_other; fth_deliver.ko's IPMODIFY ftrace_ops on fth_deliver_seq takes fth_deliver_other into its filter; two fentry programs on fth_deliver_seq, the second modifying that trampoline: docs/findings.md 8), \"ipmodify-register\" (its control: the IPMODIFY ops has both functions in its filter when it registers), \"direct-unregister-free\" (x86_64: unregister_ftrace_direct() frees a direct_functions entry while a direct-call lookup on the other CPU, held by the host, holds it: docs/findings.md 9) \"direct-unregister-live\" (its control: the lookup held at a live entry), and both again with tracefs's enabled_functions as the reader (\"direct-unregister-free-tracefs\", \"direct-unregister-live-tracefs\": kernels before 7.3 have that reader too)",
 		set: func(o *Options, v string) error {
 			if v != "" && !slices.Contains(Repros(), v) {
 				return fmt.Errorf("%q: want one of %s", v, strings.Join(Repros(), ", "))
