@@ -446,4 +446,3 @@ func (r *report) trampoline() string {
 	}
 	return ""
 }
-

@@ -25,11 +25,11 @@ const (
 
 // pattern is the compiled form of a patternSpec.
 type pattern struct {
-	kind     Kind
-	header   *regexp.Regexp
-	details  []*regexp.Regexp
-	title    string
-	fn       funcRule
+	kind    Kind
+	header  *regexp.Regexp
+	details []*regexp.Regexp
+	title   string
+	fn      funcRule
 	// skip is the pattern's own Skip; nil when it has none.
 	skip     *regexp.Regexp
 	absorb   []*regexp.Regexp
