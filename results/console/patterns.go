@@ -120,6 +120,15 @@ const (
 	sanitizerEnd = `^={10,}$|^-+\[ end trace`
 	// ftraceFailure is what ftrace_bug() says went wrong.
 	ftraceFailure = `(?P<what>ftrace (?:faulted on (?:modifying|writing|unknown error)|failed to modify))`
+	// lockdepBanner starts a lockdep report's header: "WARNING: " since
+	// v4.15, "[ INFO: " or "[ BUG: " (the header in brackets) before.
+	lockdepBanner = `^(?:\[ )?(?:WARNING|INFO|BUG): `
+	// panicOnWarn is the panic a WARN() makes with panic_on_warn. Before
+	// v4.16 __warn() panicked before printing the call trace, so the
+	// trace that follows is the WARN's: the panic continues the report.
+	// Later kernels panic after the report's end marker, a finding of its
+	// own.
+	panicOnWarn = `^Kernel panic - not syncing: panic_on_warn set`
 	// kmemleakObject is kmemleak's report of one leaked object.
 	kmemleakObject = `^(?:kmemleak: )?unreferenced object(?: \(percpu\))? 0x[0-9a-f]+ \(size \d+\):`
 	// kmemleakAllocators are the allocation paths of a leak's backtrace
@@ -168,47 +177,47 @@ func headerPatterns() []patternSpec {
 		// Lockdep prints "WARNING:" headers that are not WARN() splats.
 		// The workqueue's own functions take a lock per work item: a cycle
 		// through them is about the work, not the workqueue.
-		{Kind: KindLockdep, Header: `^WARNING: possible circular locking dependency detected`, Title: "possible deadlock in {func}", Func: funcAcquire, Skip: `process_one_work|flush_workqueue|drain_workqueue|destroy_workqueue`, MaxLines: lockdepMaxLines},
-		{Kind: KindLockdep, Header: `^WARNING: possible recursive locking detected`, Title: "possible deadlock in {func}", Func: funcHeldLock, MaxLines: lockdepMaxLines},
-		{Kind: KindLockdep, Header: `^WARNING: (?:HARD|SOFT)IRQ-safe -> (?:HARD|SOFT)IRQ-unsafe lock order detected`, Title: "possible deadlock in {func}", Func: funcStack, MaxLines: lockdepMaxLines},
-		{Kind: KindLockdep, Header: `^WARNING: possible irq lock inversion dependency detected`, Title: "possible deadlock in {func}", Func: funcHeldLock, MaxLines: lockdepMaxLines},
-		{Kind: KindLockdep, Header: `^WARNING: inconsistent lock state`, Title: "inconsistent lock state in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: lockdepBanner + `possible circular locking dependency detected`, Title: "possible deadlock in {func}", Func: funcAcquire, Skip: `process_one_work|flush_workqueue|drain_workqueue|destroy_workqueue`, MaxLines: lockdepMaxLines},
+		{Kind: KindLockdep, Header: lockdepBanner + `possible recursive locking detected`, Title: "possible deadlock in {func}", Func: funcHeldLock, MaxLines: lockdepMaxLines},
+		{Kind: KindLockdep, Header: lockdepBanner + `(?:HARD|SOFT)IRQ-safe -> (?:HARD|SOFT)IRQ-unsafe lock order detected`, Title: "possible deadlock in {func}", Func: funcStack, MaxLines: lockdepMaxLines},
+		{Kind: KindLockdep, Header: lockdepBanner + `possible irq lock inversion dependency detected`, Title: "possible deadlock in {func}", Func: funcHeldLock, MaxLines: lockdepMaxLines},
+		{Kind: KindLockdep, Header: lockdepBanner + `inconsistent lock state`, Title: "inconsistent lock state in {func}", Func: funcStack},
 		// RCU's own and the allocators' lockdep checks fire for their caller.
-		{Kind: KindLockdep, Header: `^(?:WARNING|INFO): suspicious RCU usage`, Title: "suspicious RCU usage in {func}", Func: funcStack, Skip: `_*rcu_\w+|\w+_rcu|\w*(?:kmem|slab)\w*`},
+		{Kind: KindLockdep, Header: lockdepBanner + `suspicious RCU usage`, Title: "suspicious RCU usage in {func}", Func: funcStack, Skip: `_*rcu_\w+|\w+_rcu|\w*(?:kmem|slab)\w*`},
 		// Kernels before v4.15 print these headers as "BUG:".
-		{Kind: KindLockdep, Header: `^(?:WARNING|BUG): bad unlock balance detected!`, Title: "bad unlock balance in {func}", Func: funcHeldLock},
-		{Kind: KindLockdep, Header: `^(?:WARNING|BUG): held lock freed!`, Title: "held lock freed in {func}", Func: funcHeldLock},
-		{Kind: KindLockdep, Header: `^(?:WARNING|BUG): lock held when returning to user space!`, Title: "lock held when returning to user space in {func}", Func: funcHeldLock},
+		{Kind: KindLockdep, Header: lockdepBanner + `bad unlock balance detected!`, Title: "bad unlock balance in {func}", Func: funcHeldLock},
+		{Kind: KindLockdep, Header: lockdepBanner + `held lock freed!`, Title: "held lock freed in {func}", Func: funcHeldLock},
+		{Kind: KindLockdep, Header: lockdepBanner + `lock held when returning to user space!`, Title: "lock held when returning to user space in {func}", Func: funcHeldLock},
 		{Kind: KindLockdep, Header: `^BUG: (?P<what>MAX_LOCKDEP_\w+ too low!)`, Title: "BUG: {what}"},
-		{Kind: KindLockdep, Header: `^(?:WARNING|BUG): \S+/\d+ still has locks held!`, Title: "still has locks held in {func}", Func: funcHeldLock},
+		{Kind: KindLockdep, Header: lockdepBanner + `\S+/\d+ still has locks held!`, Title: "still has locks held in {func}", Func: funcHeldLock},
 		{Kind: KindLockdep, Header: `^INFO: trying to register non-static key`, Title: "trying to register non-static key in {func}", Func: funcStack, Skip: `\w*(?:stack|lock|IRQ)\w*`},
 		{Kind: KindLockdep, Header: `^\[ BUG: Invalid wait context \]`, Title: "BUG: Invalid wait context in {func}", Func: funcStack},
 		// DEBUG_LOCKS_WARN_ON() is a WARN whose message comes first; any
 		// WARN in the locking code is lockdep finding the locking broken.
-		{Kind: KindLockdep, Header: `^DEBUG_LOCKS_WARN_ON\(`, Title: "locking bug in {func}", Func: funcStack, Absorb: []string{`^WARNING: `}},
-		{Kind: KindLockdep, Header: `^WARNING: (?:CPU: \d+ PID: \d+ at )?kernel/locking/[\w./-]+:\d+ `, Title: "locking bug in {func}", Func: funcStack},
+		{Kind: KindLockdep, Header: `^DEBUG_LOCKS_WARN_ON\(`, Title: "locking bug in {func}", Func: funcStack, Absorb: []string{`^WARNING: `, panicOnWarn}},
+		{Kind: KindLockdep, Header: `^WARNING: (?:CPU: \d+ PID: \d+ at )?kernel/locking/[\w./-]+:\d+ `, Title: "locking bug in {func}", Func: funcStack, Absorb: []string{panicOnWarn}},
 
 		// WARNs whose message says what broke. The message comes before the
 		// WARNING line, which joins the report; the warning function is a
 		// helper, so the title names its caller.
-		{Kind: KindWarning, Header: `^refcount_t: (?P<fixed>[^.]+)\.?$`, Title: "refcount_t: {fixed} in {func}", Func: funcStack, Skip: `\w*refcount\w*`, Absorb: []string{`^WARNING: `}},
+		{Kind: KindWarning, Header: `^refcount_t: (?P<fixed>[^.]+)\.?$`, Title: "refcount_t: {fixed} in {func}", Func: funcStack, Skip: `\w*refcount\w*`, Absorb: []string{`^WARNING: `, panicOnWarn}},
 		// DEBUG_LIST's CHECK_DATA_CORRUPTION(): a WARN (a BUG with
 		// BUG_ON_DATA_CORRUPTION) whose message says which list operation
 		// found the list broken; syzkaller's title.
-		{Kind: KindWarning, Header: `^list_(?:add|del) corruption[.,] `, Title: "BUG: corrupted list in {func}", Func: funcStack, Absorb: []string{`^WARNING: `, `^kernel BUG at `, dieLine}},
-		{Kind: KindWarning, Header: `^ODEBUG: (?P<what>[\w ]+?) \(active state \d+\) object: `, Title: "ODEBUG: {what} in {func}", Func: funcStack, Skip: odebugUsers, Absorb: []string{`^WARNING: `}},
+		{Kind: KindWarning, Header: `^list_(?:add|del) corruption[.,] `, Title: "BUG: corrupted list in {func}", Func: funcStack, Absorb: []string{`^WARNING: `, `^kernel BUG at `, dieLine, panicOnWarn}},
+		{Kind: KindWarning, Header: `^ODEBUG: (?P<what>[\w ]+?) \(active state \d+\) object: `, Title: "ODEBUG: {what} in {func}", Func: funcStack, Skip: odebugUsers, Absorb: []string{`^WARNING: `, panicOnWarn}},
 		// The frame-pointer unwinder's complaint has no call trace of its
 		// own, only a raw stack dump; "in comm:pid" is the task.
-		{Kind: KindWarning, Header: `^WARNING: kernel stack (?P<what>frame pointer|regs) at \S+ in .+:\d+ has bad (?:'bp' )?value`, Title: "WARNING: kernel stack {what} has bad value"},
+		{Kind: KindWarning, Header: `^WARNING: kernel stack (?P<what>frame pointer|regs) at\s+\S+\s+in .+:\d+ has bad (?:'bp' )?value`, Title: "WARNING: kernel stack {what} has bad value"},
 
 		// WARN(): classic, new (v6.15+, optionally with the condition) and
 		// ancient forms. The header names the function that warned.
 		// A WARN in debug objects or in a might_sleep()-style check is
 		// about its caller (warnCallers).
-		{Kind: KindWarning, Header: `^WARNING: CPU: \d+ PID: \d+ at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup, Skip: warnCallers},
-		{Kind: KindWarning, Header: `^WARNING: (?:\[.*\] )?\S+:\d+ at ` + funcName + offset + module + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup, Skip: warnCallers},
-		{Kind: KindWarning, Header: `^WARNING: at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup, Skip: warnCallers},
-		{Kind: KindWarning, Header: `^WARNING: at ` + funcName + offset + module + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup, Skip: warnCallers},
+		{Kind: KindWarning, Header: `^WARNING: CPU: \d+ PID: \d+ at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup, Skip: warnCallers, Absorb: []string{panicOnWarn}},
+		{Kind: KindWarning, Header: `^WARNING: (?:\[.*\] )?\S+:\d+ at ` + funcName + offset + module + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup, Skip: warnCallers, Absorb: []string{panicOnWarn}},
+		{Kind: KindWarning, Header: `^WARNING: at \S+ ` + funcName + `\+0x`, Title: "WARNING in {func}", Func: funcGroup, Skip: warnCallers, Absorb: []string{panicOnWarn}},
+		{Kind: KindWarning, Header: `^WARNING: at ` + funcName + offset + module + `, CPU#\d+`, Title: "WARNING in {func}", Func: funcGroup, Skip: warnCallers, Absorb: []string{panicOnWarn}},
 
 		// arm64's overflow stack report (panic_bad_stack()): pc is where
 		// the task ran out of stack; the panic that follows is its end.
@@ -245,7 +254,7 @@ func headerPatterns() []patternSpec {
 		{Kind: KindOops, Header: `^BUG: kernel NULL pointer dereference, address`, Title: "BUG: kernel NULL pointer dereference in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^Unable to handle kernel (?P<what>paging request|NULL pointer dereference|access to user memory|execute from non-executable memory|read from unreadable memory|write to read-only memory)`, Title: "Unable to handle kernel {what} in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^Oops: (?P<what>[A-Za-z][A-Za-z0-9 ]*[A-Za-z0-9]): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
-		{Kind: KindOops, Header: `^(?P<what>int3|invalid opcode|double fault|stack segment|divide error|overflow|bounds|invalid TSS|segment not present|alignment check|simd floating point|stack guard page|coprocessor segment overrun): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^(?P<what>int3|invalid opcode|double fault|stack segment|divide error|divide_error|overflow|bounds|invalid TSS|segment not present|alignment check|simd floating point|stack guard page|coprocessor segment overrun): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^Internal error: Oops - (?P<what>[^:\[]*[^:\[ ]): [0-9a-fx]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^Oops: (?P<what>[^,\[]*[^,\[ ]), sig: \d+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^(?:Internal error: )?Oops(?:: [0-9a-fx]+)? \[#\d+\]`, Title: "Oops in {func}", Func: funcFault},
@@ -270,6 +279,8 @@ func headerPatterns() []patternSpec {
 		// frame past the allocator allocated it.
 		// Kernels before v5.2 print "BUG: memory leak" before the object.
 		{Kind: KindLeak, Header: `^BUG: memory leak$|` + kmemleakObject, Title: "memory leak in {func}", Func: funcStack, Skip: kmemleakAllocators, Absorb: []string{kmemleakObject}, MaxLines: 60},
+		// Older kernels' own VFS use-after-free checks, with no trace.
+		{Kind: KindBug, Header: `^VFS: (?P<what>Busy inodes after unmount|Close: file count is 0)`, Title: "VFS: {what}"},
 		{Kind: KindLeak, Header: `^unregister_netdevice: waiting for \S+ to become free`, Title: "unregister_netdevice: waiting for DEV to become free", MaxLines: 20},
 		{Kind: KindBug, Header: `^BUG: (?P<what>spinlock|rwlock) (?P<how>lockup suspected|already unlocked|recursion|cpu recursion|bad magic|wrong owner|wrong CPU|trylock failure on UP)`, Title: "BUG: {what} {how} in {func}", Func: funcStack, Skip: `\w*(?:spin_|_lock|_unlock)\w*`},
 		// The work function that returned with a lock held or preemption off.
