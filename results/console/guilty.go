@@ -83,6 +83,21 @@ func (r *report) guilty() string {
 			return r.ips[0]
 		}
 		return r.orIP(r.stackUseful(true))
+	case funcAccess:
+		fn := cleanFunc(r.groups["func"])
+		if fn == "" && len(r.ips) > 0 {
+			fn = r.ips[0]
+		}
+		if fn != "" && !r.skips(fn) {
+			return fn
+		}
+		if caller := r.stackUseful(true); caller != "" {
+			return caller
+		}
+		if r.groups["func"] != "" {
+			return fn
+		}
+		return r.orIP("")
 	case funcStack:
 		return r.stackUseful(false)
 	case funcWorkqueue:

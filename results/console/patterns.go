@@ -28,6 +28,13 @@ const (
 	// trapped, even in a lock primitive (an int3 left in up_read by a racing
 	// text patch is a bug in up_read's call site, not in its caller).
 	funcFault
+	// funcAccess: the function that made a bad memory access, named by a
+	// sanitizer's header or by the faulting instruction pointer of a
+	// general protection or page fault, unless it is any skipped frame: a
+	// lock primitive touching freed or wild memory was handed its caller's
+	// lock. Traps that are not data accesses (int3, invalid opcode) keep
+	// funcFault.
+	funcAccess
 	// funcStack: the first call-trace frame that is not reporting, locking,
 	// scheduling or interrupt machinery.
 	funcStack
@@ -242,17 +249,17 @@ func headerPatterns() []patternSpec {
 		// The busy workers' backtraces come after a long pool dump.
 		{Kind: KindWorkqueueStall, Header: `^BUG: workqueue lockup - pool`, Title: "BUG: workqueue lockup in {func}", Func: funcWorkqueue, MaxLines: 250},
 
-		{Kind: KindOops, Header: `^(?:Oops: )?(?:segment-related )?general protection fault\b`, Title: "general protection fault in {func}", Func: funcFault},
+		{Kind: KindOops, Header: `^(?:Oops: )?(?:segment-related )?general protection fault\b`, Title: "general protection fault in {func}", Func: funcAccess},
 		{Kind: KindOops, Header: `^(?:traps: )?PANIC: double fault, error_code: 0x[0-9a-f]+`, Title: "PANIC: double fault in {func}", Func: funcFault, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^BUG: (?:\w+ )?stack guard page was hit at`, Title: "BUG: stack guard page was hit in {func}", Func: funcFault, Absorb: oopsDie},
 		// powerpc's bad_page_fault(): "BUG: Kernel NULL pointer dereference on read at 0x00000000",
 		// then "Faulting instruction address:" and die()'s "Oops: Kernel access of bad area, sig: 11 [#1]".
-		{Kind: KindOops, Header: `^BUG: (?P<what>Kernel NULL pointer dereference|Unable to handle kernel (?:data access|instruction fetch|unaligned access)|Unable to handle unknown paging fault)`, Title: "BUG: {what} in {func}", Func: funcFault, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^BUG: (?P<what>Kernel NULL pointer dereference|Unable to handle kernel (?:data access|instruction fetch|unaligned access)|Unable to handle unknown paging fault)`, Title: "BUG: {what} in {func}", Func: funcAccess, Absorb: oopsDie},
 		// arm (and arm64 before v5.8) do_mem_abort(): "Unhandled fault: synchronous external abort (0x96000010) at 0x...".
-		{Kind: KindOops, Header: `^Unhandled fault: (?P<what>.+?) \(0x[0-9a-f]+\) at 0x[0-9a-f]+`, Title: "Unhandled fault: {what} in {func}", Func: funcFault, Absorb: oopsDie},
-		{Kind: KindOops, Header: `^BUG: unable to handle (?P<what>page fault|kernel paging request|kernel NULL pointer dereference)`, Title: "BUG: unable to handle {what} in {func}", Func: funcFault, Absorb: oopsDie},
-		{Kind: KindOops, Header: `^BUG: kernel NULL pointer dereference, address`, Title: "BUG: kernel NULL pointer dereference in {func}", Func: funcFault, Absorb: oopsDie},
-		{Kind: KindOops, Header: `^Unable to handle kernel (?P<what>paging request|NULL pointer dereference|access to user memory|execute from non-executable memory|read from unreadable memory|write to read-only memory)`, Title: "Unable to handle kernel {what} in {func}", Func: funcFault, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^Unhandled fault: (?P<what>.+?) \(0x[0-9a-f]+\) at 0x[0-9a-f]+`, Title: "Unhandled fault: {what} in {func}", Func: funcAccess, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^BUG: unable to handle (?P<what>page fault|kernel paging request|kernel NULL pointer dereference)`, Title: "BUG: unable to handle {what} in {func}", Func: funcAccess, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^BUG: kernel NULL pointer dereference, address`, Title: "BUG: kernel NULL pointer dereference in {func}", Func: funcAccess, Absorb: oopsDie},
+		{Kind: KindOops, Header: `^Unable to handle kernel (?P<what>paging request|NULL pointer dereference|access to user memory|execute from non-executable memory|read from unreadable memory|write to read-only memory)`, Title: "Unable to handle kernel {what} in {func}", Func: funcAccess, Absorb: oopsDie},
 		{Kind: KindOops, Header: `^Oops: (?P<what>[A-Za-z][A-Za-z0-9 ]*[A-Za-z0-9]): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^(?P<what>int3|invalid opcode|double fault|stack segment|divide error|divide_error|overflow|bounds|invalid TSS|segment not present|alignment check|simd floating point|stack guard page|coprocessor segment overrun): [0-9a-f]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
 		{Kind: KindOops, Header: `^Internal error: Oops - (?P<what>[^:\[]*[^:\[ ]): [0-9a-fx]+ \[#\d+\]`, Title: "Oops: {what} in {func}", Func: funcFault},
@@ -268,7 +275,7 @@ func headerPatterns() []patternSpec {
 		{Kind: KindBug, Header: `^kernel BUG at (?P<file>[^\s:]+):\d+`, Title: "kernel BUG in {func}", Func: funcIP, Skip: `skb_\w+`, Absorb: oopsDie},
 		// KCSAN names both racing functions, ordered so the title is stable.
 		{Kind: KindBug, Header: `^BUG: KCSAN: (?P<what>[\w :-]+?) in ` + funcName + ` / (?P<other>[A-Za-z_][\w.]*)`, Title: "KCSAN: {what} in {func} / {other}", Func: funcGroup, End: sanitizerEnd, UntilEnd: true, MaxLines: 200},
-		{Kind: KindBug, Header: `^BUG: (?P<tool>KASAN|KMSAN|KCSAN|KFENCE): (?P<what>.+?) in ` + funcName, Title: "{tool}: {what} in {func}", Func: funcGroup, End: sanitizerEnd, UntilEnd: true, MaxLines: 300},
+		{Kind: KindBug, Header: `^BUG: (?P<tool>KASAN|KMSAN|KCSAN|KFENCE): (?P<what>.+?) in ` + funcName, Title: "{tool}: {what} in {func}", Func: funcAccess, End: sanitizerEnd, UntilEnd: true, MaxLines: 300},
 		{Kind: KindBug, Header: `^BUG: using (?P<what>smp_processor_id|__this_cpu_\w+)\(\) in preemptible \[[0-9a-f]+\] code`, Details: []string{`^caller is ` + funcName + `\+0x`}, Title: "BUG: using {what}() in preemptible code in {func}", Func: funcGroup, Skip: `\w*preempt\w*|debug_\w+`},
 		// mm/usercopy.c prints what it caught, then BUG()s.
 		{Kind: KindBug, Header: `^usercopy: Kernel memory (?:exposure|overwrite) attempt detected`, Title: "BUG: bad usercopy in {func}", Func: funcStack, Absorb: []string{`^kernel BUG at `, dieLine}},

@@ -183,6 +183,21 @@ func TestTitles(t *testing.T) {
 			fn:   "blkdev_reread_part",
 		},
 		{
+			name: "a general protection fault in a lock primitive names the caller that handed it the lock",
+			log: "[ 5.0] general protection fault: 0000 [#1] PREEMPT SMP KASAN\n" +
+				"[ 5.1] RIP: 0010:do_raw_spin_lock+0x1/0x2\n[ 5.2] Call Trace:\n[ 5.3]  _raw_spin_lock_bh+0x1/0x2\n" +
+				"[ 5.4]  l2cap_sock_teardown_cb+0x1/0x2\n",
+			want: "general protection fault in l2cap_sock_teardown_cb",
+			fn:   "l2cap_sock_teardown_cb",
+		},
+		{
+			name: "an int3 in a lock primitive still names the primitive",
+			log: "[ 5.0] int3: 0000 [#1] PREEMPT SMP\n" +
+				"[ 5.1] RIP: 0010:up_read+0x1/0x2\n[ 5.2] Call Trace:\n[ 5.3]  l2cap_sock_teardown_cb+0x1/0x2\n",
+			want: "Oops: int3 in up_read",
+			fn:   "up_read",
+		},
+		{
 			name: "a syscall wrapper is named by its syscall",
 			log: "[ 5.0] general protection fault, probably for non-canonical address 0xdffffc0000000000: 0000 [#1] PREEMPT SMP KASAN\n" +
 				"[ 5.1] RIP: 0010:__se_sys_mremap+0x1/0x2\n[ 5.2] Call Trace:\n[ 5.3]  do_syscall_64+0x5f/0x150\n",
