@@ -58,7 +58,7 @@ type Finding struct {
 	// Kind is the crash class.
 	Kind Kind
 	// Title is normalised so that the same bug gets the same title in every
-	// run: "WARNING in ftrace_bug", "BUG: soft lockup in smp_call_function_many",
+	// run: "WARNING in ftrace_bug", "BUG: soft lockup in smp_call_function",
 	// "kernel panic: Fatal exception", "possible deadlock in blkdev_reread_part".
 	Title string
 	// Function is the function the title names, "" if none could be found.

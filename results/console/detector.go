@@ -45,8 +45,14 @@ type report struct {
 	detailsDone  []bool
 	ips          []string
 	workqueue    string
-	heldAt       string
-	stack        stackTracker
+	// lockAts are the lock sites lockdep named, in order; atNext says the
+	// last line ended in "at:" and the site follows.
+	lockAts []string
+	atNext  bool
+	// flow is the report's instruction pointers, frames, interrupt entries
+	// and trace headers in log order, for a stall's guilty frame.
+	flow  []flowItem
+	stack stackTracker
 	// who the report is about, -1 / "" until a line says.
 	cpu, pid    int
 	comm, taint string
@@ -342,13 +348,30 @@ func (r *report) feed(l consoleLine, accept bool) (int, bool) {
 // feedForeign handles a line of another printk context: it is kept if it
 // looks like part of a report, for its instruction pointer.
 func (r *report) feedForeign(l consoleLine) {
-	cls, _ := classify(l.text)
+	cls, f := classify(l.text)
 	if cls == classBlank || cls == classOther {
 		return
 	}
 	r.lastAccepted = l.num
 	if m := rules.ip.FindStringSubmatch(l.text); m != nil {
 		r.ips = append(r.ips, cleanFunc(m[1]))
+	}
+	r.addFlow(cls, f, l.text)
+}
+
+// addFlow records what a stall's guilty frame is read from.
+func (r *report) addFlow(cls lineClass, f frame, text string) {
+	switch {
+	case rules.stallEntry.MatchString(text):
+		r.flow = append(r.flow, flowItem{kind: flowEntry})
+	case cls == classTraceHeader:
+		r.flow = append(r.flow, flowItem{kind: flowTrace})
+	case cls == classFrame && !f.unreliable:
+		r.flow = append(r.flow, flowItem{kind: flowFrame, fn: f.fn})
+	default:
+		if m := rules.ip.FindStringSubmatch(text); m != nil {
+			r.flow = append(r.flow, flowItem{kind: flowIP, fn: cleanFunc(m[1])})
+		}
 	}
 }
 
@@ -378,11 +401,16 @@ func (r *report) collect(l consoleLine, cls lineClass, f frame) {
 			r.workqueue = cleanFunc(m[1])
 		}
 	}
-	if r.heldAt == "" {
-		if m := rules.heldLock.FindStringSubmatch(l.text); m != nil {
-			r.heldAt = cleanFunc(m[1])
+	switch m := rules.lockAt.FindStringSubmatch(l.text); {
+	case m != nil:
+		r.lockAts = append(r.lockAts, cleanFunc(m[1]))
+	case r.atNext:
+		if m := rules.siteLine.FindStringSubmatch(l.text); m != nil {
+			r.lockAts = append(r.lockAts, cleanFunc(m[1]))
 		}
 	}
+	r.atNext = rules.lockAtNext.MatchString(l.text)
+	r.addFlow(cls, f, l.text)
 	r.stack.add(cls, f, l.text)
 }
 
@@ -415,54 +443,6 @@ func (r *report) trampoline() string {
 		if rules.trampoline.MatchString(fn) {
 			return fn
 		}
-	}
-	return ""
-}
-
-// orIP returns fn, or when the stack had nothing better the instruction
-// pointer itself, unless it is reporting machinery: a BUG in __slab_free
-// with no call trace is still better titled by __slab_free than by nothing.
-func (r *report) orIP(fn string) string {
-	if fn == "" && len(r.ips) > 0 && !rules.skipReport.MatchString(r.ips[0]) {
-		return r.ips[0]
-	}
-	return fn
-}
-
-// function chooses the function the title names: the guilty frame.
-func (r *report) function() string {
-	switch r.pat.fn {
-	case funcGroup:
-		// The kernel names a function in the header; when that is a helper
-		// or reporting machinery (a WARN in refcount_warn_saturate, a KASAN
-		// report in memcpy), the stack says who called it.
-		fn := cleanFunc(r.groups["func"])
-		if fn == "" || !rules.skipFault.MatchString(fn) {
-			return fn
-		}
-		if caller := r.stack.useful(false); caller != "" {
-			return caller
-		}
-		return fn
-	case funcIP:
-		if len(r.ips) > 0 && !skippedFrame(r.ips[0]) {
-			return r.ips[0]
-		}
-		return r.orIP(r.stack.useful(true))
-	case funcFault:
-		if len(r.ips) > 0 && !rules.skipFault.MatchString(r.ips[0]) {
-			return r.ips[0]
-		}
-		return r.orIP(r.stack.useful(true))
-	case funcStack:
-		return r.stack.useful(false)
-	case funcWorkqueue:
-		return r.workqueue
-	case funcHeldLock:
-		if r.heldAt != "" {
-			return r.heldAt
-		}
-		return r.stack.useful(false)
 	}
 	return ""
 }

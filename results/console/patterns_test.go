@@ -137,9 +137,72 @@ func TestTitles(t *testing.T) {
 			name: "soft lockup falls back to the stack when the IP is kcov",
 			log: "[ 98.1][    C2] watchdog: BUG: soft lockup - CPU#2 stuck for 136s! [a:1]\n" +
 				"[ 98.2][    C2] RIP: 0010:__sanitizer_cov_trace_pc+0xd/0x20\n" +
-				"[ 98.3][    C2] Call Trace:\n[ 98.4][    C2]  smp_call_function_many+0x8d5/0xb10\n",
-			want: "BUG: soft lockup in smp_call_function_many",
-			fn:   "smp_call_function_many",
+				"[ 98.3][    C2] Call Trace:\n[ 98.4][    C2]  update_cpu_capacity+0x8d5/0xb10\n",
+			want: "BUG: soft lockup in update_cpu_capacity",
+			fn:   "update_cpu_capacity",
+		},
+		{
+			name: "a stall waiting on an IPI is titled by the wait, whichever variant",
+			log: "[ 98.1][    C2] watchdog: BUG: soft lockup - CPU#2 stuck for 136s! [a:1]\n" +
+				"[ 98.2][    C2] RIP: 0010:csd_lock_wait+0xd/0x20\n" +
+				"[ 98.3][    C2] Call Trace:\n[ 98.4][    C2]  smp_call_function_many_cond+0x8d5/0xb10\n" +
+				"[ 98.5][    C2]  on_each_cpu_cond_mask+0x3b/0x80\n[ 98.6][    C2]  do_syscall_64+0x5f/0x150\n",
+			want: "BUG: soft lockup in smp_call_function",
+			fn:   "smp_call_function",
+		},
+		{
+			name: "a stall is titled by the syscall its loop runs under",
+			log: "[ 28.1][    C0] rcu: INFO: rcu_preempt self-detected stall on CPU\n" +
+				"[ 28.2][    C0] Call Trace:\n[ 28.3][    C0]  <IRQ>\n[ 28.4][    C0]  rcu_sched_clock_irq+0x1/0x2\n" +
+				"[ 28.5][    C0]  </IRQ>\n[ 28.6][    C0]  <TASK>\n[ 28.7][    C0]  asm_sysvec_apic_timer_interrupt+0x1a/0x20\n" +
+				"[ 28.8][    C0] RIP: 0010:d_walk+0x840/0xc80\n" +
+				"[ 28.9][    C0]  shrink_dcache_parent+0x1/0x2\n[ 29.0][    C0]  vfs_rmdir+0x202/0x470\n[ 29.1][    C0]  do_rmdir+0x523/0x610\n" +
+				"[ 29.2][    C0]  __x64_sys_rmdir+0x36/0x40\n[ 29.3][    C0]  do_syscall_64+0x5f/0x150\n",
+			want: "INFO: rcu detected stall in sys_rmdir",
+			fn:   "sys_rmdir",
+		},
+		{
+			name: "a hung task behind a grace period is titled by the wait all its victims share",
+			log: "[ 99.1] INFO: task kworker/0:1:12 blocked for more than 143 seconds.\n" +
+				"[ 99.2] Call Trace:\n[ 99.3]  __schedule+0x1/0x2\n[ 99.4]  schedule+0x1/0x2\n" +
+				"[ 99.5]  wait_for_completion+0x1/0x2\n[ 99.6]  __wait_rcu_gp+0x1/0x2\n[ 99.7]  synchronize_rcu_expedited+0x1/0x2\n" +
+				"[ 99.8]  netdev_run_todo+0x1/0x2\n",
+			want: "INFO: task hung in synchronize_rcu",
+			fn:   "synchronize_rcu",
+		},
+		{
+			name: "a circular dependency is titled by the lock being taken",
+			log: "[ 12.1] ======================================================\n" +
+				"[ 12.2] WARNING: possible circular locking dependency detected\n" +
+				"[ 12.3] a/1 is trying to acquire lock:\n" +
+				"[ 12.4]  (&bdev->bd_mutex){+.+.}, at: [<ffffffff8232bf0e>] blkdev_reread_part+0x1e/0x40\n" +
+				"[ 12.5] but task is already holding lock:\n" +
+				"[ 12.6]  (&lo->lo_ctl_mutex#2){+.+.}, at: [<ffffffff83542c29>] lo_compat_ioctl+0x109/0x140\n" +
+				"[ 12.7] stack backtrace:\n[ 12.8] Call Trace:\n[ 12.9]  mutex_lock_nested+0x16/0x20\n[ 13.0]  loop_reread_partitions+0x1/0x2\n",
+			want: "possible deadlock in blkdev_reread_part",
+			fn:   "blkdev_reread_part",
+		},
+		{
+			name: "a general protection fault in a lock primitive names the caller that handed it the lock",
+			log: "[ 5.0] general protection fault: 0000 [#1] PREEMPT SMP KASAN\n" +
+				"[ 5.1] RIP: 0010:do_raw_spin_lock+0x1/0x2\n[ 5.2] Call Trace:\n[ 5.3]  _raw_spin_lock_bh+0x1/0x2\n" +
+				"[ 5.4]  l2cap_sock_teardown_cb+0x1/0x2\n",
+			want: "general protection fault in l2cap_sock_teardown_cb",
+			fn:   "l2cap_sock_teardown_cb",
+		},
+		{
+			name: "an int3 in a lock primitive still names the primitive",
+			log: "[ 5.0] int3: 0000 [#1] PREEMPT SMP\n" +
+				"[ 5.1] RIP: 0010:up_read+0x1/0x2\n[ 5.2] Call Trace:\n[ 5.3]  l2cap_sock_teardown_cb+0x1/0x2\n",
+			want: "Oops: int3 in up_read",
+			fn:   "up_read",
+		},
+		{
+			name: "a syscall wrapper is named by its syscall",
+			log: "[ 5.0] general protection fault, probably for non-canonical address 0xdffffc0000000000: 0000 [#1] PREEMPT SMP KASAN\n" +
+				"[ 5.1] RIP: 0010:__se_sys_mremap+0x1/0x2\n[ 5.2] Call Trace:\n[ 5.3]  do_syscall_64+0x5f/0x150\n",
+			want: "general protection fault in mremap",
+			fn:   "mremap",
 		},
 		{
 			name: "die line after kernel BUG is one report",

@@ -25,11 +25,13 @@ const (
 
 // pattern is the compiled form of a patternSpec.
 type pattern struct {
-	kind     Kind
-	header   *regexp.Regexp
-	details  []*regexp.Regexp
-	title    string
-	fn       funcRule
+	kind    Kind
+	header  *regexp.Regexp
+	details []*regexp.Regexp
+	title   string
+	fn      funcRule
+	// skip is the pattern's own Skip; nil when it has none.
+	skip     *regexp.Regexp
 	absorb   []*regexp.Regexp
 	end      *regexp.Regexp
 	untilEnd bool
@@ -64,9 +66,20 @@ type ruleSet struct {
 	ip *regexp.Regexp
 	// workqueue is "Workqueue: events func".
 	workqueue *regexp.Regexp
-	// heldLock is a line of lockdep's held-lock list, with where the lock
-	// was taken.
-	heldLock *regexp.Regexp
+	// lockAt is a lock site lockdep prints, "at: func+0x" or "at: [<pc>]
+	// func+0x"; lockAtNext is a line ending in "at:", whose site is on the
+	// next line, and siteLine that next line.
+	lockAt, lockAtNext, siteLine *regexp.Regexp
+	// stallEntry is the interrupt entry a stall's backtrace passes through
+	// into the stalled code: what follows it is what the CPU was doing.
+	stallEntry *regexp.Regexp
+	// stallAnchors and hangAnchors are the compiled anchor tables, hangSkip
+	// the compiled hangSkip.
+	stallAnchors []compiledStallAnchor
+	hangAnchors  []compiledHangAnchor
+	hangSkip     *regexp.Regexp
+	// syscallPrefixes are syscallPrefixes().
+	syscallPrefixes []string
 	// skip matches frames that never name the culprit (every class of the
 	// skip list).
 	skip *regexp.Regexp
@@ -131,6 +144,9 @@ func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet
 			end = endTrace
 		}
 		p.end = c(end)
+		if s.Skip != "" {
+			p.skip = c(`^(?:` + s.Skip + `)$`)
+		}
 		if p.maxLines == 0 {
 			p.maxLines = defaultMaxLines
 		}
@@ -154,7 +170,18 @@ func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet
 	rs.boot = c(`^Linux version \d+\.\d+\S* \(`)
 	rs.orderly = c(`^(?:reboot: (?:Restarting system|Power down|System halted)|Restarting system\.?$|kexec_core: Starting new kernel|Starting new kernel|Rebooting in \d+ seconds)`)
 	rs.workqueue = c(`^Workqueue: \S+ ([A-Za-z_][\w.]*)`)
-	rs.heldLock = c(`^ ?#\d+: [0-9a-f]+ \(.*\)\{.*\}(?:-\{\d+:\d+\})?, at: ([A-Za-z_][\w.]*)\+0x`)
+	rs.lockAt = c(`\bat: (?:\[<[0-9a-f]+>\] )?([A-Za-z_][\w.]*)\+0x`)
+	rs.lockAtNext = c(`\bat:$`)
+	rs.siteLine = c(`^\s*(?:\[<[0-9a-f]+>\] )?([A-Za-z_][\w.]*)\+0x`)
+	rs.stallEntry = c(`apic_timer_interrupt|^Exception stack|el1h_64_irq`)
+	for _, a := range stallAnchors() {
+		rs.stallAnchors = append(rs.stallAnchors, compiledStallAnchor{frame: c(`^(?:` + a.Frame + `)$`), self: a.Self})
+	}
+	for _, a := range hangAnchors() {
+		rs.hangAnchors = append(rs.hangAnchors, compiledHangAnchor{frame: c(`^(?:` + a.Frame + `)$`), title: a.Title})
+	}
+	rs.hangSkip = c(`^(?:` + hangSkip + `)$`)
+	rs.syscallPrefixes = syscallPrefixes()
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +211,16 @@ func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet
 		return nil, err
 	}
 	return rs, nil
+}
+
+type compiledStallAnchor struct {
+	frame *regexp.Regexp
+	self  bool
+}
+
+type compiledHangAnchor struct {
+	frame *regexp.Regexp
+	title string
 }
 
 // matchHeader returns the first pattern whose header matches text, and the

@@ -114,20 +114,20 @@ func (t *stackTracker) stack() []string {
 	return append([]string(nil), s...)
 }
 
-// useful returns the first frame that is not machinery. With afterIRQ it
-// prefers frames after the interrupt section.
-func (t *stackTracker) useful(afterIRQ bool) string {
+// useful returns the first frame that skip does not reject. With
+// afterIRQ it prefers frames after the interrupt section.
+func (t *stackTracker) useful(afterIRQ bool, skip func(string) bool) string {
 	if afterIRQ && t.irqEnd >= 0 && len(t.frames) > 0 {
-		if fn := firstUseful(t.frames[t.irqEnd:]); fn != "" {
+		if fn := firstUseful(t.frames[t.irqEnd:], skip); fn != "" {
 			return fn
 		}
 	}
-	return firstUseful(t.stack())
+	return firstUseful(t.stack(), skip)
 }
 
-func firstUseful(frames []string) string {
+func firstUseful(frames []string, skip func(string) bool) string {
 	for _, fn := range frames {
-		if !skippedFrame(fn) {
+		if !skip(fn) {
 			return fn
 		}
 	}

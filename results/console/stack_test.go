@@ -126,10 +126,10 @@ func TestStackTracker(t *testing.T) {
 			if got := st.stack(); !reflect.DeepEqual(got, tt.stack) {
 				t.Errorf("stack = %v, want %v", got, tt.stack)
 			}
-			if got := st.useful(false); got != tt.useful {
+			if got := st.useful(false, skippedFrame); got != tt.useful {
 				t.Errorf("useful(false) = %q, want %q", got, tt.useful)
 			}
-			if got := st.useful(true); got != tt.afterIRQ {
+			if got := st.useful(true, skippedFrame); got != tt.afterIRQ {
 				t.Errorf("useful(true) = %q, want %q", got, tt.afterIRQ)
 			}
 		})
