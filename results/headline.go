@@ -1,12 +1,10 @@
 package results
 
-import "github.com/ftrace-harness/fth/results/console"
-
 // HarnessCaused says the harness brought the report about itself (its own
 // load starved the tasks the kernel waited for, or its agent crashed):
 // reported, never counted as the kernel's.
 func (f Finding) HarnessCaused() bool {
-	return f.Kind == console.KindHarnessInduced || f.Kind == console.KindAgentCrash || f.Induced != ""
+	return f.Kind.HarnessCaused() || f.Induced != ""
 }
 
 // Countable says f fails a cell: not the harness's doing, and not a known

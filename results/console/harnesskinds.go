@@ -24,3 +24,10 @@ const (
 	// the crash's, not the kernel's.
 	KindAgentCrash Kind = "agent-crash"
 )
+
+// HarnessCaused says a finding of kind k is the harness's own doing, not
+// the kernel's: the one place the kinds are listed, for the headline rule
+// (results.Finding.HarnessCaused) and the title agreement's.
+func (k Kind) HarnessCaused() bool {
+	return k == KindHarnessInduced || k == KindAgentCrash
+}

@@ -382,7 +382,7 @@ func stallAnchors() []stallAnchor {
 		{Frame: `\w*(?:process_one_work|netif_receive_skb|do_softirq|call_timer_fn|_run_timers|run_timer_softirq|hrtimer_run|run_ksoftirqd|smpboot_thread_fn|start_secondary|cpu_startup_entry|ret_from_fork|tasklet_action|tasklet_hi_action|__fput|task_work_run|exit_to_usermode)\w*|kthread`},
 		// The discriminating file, ioctl and socket operations: what
 		// they call names the driver or protocol.
-		{Frame: `\w*(?:vfs_write|vfs_read|vfs_iter_read|vfs_iter_write|do_iter_read|do_iter_write|call_read_iter|call_write_iter|new_sync_read|new_sync_write|vfs_ioctl|ksys_ioctl|compat_ioctl|blkdev_driver_ioctl|blkdev_ioctl|do_iter_readv_writev|mmap_region|do_mmap|do_dentry_open|vfs_open)\w*|call_mmap\w*`},
+		{Frame: `\w*(?:full_proxy_write|full_proxy_read|vfs_write|vfs_read|vfs_iter_read|vfs_iter_write|do_iter_read|do_iter_write|call_read_iter|call_write_iter|new_sync_read|new_sync_write|vfs_ioctl|ksys_ioctl|compat_ioctl|blkdev_driver_ioctl|blkdev_ioctl|do_iter_readv_writev|mmap_region|do_mmap|do_dentry_open|vfs_open)\w*|call_mmap\w*`},
 		{Frame: `\w*(?:kernel_setsockopt|sock_common_setsockopt|kernel_listen|sk_common_release|kernel_accept)\w*|(?:sock_sendmsg|sock_recvmsg|sock_release|__sock_release|sock_mmap|sock_do_ioctl|sock_ioctl|compat_sock_ioctl|nfnetlink_rcv_msg|rtnetlink_rcv_msg|netlink_dump)\w*|setsockopt|listen|accept|(?:sys_)?(?:socketpair|connect|ioctl)\w*`},
 	}
 }

@@ -82,13 +82,12 @@ func titleFunction(title string) string {
 }
 
 // headline is the finding that heads a cell with these findings: the
-// first one the harness did not cause itself, results.Result.Headline's
-// first rule (results.Finding.HarnessCaused; results imports this
-// package, so the rule is restated here rather than called). A log of
-// the harness's own agent crashing is no kernel report.
+// first one the harness did not cause itself (Kind.HarnessCaused),
+// results.Result.Headline's first rule for a log with no known or induced
+// marks. A log of the harness's own agent crashing is no kernel report.
 func headline(found []Finding) (Finding, bool) {
 	for _, f := range found {
-		if f.Kind != KindHarnessInduced && f.Kind != KindAgentCrash {
+		if !f.Kind.HarnessCaused() {
 			return f, true
 		}
 	}
