@@ -45,6 +45,8 @@ func Apply(r *Result, ev event.Event) {
 		r.Injections = AddInjection(r.Injections, *ev.Injection)
 	case event.KindRaceWindow:
 		r.Windows = append(r.Windows, *ev.RaceWindow)
+	case event.KindImage:
+		r.images = append(r.images, *ev.Image)
 	case event.KindLiveness:
 		r.Liveness = mergeLiveness(r.Liveness, ev.Liveness)
 	case event.KindStage:

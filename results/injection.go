@@ -95,3 +95,40 @@ func reportCPU(report string) int {
 	}
 	return n
 }
+
+// AttributeFreedImage names the trampoline image a report's fault lies in
+// when no symbol covers its address: freed memory (an image gone from
+// kallsyms, its pages filled with traps: x86's int3, arm64's BRK) has
+// none, so the parser named the first frame of the stack instead
+// ("Oops: int3 in sched_yield"), or nothing ("Oops: BRK"). The
+// image the agent last saw registered there is what was freed: the title
+// says "in freed bpf_trampoline_<key>". It returns whether it changed r.
+func AttributeFreedImage(r *Result) bool {
+	changed := false
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		if f.Source != "" || !f.Countable(false) {
+			continue
+		}
+		pc, ok := faultPC(f.Report)
+		if !ok {
+			continue
+		}
+		// The latest image there: pages are reused by later images.
+		for j := len(r.images) - 1; j >= 0; j-- {
+			im := r.images[j]
+			if pc < im.Addr || pc >= im.Addr+uint64(im.Len) {
+				continue
+			}
+			base := f.Title
+			if f.Function != "" {
+				base = strings.TrimSuffix(f.Title, " in "+f.Function)
+			}
+			f.Function = im.Name
+			f.Title = fmt.Sprintf("%s in freed %s", base, im.Name)
+			changed = true
+			break
+		}
+	}
+	return changed
+}

@@ -127,3 +127,56 @@ func TestFaultPC(t *testing.T) {
 		}
 	}
 }
+
+// The x86_64 mutant bpf-tramp-free-now under the campaign's churn
+// (TestMutationX86): a task returned into a trampoline image freed at
+// once, whose pages are int3 fill. Cut to its header and stack.
+const x86FreedInChurn = `[   66.747112] Oops: int3: 0000 [#1] SMP
+[   66.748186] CPU: 0 UID: 0 PID: 55 Comm: uinit Tainted: G           O        7.3.4 #2 PREEMPT(full)
+[   66.749450] RIP: 0010:0xffffffffa007fb37
+[   66.754167] Call Trace:
+[   66.755082]  <TASK>
+[   66.755488]  ? can_nice+0x40/0x40
+[   66.755776]  __do_sys_sched_yield+0xa/0x10
+[   66.756033]  do_syscall_64+0x68/0x320
+[   66.756199]  entry_SYSCALL_64_after_hwframe+0x4b/0x53
+`
+
+func TestAttributeFreedImage(t *testing.T) {
+	tramp := event.Image{Name: "bpf_trampoline_6442491234", Addr: 0xffffffffa007fb00, Len: 0x80}
+	reused := event.Image{Name: "bpf_trampoline_6442499999", Addr: 0xffffffffa007fb00, Len: 0x30}
+	reusedOver := event.Image{Name: "bpf_trampoline_6442499999", Addr: 0xffffffffa007fb20, Len: 0x80}
+	elsewhere := event.Image{Name: "bpf_trampoline_1", Addr: 0xffffffffa0070000, Len: 0x80}
+	parsed := console.Parse([]byte(x86FreedInChurn))
+	if len(parsed) != 1 || parsed[0].Title != "Oops: int3 in sched_yield" {
+		t.Fatalf("the parser titles the fixture %+v; the test assumes the stack's frame", parsed)
+	}
+	p := parsed[0]
+	stackTitled := Finding{Kind: p.Kind, Title: p.Title, Function: p.Function, Report: p.Report}
+	for _, tc := range []struct {
+		name      string
+		images    []event.Image
+		finding   Finding
+		wantTitle string
+	}{
+		{"the image that lay there", []event.Image{elsewhere, tramp}, stackTitled, "Oops: int3 in freed bpf_trampoline_6442491234"},
+		// Pages are reused: the latest image over the address is the
+		// one; a later one that ends before it is not.
+		{"an earlier image, where a later one is too short", []event.Image{tramp, reused}, stackTitled, "Oops: int3 in freed bpf_trampoline_6442491234"},
+		{"the latest image covering the address", []event.Image{tramp, reusedOver}, stackTitled, "Oops: int3 in freed bpf_trampoline_6442499999"},
+		{"no function of its own (arm64's BRK)", []event.Image{tramp}, Finding{Kind: "oops", Title: "Oops: int3", Report: x86FreedInChurn}, "Oops: int3 in freed bpf_trampoline_6442491234"},
+		{"no image there", []event.Image{elsewhere}, stackTitled, "Oops: int3 in sched_yield"},
+		{"a symbolized fault", []event.Image{tramp}, Finding{Kind: "oops", Title: "Oops: int3 in up_read", Function: "up_read", Report: "RIP: 0010:up_read+0x1/0x40\n"}, "Oops: int3 in up_read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Result{Findings: []Finding{tc.finding}, images: tc.images}
+			changed := AttributeFreedImage(r)
+			if got := r.Findings[0].Title; got != tc.wantTitle {
+				t.Errorf("title %q, want %q", got, tc.wantTitle)
+			}
+			if changed != (tc.wantTitle != tc.finding.Title) {
+				t.Errorf("changed = %v", changed)
+			}
+		})
+	}
+}

@@ -228,6 +228,10 @@ type Result struct {
 	// Windows are the race targets' windows, one per target, as the agent
 	// decoded them: what RaceCoverage counts the injections against.
 	Windows []event.RaceWindow `json:"windows,omitempty"`
+	// images are the trampoline images the agent saw registered, oldest
+	// first: in memory only (events.jsonl has them), for
+	// AttributeFreedImage.
+	images []event.Image
 	// Bench holds the bench scenario's measurements.
 	Bench *event.Bench `json:"bench,omitempty"`
 	// Delivery is the delivery oracle's coverage.

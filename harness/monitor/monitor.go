@@ -627,6 +627,8 @@ func (m *run) finish(out Outcome) error {
 				}
 			}
 		}
+		// A trap in freed trampoline memory is named after the image.
+		results.AttributeFreedImage(r)
 		// A kernel that died right after a race injection released its
 		// task: the injection is the crash's, and names where it was.
 		results.AttributeInjection(r)

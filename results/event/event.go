@@ -58,6 +58,9 @@ const (
 	// KindDelivery reports the delivery oracle's coverage, once, when its
 	// churn ends: users attached, callsite states and edges walked.
 	KindDelivery Kind = "delivery"
+	// KindImage reports a trampoline image the kernel registered (its
+	// kallsyms symbol): what lay at an address once its symbol is gone.
+	KindImage Kind = "image"
 )
 
 // Event is one line on the agent channel.
@@ -91,6 +94,16 @@ type Event struct {
 	Stage *Stage `json:"stage,omitempty"`
 	// RaceWindow is KindRaceWindow's payload (race.go).
 	RaceWindow *RaceWindow `json:"race_window,omitempty"`
+	// Image is KindImage's payload.
+	Image *Image `json:"image,omitempty"`
+}
+
+// Image is a trampoline image's code: [Addr, Addr+Len), under its
+// kallsyms name (bpf_trampoline_<key>, ftrace_trampoline).
+type Image struct {
+	Name string `json:"name"`
+	Addr uint64 `json:"addr"`
+	Len  uint32 `json:"len"`
 }
 
 // Hello describes the guest as the agent found it.

@@ -27,6 +27,9 @@ type agent struct {
 	sys  system
 	opts options.Options
 	w    *report.Writer
+	// stopImages ends the image watch (watchImages); it may be called
+	// more than once.
+	stopImages func()
 
 	selected  int
 	attached  int
@@ -217,6 +220,10 @@ func (a *agent) execute(ctx context.Context) error {
 	if a.opts.Scenario == options.ScenarioRepro {
 		return a.executeRepro(ctx)
 	}
+	// Storm, churn, campaign and bench: a trap in a freed trampoline is
+	// named after it.
+	a.stopImages = a.watchImages(ctx)
+	defer a.stopImages()
 	// One cache for the whole run: the inventory and every program load
 	// share the single parse of vmlinux BTF it holds.
 	cache := btf.NewCache()

@@ -97,6 +97,11 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 	// until the release that only the stage can ask for. Nothing of ours
 	// unmaps memory while the stage runs: no collection, nothing left to
 	// return.
+	// The image watch's goroutine would run beside the stage, on any
+	// CPU: it stops here (the stage finds its own images).
+	if a.stopImages != nil {
+		a.stopImages()
+	}
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	debug.FreeOSMemory()
 	var err error
