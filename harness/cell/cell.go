@@ -77,8 +77,8 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	if err != nil {
 		return err
 	}
-	t := qemu.NewTarget(vm)
-	defer t.Close()
+	inst := qemu.NewInstance(vm)
+	defer inst.Close()
 	if spec.VM.Race {
 		rctx, cancel := context.WithCancel(ctx)
 		c := &race.Conductor{Log: log, Target: vm, PCRegister: spec.VM.Arch.GDBPC, HoldLimit: scaled(race.DefaultHoldLimit, scale)}
@@ -91,7 +91,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		}()
 		defer func() { cancel(); <-served }()
 	}
-	return monitor.Run(ctx, log, w, t, monitor.Spec{
+	return monitor.Run(ctx, log, w, inst, monitor.Spec{
 		Deadline:   scaled(spec.Deadline, scale),
 		Silence:    scaled(spec.Silence, scale),
 		HangTail:   scaled(hangTail, scale),

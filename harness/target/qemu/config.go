@@ -217,7 +217,7 @@ func (c Config) args(byHand bool) []string {
 	default:
 		// Like -no-reboot, a reset ends the run, but the guest stays paused
 		// where it was, so the registers of a reset that printed nothing
-		// (an x86 triple fault) can still be read. Instance quits QEMU on an
+		// (an x86 triple fault) can still be read. VM quits QEMU on an
 		// orderly poweroff.
 		args = append(args, "-action", "reboot=shutdown,shutdown=pause", "-d", "cpu_reset", "-D", c.ResetLog())
 	}

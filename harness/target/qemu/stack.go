@@ -13,7 +13,7 @@ import (
 	"github.com/digitalocean/go-qemu/qmp"
 )
 
-// stackWords is how many words of each vCPU's stack Diagnose saves: enough
+// stackWords is how many words of each vCPU's stack CPUState saves: enough
 // for the return addresses of a few frames, which is what tells a hung
 // loop or a runaway recursion apart when the console said nothing.
 const stackWords = 64
@@ -21,7 +21,7 @@ const stackWords = 64
 // pageSize is the smallest page of every arch fth boots.
 const pageSize = 4096
 
-// stackHeader starts each vCPU's stack section in Diagnose's text:
+// stackHeader starts each vCPU's stack section in CPUState's text:
 // "stack of CPU#0 at ffffc90000013e58:", then one "+0x008 ffffffff81234567"
 // line per word, lowest address first.
 const stackHeader = "stack of "
@@ -71,7 +71,7 @@ func stackPointers(dump string) map[int]uint64 {
 // that vCPU's own page tables (QMP memsave with cpu-index), and formats them.
 // A stack it cannot read gets a line saying why: a wild stack pointer is
 // itself a finding.
-func (i *Instance) stacks(ctx context.Context, regs string) string {
+func (vm *VM) stacks(ctx context.Context, regs string) string {
 	sps := stackPointers(regs)
 	cpus := make([]int, 0, len(sps))
 	for c := range sps {
@@ -82,7 +82,7 @@ func (i *Instance) stacks(ctx context.Context, regs string) string {
 	for _, c := range cpus {
 		sp := sps[c]
 		fmt.Fprintf(&b, "\n%sCPU#%d at %016x:\n", stackHeader, c, sp)
-		words, err := i.readStack(ctx, c, sp)
+		words, err := vm.readStack(ctx, c, sp)
 		if err != nil {
 			fmt.Fprintf(&b, "  unreadable: %v\n", err)
 			continue
@@ -94,13 +94,13 @@ func (i *Instance) stacks(ctx context.Context, regs string) string {
 	return b.String()
 }
 
-func (i *Instance) readStack(ctx context.Context, cpu int, sp uint64) ([]uint64, error) {
-	path := filepath.Join(i.cfg.SocketDir, fmt.Sprintf("stack%d.bin", cpu))
+func (vm *VM) readStack(ctx context.Context, cpu int, sp uint64) ([]uint64, error) {
+	path := filepath.Join(vm.cfg.SocketDir, fmt.Sprintf("stack%d.bin", cpu))
 	defer os.Remove(path)
 	memsave := func(size uint64) error {
 		// QAPI's val is an int64: a kernel address above 2^63 must go as
 		// its negative two's complement, which QEMU casts back.
-		_, err := i.run(ctx, qmp.Command{Execute: "memsave", Args: map[string]any{
+		_, err := vm.run(ctx, qmp.Command{Execute: "memsave", Args: map[string]any{
 			"val": int64(sp), "size": size, "filename": path, "cpu-index": cpu,
 		}})
 		return err

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// Real `info registers -a` dumps, taken by Diagnose on hangs under QEMU 7.2
-// (arm64's with the stack sections Diagnose now appends, which must not be
+// Real `info registers -a` dumps, taken by CPUState on hangs under QEMU 7.2
+// (arm64's with the stack sections CPUState now appends, which must not be
 // read as registers; its CPU#1 stack pointer is the top of an empty stack).
 func TestStackPointers(t *testing.T) {
 	tests := []struct {

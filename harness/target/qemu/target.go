@@ -22,12 +22,12 @@ const eventBuffer = 4096
 // readers to reach the end of their streams once QEMU is gone.
 const readersGrace = 2 * time.Second
 
-// Target is a running VM as a target.Instance: its serial console, its agent
-// channel and QMP's reset and exit, in one ordered stream. The VM's own
-// methods (Pause, ShutdownReason, TripleFault, Stderr, Kill) are the
-// optional target capabilities.
-type Target struct {
-	*Instance
+// Instance is a running VM as a target.Instance: its serial console, its
+// agent channel and QMP's reset and exit, in one ordered stream. The VM's
+// own methods (Pause, Sysrq, ShutdownReason, TripleFault, Stderr, Kill) are
+// the optional target capabilities the monitor asserts.
+type Instance struct {
+	*VM
 	events   chan target.Event
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -35,29 +35,30 @@ type Target struct {
 }
 
 var (
-	_ target.Instance       = (*Target)(nil)
-	_ target.Pauser         = (*Target)(nil)
-	_ target.ResetExplainer = (*Target)(nil)
-	_ target.Stderrer       = (*Target)(nil)
+	_ target.Instance       = (*Instance)(nil)
+	_ target.Pauser         = (*Instance)(nil)
+	_ target.Sysrqer        = (*Instance)(nil)
+	_ target.ResetExplainer = (*Instance)(nil)
+	_ target.Stderrer       = (*Instance)(nil)
 )
 
-// NewTarget starts reading vm's streams.
-func NewTarget(vm *Instance) *Target {
-	t := &Target{Instance: vm, events: make(chan target.Event, eventBuffer), stop: make(chan struct{})}
-	t.readers.Add(2)
-	go t.read(vm.Console(), target.Console)
-	go t.read(vm.Agent(), target.Agent)
+// NewInstance starts reading vm's streams.
+func NewInstance(vm *VM) *Instance {
+	i := &Instance{VM: vm, events: make(chan target.Event, eventBuffer), stop: make(chan struct{})}
+	i.readers.Add(2)
+	go i.read(vm.Console(), target.Console)
+	go i.read(vm.Agent(), target.Agent)
 	readersDone := make(chan struct{})
-	go func() { t.readers.Wait(); close(readersDone) }()
+	go func() { i.readers.Wait(); close(readersDone) }()
 	var senders sync.WaitGroup
 	senders.Add(2)
 	go func() {
 		defer senders.Done()
 		select {
 		case <-vm.GuestReset():
-			t.send(target.Event{Kind: target.Reset})
+			i.send(target.Event{Kind: target.Reset})
 		case <-readersDone:
-		case <-t.stop:
+		case <-i.stop:
 		}
 	}()
 	go func() {
@@ -66,56 +67,56 @@ func NewTarget(vm *Instance) *Target {
 		// exit itself comes after.
 		select {
 		case <-readersDone:
-		case <-t.stop:
+		case <-i.stop:
 			return
 		}
 		select {
 		case <-vm.Exited():
-			t.send(target.Event{Kind: target.Exited, Err: vm.ExitError()})
-		case <-t.stop:
+			i.send(target.Event{Kind: target.Exited, Err: vm.ExitError()})
+		case <-i.stop:
 		}
 	}()
-	go func() { senders.Wait(); close(t.events) }()
-	return t
+	go func() { senders.Wait(); close(i.events) }()
+	return i
 }
 
 // Events implements target.Instance.
-func (t *Target) Events() <-chan target.Event { return t.events }
+func (i *Instance) Events() <-chan target.Event { return i.events }
 
 // Diagnose implements target.Instance: every vCPU's registers and the top
-// of its stack (see Instance.Diagnose).
-func (t *Target) Diagnose(ctx context.Context) (string, string) {
-	return results.RegistersFile, t.Instance.Diagnose(ctx)
+// of its stack (see VM.CPUState).
+func (i *Instance) Diagnose(ctx context.Context) (string, string) {
+	return results.RegistersFile, i.VM.CPUState(ctx)
 }
 
 // Close quits QEMU and lets the readers deliver what the guest said last.
-func (t *Target) Close() error {
-	err := t.Instance.Close()
+func (i *Instance) Close() error {
+	err := i.VM.Close()
 	done := make(chan struct{})
-	go func() { t.readers.Wait(); close(done) }()
+	go func() { i.readers.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(readersGrace):
 	}
-	t.stopOnce.Do(func() { close(t.stop) })
+	i.stopOnce.Do(func() { close(i.stop) })
 	return err
 }
 
-func (t *Target) send(e target.Event) {
+func (i *Instance) send(e target.Event) {
 	select {
-	case t.events <- e:
-	case <-t.stop:
+	case i.events <- e:
+	case <-i.stop:
 	}
 }
 
-func (t *Target) read(r io.Reader, kind target.Kind) {
-	defer t.readers.Done()
+func (i *Instance) read(r io.Reader, kind target.Kind) {
+	defer i.readers.Done()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		t.send(target.Event{Kind: kind, Text: strings.TrimRight(sc.Text(), "\r")})
+		i.send(target.Event{Kind: kind, Text: strings.TrimRight(sc.Text(), "\r")})
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		t.send(target.Event{Kind: target.Console, Text: fmt.Sprintf("fth: reading the %s stream: %v", kind, err)})
+		i.send(target.Event{Kind: target.Console, Text: fmt.Sprintf("fth: reading the %s stream: %v", kind, err)})
 	}
 }

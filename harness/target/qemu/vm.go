@@ -26,8 +26,10 @@ import (
 // infrastructure error, not a kernel finding.
 var ErrQEMU = errors.New("qemu")
 
-// Instance is one running VM.
-type Instance struct {
+// VM is one QEMU process with its QMP, serial console and agent
+// connections: what QEMU itself can do and tell. Instance is the
+// target.Instance on top of it.
+type VM struct {
 	cfg     Config
 	cmd     *exec.Cmd
 	console io.ReadCloser
@@ -53,8 +55,8 @@ type Instance struct {
 }
 
 // Start launches QEMU and connects the agent channel and QMP. The caller must
-// Close the instance; cancelling ctx also kills QEMU.
-func Start(ctx context.Context, log *slog.Logger, cfg Config) (*Instance, error) {
+// Close the VM; cancelling ctx also kills QEMU.
+func Start(ctx context.Context, log *slog.Logger, cfg Config) (*VM, error) {
 	if cfg.Accel == AccelAuto || cfg.Accel == "" {
 		return nil, fmt.Errorf("%w: accelerator not resolved (probe first)", ErrQEMU)
 	}
@@ -79,59 +81,59 @@ func Start(ctx context.Context, log *slog.Logger, cfg Config) (*Instance, error)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: start %s: %v", ErrQEMU, bin, err)
 	}
-	inst := &Instance{cfg: cfg, cmd: cmd, console: console, keys: keys, log: log, stderr: stderr, exited: make(chan struct{}), reset: make(chan struct{})}
+	vm := &VM{cfg: cfg, cmd: cmd, console: console, keys: keys, log: log, stderr: stderr, exited: make(chan struct{}), reset: make(chan struct{})}
 	go func() {
-		inst.exitErr = cmd.Wait()
-		close(inst.exited)
+		vm.exitErr = cmd.Wait()
+		close(vm.exited)
 	}()
-	if err := inst.connect(ctx); err != nil {
-		inst.Kill()
-		<-inst.exited
+	if err := vm.connect(ctx); err != nil {
+		vm.Kill()
+		<-vm.exited
 		return nil, fmt.Errorf("%w: %v; qemu stderr: %s", ErrQEMU, err, strings.TrimSpace(stderr.String()))
 	}
-	return inst, nil
+	return vm, nil
 }
 
-func (i *Instance) connect(ctx context.Context) error {
+func (vm *VM) connect(ctx context.Context) error {
 	// The agent chardev has wait=on: QEMU blocks before starting the guest until
 	// this connection exists.
-	c, err := i.dialRetry(ctx, i.cfg.AgentSocket())
+	c, err := vm.dialRetry(ctx, vm.cfg.AgentSocket())
 	if err != nil {
 		return fmt.Errorf("agent socket: %v", err)
 	}
-	i.agent = c
-	if i.cfg.Race {
+	vm.agent = c
+	if vm.cfg.Race {
 		// QEMU creates the race socket after the agent's wait=on socket
 		// has its client: it may not be there yet.
-		c, err := i.dialRetry(ctx, i.cfg.RaceSocket())
+		c, err := vm.dialRetry(ctx, vm.cfg.RaceSocket())
 		if err != nil {
 			return fmt.Errorf("race socket: %v", err)
 		}
-		i.race = c
+		vm.race = c
 	}
-	mon, err := qmp.NewSocketMonitor("unix", i.cfg.QMPSocket(), 5*time.Second)
+	mon, err := qmp.NewSocketMonitor("unix", vm.cfg.QMPSocket(), 5*time.Second)
 	if err != nil {
 		return fmt.Errorf("qmp dial: %v", err)
 	}
 	if err := mon.Connect(); err != nil {
 		return fmt.Errorf("qmp handshake: %v", err)
 	}
-	i.mon = mon
+	vm.mon = mon
 	// go-qemu's event channel is unbuffered and its reader blocks on it: drain it
 	// or every later command stalls.
 	events, err := mon.Events(ctx)
 	if err != nil {
 		// Without events a guest poweroff leaves QEMU paused, and the caller
 		// sees a silent guest instead of an exit: say why up front.
-		i.log.Warn("qmp events unavailable: a guest poweroff will look like a hang", "err", err)
+		vm.log.Warn("qmp events unavailable: a guest poweroff will look like a hang", "err", err)
 		return nil
 	}
 	go func() {
 		for ev := range events {
-			i.log.Debug("qmp event", "event", ev.Event, "data", ev.Data)
+			vm.log.Debug("qmp event", "event", ev.Event, "data", ev.Data)
 			if ev.Event == "SHUTDOWN" {
 				reason, _ := ev.Data["reason"].(string)
-				i.onShutdown(reason)
+				vm.onShutdown(reason)
 			}
 		}
 	}()
@@ -140,7 +142,7 @@ func (i *Instance) connect(ctx context.Context) error {
 
 // dialRetry connects to one of QEMU's server sockets, waiting up to 15 s
 // for QEMU to create it.
-func (i *Instance) dialRetry(ctx context.Context, path string) (net.Conn, error) {
+func (vm *VM) dialRetry(ctx context.Context, path string) (net.Conn, error) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		c, err := net.Dial("unix", path)
@@ -148,8 +150,8 @@ func (i *Instance) dialRetry(ctx context.Context, path string) (net.Conn, error)
 			return c, nil
 		}
 		select {
-		case <-i.exited:
-			return nil, fmt.Errorf("exited before opening %s: %v", path, i.exitErr)
+		case <-vm.exited:
+			return nil, fmt.Errorf("exited before opening %s: %v", path, vm.exitErr)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
@@ -163,23 +165,23 @@ func (i *Instance) dialRetry(ctx context.Context, path string) (net.Conn, error)
 // onShutdown acts on QMP's SHUTDOWN event. Without Config.Reboot, QEMU runs
 // with shutdown=pause, so every guest shutdown stops the vCPUs where they
 // are: a reset the guest did not announce (an x86 triple fault leaves no
-// console output at all) keeps its registers for Diagnose, and an orderly
+// console output at all) keeps its registers for CPUState, and an orderly
 // poweroff is turned into the exit that -no-reboot used to give.
-func (i *Instance) onShutdown(reason string) {
-	i.shutdown.Store(&reason)
-	if i.cfg.Reboot {
+func (vm *VM) onShutdown(reason string) {
+	vm.shutdown.Store(&reason)
+	if vm.cfg.Reboot {
 		return
 	}
 	switch reason {
 	case "guest-reset", "guest-panic":
-		i.resetOnce.Do(func() { close(i.reset) })
+		vm.resetOnce.Do(func() { close(vm.reset) })
 	case "guest-shutdown":
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
-			if _, err := i.run(ctx, qmp.Command{Execute: "quit"}); err != nil {
-				i.log.Debug("quit after guest poweroff", "err", err)
-				i.Kill()
+			if _, err := vm.run(ctx, qmp.Command{Execute: "quit"}); err != nil {
+				vm.log.Debug("quit after guest poweroff", "err", err)
+				vm.Kill()
 			}
 		}()
 	}
@@ -188,62 +190,62 @@ func (i *Instance) onShutdown(reason string) {
 // GuestReset is closed when the guest reset or panicked the machine itself
 // (QMP SHUTDOWN with reason guest-reset or guest-panic) on a VM without
 // Config.Reboot. QEMU then holds the guest paused, registers intact, until
-// Close: Diagnose first.
-func (i *Instance) GuestReset() <-chan struct{} { return i.reset }
+// Close: CPUState first.
+func (vm *VM) GuestReset() <-chan struct{} { return vm.reset }
 
 // TripleFault reports whether QEMU logged an x86 triple fault: the reset a
 // guest gets when a fault hits while its double-fault handler runs, and
 // which leaves nothing on the console.
-func (i *Instance) TripleFault() bool {
-	b, err := os.ReadFile(i.cfg.ResetLog())
+func (vm *VM) TripleFault() bool {
+	b, err := os.ReadFile(vm.cfg.ResetLog())
 	return err == nil && bytes.Contains(b, []byte("Triple fault"))
 }
 
 // ShutdownReason is the reason of QMP's last SHUTDOWN event ("guest-reset",
 // "guest-shutdown", "host-qmp-quit", ...), or "" if there was none.
-func (i *Instance) ShutdownReason() string {
-	if r := i.shutdown.Load(); r != nil {
+func (vm *VM) ShutdownReason() string {
+	if r := vm.shutdown.Load(); r != nil {
 		return *r
 	}
 	return ""
 }
 
 // Console returns QEMU's stdout, which carries the guest serial console.
-func (i *Instance) Console() io.Reader { return i.console }
+func (vm *VM) Console() io.Reader { return vm.console }
 
 // Agent returns the agent channel.
-func (i *Instance) Agent() io.Reader { return i.agent }
+func (vm *VM) Agent() io.Reader { return vm.agent }
 
 // RaceChannel is the race control port (Config.Race), nil without it.
-func (i *Instance) RaceChannel() io.ReadWriter {
-	if i.race == nil {
+func (vm *VM) RaceChannel() io.ReadWriter {
+	if vm.race == nil {
 		return nil
 	}
-	return i.race
+	return vm.race
 }
 
 // DialGDB connects to the VM's gdbstub (Config.Race). The VM stops while
 // the connection is made; the caller resumes it.
-func (i *Instance) DialGDB(ctx context.Context) (*gdbstub.Conn, error) {
-	if !i.cfg.Race {
+func (vm *VM) DialGDB(ctx context.Context) (*gdbstub.Conn, error) {
+	if !vm.cfg.Race {
 		return nil, fmt.Errorf("%w: the VM has no gdbstub (Config.Race unset)", ErrQEMU)
 	}
-	return gdbstub.Dial(ctx, "unix", i.cfg.GDBSocket())
+	return gdbstub.Dial(ctx, "unix", vm.cfg.GDBSocket())
 }
 
 // Exited is closed when QEMU has exited.
-func (i *Instance) Exited() <-chan struct{} { return i.exited }
+func (vm *VM) Exited() <-chan struct{} { return vm.exited }
 
 // ExitError is QEMU's exit status, valid after Exited is closed.
-func (i *Instance) ExitError() error { return i.exitErr }
+func (vm *VM) ExitError() error { return vm.exitErr }
 
 // Stderr returns the last few KiB QEMU wrote to stderr.
-func (i *Instance) Stderr() string { return i.stderr.String() }
+func (vm *VM) Stderr() string { return vm.stderr.String() }
 
 // Config returns the configuration the VM was started with.
-func (i *Instance) Config() Config { return i.cfg }
+func (vm *VM) Config() Config { return vm.cfg }
 
-func (i *Instance) run(ctx context.Context, cmd qmp.Command) ([]byte, error) {
+func (vm *VM) run(ctx context.Context, cmd qmp.Command) ([]byte, error) {
 	b, err := json.Marshal(cmd)
 	if err != nil {
 		return nil, err
@@ -254,7 +256,7 @@ func (i *Instance) run(ctx context.Context, cmd qmp.Command) ([]byte, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		out, err := i.mon.Run(b)
+		out, err := vm.mon.Run(b)
 		ch <- result{out, err}
 	}()
 	select {
@@ -269,8 +271,8 @@ func (i *Instance) run(ctx context.Context, cmd qmp.Command) ([]byte, error) {
 }
 
 // Status returns QMP query-status's status, e.g. "running" or "paused".
-func (i *Instance) Status(ctx context.Context) (string, error) {
-	out, err := i.run(ctx, qmp.Command{Execute: "query-status"})
+func (vm *VM) Status(ctx context.Context) (string, error) {
+	out, err := vm.run(ctx, qmp.Command{Execute: "query-status"})
 	if err != nil {
 		return "", err
 	}
@@ -286,8 +288,8 @@ func (i *Instance) Status(ctx context.Context) (string, error) {
 }
 
 // HMP runs a human monitor command and returns its text output.
-func (i *Instance) HMP(ctx context.Context, command string) (string, error) {
-	out, err := i.run(ctx, qmp.Command{Execute: "human-monitor-command", Args: map[string]string{"command-line": command}})
+func (vm *VM) HMP(ctx context.Context, command string) (string, error) {
+	out, err := vm.run(ctx, qmp.Command{Execute: "human-monitor-command", Args: map[string]string{"command-line": command}})
 	if err != nil {
 		return "", err
 	}
@@ -300,29 +302,30 @@ func (i *Instance) HMP(ctx context.Context, command string) (string, error) {
 	return r.Return, nil
 }
 
-// Diagnose returns what QEMU can tell about a guest that stopped talking: its
-// run state, every vCPU's registers, and the top of every vCPU's stack. It
-// stops a guest that still runs; callers kill it afterwards.
-func (i *Instance) Diagnose(ctx context.Context) string {
+// CPUState returns, as text, what QEMU can tell about a guest that stopped
+// talking: its run state, every vCPU's registers, and the top of every
+// vCPU's stack. It stops a guest that still runs; callers kill it
+// afterwards.
+func (vm *VM) CPUState(ctx context.Context) string {
 	var b strings.Builder
-	if st, err := i.Status(ctx); err == nil {
+	if st, err := vm.Status(ctx); err == nil {
 		fmt.Fprintf(&b, "status: %s\n\n", st)
 		// A guest that still runs would move on between the registers and
 		// each vCPU's stack: stop it first, so that they agree.
 		if st == "running" {
-			if err := i.Pause(ctx); err != nil {
+			if err := vm.Pause(ctx); err != nil {
 				fmt.Fprintf(&b, "stop for the dump: %v\n\n", err)
 			}
 		}
 	} else {
 		fmt.Fprintf(&b, "status: %v\n\n", err)
 	}
-	regs, err := i.HMP(ctx, "info registers -a")
+	regs, err := vm.HMP(ctx, "info registers -a")
 	if err != nil {
 		fmt.Fprintf(&b, "info registers -a: %v\n", err)
 	} else {
 		b.WriteString(regs)
-		b.WriteString(i.stacks(ctx, regs))
+		b.WriteString(vm.stacks(ctx, regs))
 	}
 	return b.String()
 }
@@ -336,8 +339,8 @@ const ConsoleID = "con0"
 // fragment) and a console UART that passes breaks on (8250, PL011); it
 // works while user space is starved, since the kernel handles it in the
 // UART's interrupt.
-func (i *Instance) Sysrq(ctx context.Context, key byte) error {
-	if _, err := i.run(ctx, qmp.Command{Execute: "chardev-send-break", Args: map[string]any{"id": ConsoleID}}); err != nil {
+func (vm *VM) Sysrq(ctx context.Context, key byte) error {
+	if _, err := vm.run(ctx, qmp.Command{Execute: "chardev-send-break", Args: map[string]any{"id": ConsoleID}}); err != nil {
 		return fmt.Errorf("sysrq %c: %w", key, err)
 	}
 	// The UART raises the break and the byte as two receive events: a
@@ -347,15 +350,15 @@ func (i *Instance) Sysrq(ctx context.Context, key byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if _, err := i.keys.Write([]byte{key}); err != nil {
+	if _, err := vm.keys.Write([]byte{key}); err != nil {
 		return fmt.Errorf("sysrq %c: write the key to the console: %w", key, err)
 	}
 	return nil
 }
 
 // Pause stops every vCPU (QMP stop), as a hang would.
-func (i *Instance) Pause(ctx context.Context) error {
-	_, err := i.run(ctx, qmp.Command{Execute: "stop"})
+func (vm *VM) Pause(ctx context.Context) error {
+	_, err := vm.run(ctx, qmp.Command{Execute: "stop"})
 	return err
 }
 
@@ -365,50 +368,50 @@ const NetDev = "net0"
 // SetLink takes the VM's network link down or up (QMP set_link), as a
 // cable pulled and put back: the guest keeps running and keeps its boot,
 // and connections through the port forward stall until the link is up.
-func (i *Instance) SetLink(ctx context.Context, up bool) error {
-	if i.cfg.SSHPort == 0 {
+func (vm *VM) SetLink(ctx context.Context, up bool) error {
+	if vm.cfg.SSHPort == 0 {
 		return fmt.Errorf("set_link: the VM has no network")
 	}
-	_, err := i.run(ctx, qmp.Command{Execute: "set_link", Args: map[string]any{"name": NetDev, "up": up}})
+	_, err := vm.run(ctx, qmp.Command{Execute: "set_link", Args: map[string]any{"name": NetDev, "up": up}})
 	return err
 }
 
 // Kill ends QEMU's process group at once.
-func (i *Instance) Kill() { proc.KillGroup(i.cmd) }
+func (vm *VM) Kill() { proc.KillGroup(vm.cmd) }
 
 // Close asks QEMU to quit over QMP, and kills it if it has not exited within a
 // few seconds. It always leaves no QEMU process behind.
-func (i *Instance) Close() error {
-	i.once.Do(func() {
+func (vm *VM) Close() error {
+	vm.once.Do(func() {
 		select {
-		case <-i.exited:
+		case <-vm.exited:
 		default:
-			if i.mon != nil {
+			if vm.mon != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, _ = i.run(ctx, qmp.Command{Execute: "quit"})
+				_, _ = vm.run(ctx, qmp.Command{Execute: "quit"})
 				cancel()
 			}
 			select {
-			case <-i.exited:
+			case <-vm.exited:
 			case <-time.After(3 * time.Second):
-				i.Kill()
-				<-i.exited
+				vm.Kill()
+				<-vm.exited
 			}
 		}
-		if i.mon != nil {
-			_ = i.mon.Disconnect()
+		if vm.mon != nil {
+			_ = vm.mon.Disconnect()
 		}
-		if i.agent != nil {
-			_ = i.agent.Close()
+		if vm.agent != nil {
+			_ = vm.agent.Close()
 		}
-		if i.race != nil {
-			_ = i.race.Close()
-			_ = os.Remove(i.cfg.RaceSocket())
-			_ = os.Remove(i.cfg.GDBSocket())
+		if vm.race != nil {
+			_ = vm.race.Close()
+			_ = os.Remove(vm.cfg.RaceSocket())
+			_ = os.Remove(vm.cfg.GDBSocket())
 		}
-		_ = os.Remove(i.cfg.QMPSocket())
-		_ = os.Remove(i.cfg.AgentSocket())
-		_ = os.Remove(i.cfg.ResetLog())
+		_ = os.Remove(vm.cfg.QMPSocket())
+		_ = os.Remove(vm.cfg.AgentSocket())
+		_ = os.Remove(vm.cfg.ResetLog())
 	})
 	return nil
 }
