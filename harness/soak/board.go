@@ -325,7 +325,7 @@ func (s *soak) consumeKmsg(r io.Reader, since uint64) {
 // It returns whether the soak goes on.
 func (s *soak) comeback(ctx context.Context) bool {
 	at := time.Since(s.start).Seconds()
-	s.log.Warn("connection to the board lost; waiting for it to come back", "target", s.cfg.SSH.Target)
+	s.log.Warn("connection to the board lost; waiting for it to come back", "target", s.cfg.SSH.Addr)
 	_ = s.client().Close()
 	dial := func(ctx context.Context) (*ssh.Client, error) { return ssh.Dial(ctx, s.cfg.SSH) }
 	c, cb, err := ssh.WaitBack(ctx, s.bootID, s.cfg.Backoff, dial, s.log)

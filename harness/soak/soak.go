@@ -38,7 +38,7 @@ import (
 
 // Config says what to soak.
 type Config struct {
-	// SSH reaches the board (its Target names it).
+	// SSH reaches the board (its Addr names it).
 	SSH ssh.Config
 	// Duration is how long the stress runs in total, across resumes.
 	Duration time.Duration
@@ -176,16 +176,16 @@ func (s *soak) probe(ctx context.Context) (arch.Arch, string, error) {
 	}
 	m, err := out("uname -m")
 	if err != nil {
-		return arch.Arch{}, "", fmt.Errorf("probe %s: %w", s.cfg.SSH.Target, err)
+		return arch.Arch{}, "", fmt.Errorf("probe %s: %w", s.cfg.SSH.Addr, err)
 	}
 	rel, err := out("uname -r")
 	if err != nil {
-		return arch.Arch{}, "", fmt.Errorf("probe %s: %w", s.cfg.SSH.Target, err)
+		return arch.Arch{}, "", fmt.Errorf("probe %s: %w", s.cfg.SSH.Addr, err)
 	}
 	if s.bootID, err = c.BootID(ctx); err != nil {
-		return arch.Arch{}, "", fmt.Errorf("probe %s: %w", s.cfg.SSH.Target, err)
+		return arch.Arch{}, "", fmt.Errorf("probe %s: %w", s.cfg.SSH.Addr, err)
 	}
-	board := &results.Board{Target: s.cfg.SSH.Target.String(), Uname: m, Release: rel, BootIDs: []string{s.bootID}}
+	board := &results.Board{Target: s.cfg.SSH.Addr.String(), Uname: m, Release: rel, BootIDs: []string{s.bootID}}
 	cfgText, where := s.kernelConfig(ctx, rel)
 	board.Config = where
 	var observed map[string]string
@@ -255,7 +255,7 @@ func (s *soak) deploy(ctx context.Context) (string, error) {
 	defer f.Close()
 	remote := s.cfg.RemoteDir + "/fth-agent"
 	if err := s.client().Upload(ctx, remote, f, 0o755); err != nil {
-		return "", fmt.Errorf("deploy agent to %s: %w", s.cfg.SSH.Target, err)
+		return "", fmt.Errorf("deploy agent to %s: %w", s.cfg.SSH.Addr, err)
 	}
 	d := time.Since(t0)
 	s.log.Info("agent deployed", "remote", remote, "seconds", d.Seconds())

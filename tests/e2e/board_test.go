@@ -325,13 +325,13 @@ func killedSoak(t *testing.T, out, dir, target string) {
 // dialBoard connects to the board VM with the keys `fth boardvm` wrote.
 func dialBoard(t *testing.T, dir, target string) *fthssh.Client {
 	t.Helper()
-	tg, err := fthssh.ParseTarget(target)
+	tg, err := fthssh.ParseAddr(target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	c, err := fthssh.Dial(ctx, fthssh.Config{Target: tg,
+	c, err := fthssh.Dial(ctx, fthssh.Config{Addr: tg,
 		HostKeys: fthssh.HostKeys{KnownHosts: []string{filepath.Join(dir, "known_hosts")}},
 		Auth:     fthssh.Auth{IdentityFiles: []string{filepath.Join(dir, "id_ed25519")}}})
 	if err != nil {

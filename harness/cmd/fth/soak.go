@@ -49,7 +49,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *target == "" {
 		return fmt.Errorf("%w: --target ssh://user@host[:port] is required", errUsage)
 	}
-	t, err := ssh.ParseTarget(*target)
+	addr, err := ssh.ParseAddr(*target)
 	if err != nil {
 		return fmt.Errorf("%w: --target: %v", errUsage, err)
 	}
@@ -90,7 +90,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *runID == "" {
 		*runID = "soak-" + newRunID()
 	}
-	cellName := "board-" + strings.NewReplacer(":", "_", "[", "", "]", "").Replace(t.Host) + fmt.Sprintf("-%d", t.Port)
+	cellName := "board-" + strings.NewReplacer(":", "_", "[", "", "]", "").Replace(addr.Host) + fmt.Sprintf("-%d", addr.Port)
 	runDir := filepath.Join(*out, *runID)
 	w, err := results.NewCellWriter(filepath.Join(runDir, cellName), results.Result{
 		RunID: *runID, Cell: cellName, Scenario: sc, StartedAt: time.Now().UTC(),
@@ -98,10 +98,10 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "soak of %s for %s: results in %s\n", t, *duration, w.Dir)
+	fmt.Fprintf(stdout, "soak of %s for %s: results in %s\n", addr, *duration, w.Dir)
 	cfg := soak.Config{
 		SSH: ssh.Config{
-			Target:   t,
+			Addr:     addr,
 			HostKeys: ssh.HostKeys{KnownHosts: splitList(*knownHosts), Insecure: *insecure, Log: log},
 			Auth:     ssh.Auth{IdentityFiles: splitList(*identity)},
 			Log:      log,

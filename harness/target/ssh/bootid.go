@@ -19,7 +19,7 @@ func (c *Client) BootID(ctx context.Context) (string, error) {
 	}
 	id := strings.TrimSpace(string(out))
 	if !isUUID(id) {
-		return "", fmt.Errorf("read boot_id on %s: %s gave %q, not a UUID: is /proc mounted on the board?", c.target, bootIDPath, id)
+		return "", fmt.Errorf("read boot_id on %s: %s gave %q, not a UUID: is /proc mounted on the board?", c.addr, bootIDPath, id)
 	}
 	return id, nil
 }

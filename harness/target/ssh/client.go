@@ -27,7 +27,7 @@ var ErrConnLost = errors.New("connection to the board lost")
 
 // Config says which board to dial and how.
 type Config struct {
-	Target   Target
+	Addr     Addr
 	HostKeys HostKeys
 	Auth     Auth
 	// DialTimeout bounds the TCP connect plus the SSH handshake; 0 means 10s.
@@ -44,10 +44,10 @@ type Config struct {
 // Client is a connection to a board. Its methods are safe for concurrent use;
 // each command runs in its own SSH session.
 type Client struct {
-	target Target
-	conn   *ssh.Client
-	log    *slog.Logger
-	done   chan struct{}
+	addr Addr
+	conn *ssh.Client
+	log  *slog.Logger
+	done chan struct{}
 
 	mu     sync.Mutex
 	cause  error // why the connection ended; set once
@@ -57,18 +57,18 @@ type Client struct {
 // Dial connects and authenticates to the board. ctx bounds the dial and the
 // handshake only; the connection then lives until Close or until it is lost.
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
-	t := cfg.Target
-	if t.User == "" || t.Host == "" {
-		return nil, fmt.Errorf("ssh dial %q: target needs a user and a host (%s)", t.String(), targetForm)
+	a := cfg.Addr
+	if a.User == "" || a.Host == "" {
+		return nil, fmt.Errorf("ssh dial %q: the address needs a user and a host (%s)", a.String(), addrForm)
 	}
-	if t.Port == 0 {
-		t.Port = defaultPort
+	if a.Port == 0 {
+		a.Port = defaultPort
 	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("target", t.String())
+	log = log.With("target", a.String())
 	timeout := cfg.DialTimeout
 	if timeout <= 0 {
 		timeout = defaultDialTimeout
@@ -82,29 +82,29 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		hk.Log = log
 	}
 	// A fresh policy per connection, so the insecure warning fires on each.
-	policy, err := hk.policy(t)
+	policy, err := hk.policy(a)
 	if err != nil {
-		return nil, fmt.Errorf("ssh dial %s: %w", t, err)
+		return nil, fmt.Errorf("ssh dial %s: %w", a, err)
 	}
 	methods, agentConn, err := cfg.Auth.Methods()
 	if err != nil {
-		return nil, fmt.Errorf("ssh dial %s: %w", t, err)
+		return nil, fmt.Errorf("ssh dial %s: %w", a, err)
 	}
 	// The agent is only needed to sign during the handshake.
 	defer agentConn.Close()
 
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	addr := t.Addr()
+	addr := a.HostPort()
 	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("ssh dial %s: %w: is the board up, is sshd listening on port %d, and is the address right?", t, err, t.Port)
+		return nil, fmt.Errorf("ssh dial %s: %w: is the board up, is sshd listening on port %d, and is the address right?", a, err, a.Port)
 	}
 	// The handshake takes no context; closing the socket is the only way to
 	// abort a board that accepted TCP but hangs in SSH.
 	stop := context.AfterFunc(dctx, func() { conn.Close() })
 	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, &ssh.ClientConfig{
-		User:              t.User,
+		User:              a.User,
 		Auth:              methods,
 		HostKeyCallback:   policy.callback,
 		HostKeyAlgorithms: policy.algorithms,
@@ -114,13 +114,13 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		if err == nil {
 			sc.Close()
 		}
-		return nil, fmt.Errorf("ssh dial %s: handshake: %w", t, context.Cause(dctx))
+		return nil, fmt.Errorf("ssh dial %s: handshake: %w", a, context.Cause(dctx))
 	}
 	if err != nil {
 		conn.Close()
-		return nil, explainDialError(t, err)
+		return nil, explainDialError(a, err)
 	}
-	c := &Client{target: t, conn: ssh.NewClient(sc, chans, reqs), log: log, done: make(chan struct{})}
+	c := &Client{addr: a, conn: ssh.NewClient(sc, chans, reqs), log: log, done: make(chan struct{})}
 	log.Info("connected to board", "server", string(sc.ServerVersion()))
 	go c.watch()
 	if keepAlive > 0 {
@@ -130,19 +130,19 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // explainDialError adds the likely fix to a handshake failure.
-func explainDialError(t Target, err error) error {
+func explainDialError(a Addr, err error) error {
 	switch {
 	case errors.Is(err, ErrHostKey):
-		return fmt.Errorf("ssh dial %s: %w", t, err)
+		return fmt.Errorf("ssh dial %s: %w", a, err)
 	case strings.Contains(err.Error(), "unable to authenticate"):
-		return fmt.Errorf("ssh dial %s: %w: the board accepted none of the keys offered: add your public key to ~%s/.ssh/authorized_keys on the board, or pass the right identity file", t, err, t.User)
+		return fmt.Errorf("ssh dial %s: %w: the board accepted none of the keys offered: add your public key to ~%s/.ssh/authorized_keys on the board, or pass the right identity file", a, err, a.User)
 	default:
-		return fmt.Errorf("ssh dial %s: %w", t, err)
+		return fmt.Errorf("ssh dial %s: %w", a, err)
 	}
 }
 
-// Target is the board this client is connected to.
-func (c *Client) Target() Target { return c.target }
+// Addr is the board this client is connected to.
+func (c *Client) Addr() Addr { return c.addr }
 
 // Done is closed when the connection is lost or closed: ssh.Client.Wait
 // returned, or keepalive replies stopped.
@@ -163,7 +163,7 @@ func (c *Client) Close() error {
 		err = nil
 	}
 	if err != nil {
-		return fmt.Errorf("close ssh connection to %s: %w", c.target, err)
+		return fmt.Errorf("close ssh connection to %s: %w", c.addr, err)
 	}
 	return nil
 }
@@ -201,5 +201,5 @@ func (c *Client) lostErr() error {
 	c.mu.Lock()
 	cause := c.cause
 	c.mu.Unlock()
-	return fmt.Errorf("%w: %s: %v", ErrConnLost, c.target, cause)
+	return fmt.Errorf("%w: %s: %v", ErrConnLost, c.addr, cause)
 }

@@ -33,10 +33,10 @@ func newRig(t *testing.T, silent bool) *rig {
 	dir := t.TempDir()
 	id, pub := writeIdentity(t, t.TempDir(), "")
 	srv := newTestServer(t, pub, silent)
-	tgt := srv.target("tester")
-	known := writeKnownHosts(t, t.TempDir(), tgt.Addr(), srv.hostKey.PublicKey())
+	tgt := srv.addr("tester")
+	known := writeKnownHosts(t, t.TempDir(), tgt.HostPort(), srv.hostKey.PublicKey())
 	return &rig{srv: srv, dir: dir, cfg: Config{
-		Target:      tgt,
+		Addr:        tgt,
 		HostKeys:    HostKeys{KnownHosts: []string{known}},
 		Auth:        Auth{IdentityFiles: []string{id}},
 		DialTimeout: 5 * time.Second,
@@ -84,7 +84,7 @@ func exists(path string) bool {
 
 func TestDialRefused(t *testing.T) {
 	r := newRig(t, false)
-	other := writeKnownHosts(t, t.TempDir(), r.cfg.Target.Addr(), newSigner(t).PublicKey())
+	other := writeKnownHosts(t, t.TempDir(), r.cfg.Addr.HostPort(), newSigner(t).PublicKey())
 	strangerID, _ := writeIdentity(t, t.TempDir(), "")
 	for _, tc := range []struct {
 		name   string
@@ -99,8 +99,8 @@ func TestDialRefused(t *testing.T) {
 		},
 			[]string{"not in known_hosts", "ssh-keyscan -p"}, true},
 		{"key not authorized", func(c *Config) { c.Auth.IdentityFiles = []string{strangerID} },
-			[]string{"unable to authenticate", "authorized_keys", r.cfg.Target.String()}, false},
-		{"nothing listening", func(c *Config) { c.Target.Port = closedPort(t) },
+			[]string{"unable to authenticate", "authorized_keys", r.cfg.Addr.String()}, false},
+		{"nothing listening", func(c *Config) { c.Addr.Port = closedPort(t) },
 			[]string{"connection refused", "is sshd listening"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +126,7 @@ func TestDialRefused(t *testing.T) {
 // closedPort returns a local port with nothing listening on it.
 func closedPort(t *testing.T) int {
 	srv := newTestServer(t, newSigner(t).PublicKey(), false)
-	port := srv.target("x").Port
+	port := srv.addr("x").Port
 	srv.close()
 	return port
 }
@@ -137,8 +137,8 @@ func TestDialAgent(t *testing.T) {
 	encrypted, pub := writeIdentity(t, t.TempDir(), "s3cret")
 	// Re-create the server so that it accepts the agent's key.
 	r.srv = newTestServer(t, pub, false)
-	r.cfg.Target = r.srv.target("tester")
-	r.cfg.HostKeys.KnownHosts = []string{writeKnownHosts(t, t.TempDir(), r.cfg.Target.Addr(), r.srv.hostKey.PublicKey())}
+	r.cfg.Addr = r.srv.addr("tester")
+	r.cfg.HostKeys.KnownHosts = []string{writeKnownHosts(t, t.TempDir(), r.cfg.Addr.HostPort(), r.srv.hostKey.PublicKey())}
 	r.cfg.Auth = Auth{IdentityFiles: []string{encrypted}, AgentSocket: sock}
 
 	if _, err := Dial(t.Context(), r.cfg); err == nil {

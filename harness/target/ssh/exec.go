@@ -61,7 +61,7 @@ func (c *Client) Stream(ctx context.Context, cmd string, stdin io.Reader, stdout
 func (c *Client) run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer, tail *tailBuffer, kill bool) error {
 	ch, reqs, err := c.openSession(ctx)
 	if err != nil {
-		return fmt.Errorf("run %q on %s: %w", cmd, c.target, err)
+		return fmt.Errorf("run %q on %s: %w", cmd, c.addr, err)
 	}
 	outGate, errGate := newGate(stdout), newGate(stderr)
 	defer outGate.close()
@@ -72,7 +72,7 @@ func (c *Client) run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 		case <-c.done:
 			return fmt.Errorf("run %q: %w", cmd, c.lostErr())
 		default:
-			return fmt.Errorf("run %q on %s: exec: %w", cmd, c.target, err)
+			return fmt.Errorf("run %q on %s: exec: %w", cmd, c.addr, err)
 		}
 	}
 	go func() {
@@ -127,7 +127,7 @@ func (c *Client) run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 			}
 			ch.Close()
 		}()
-		return fmt.Errorf("run %q on %s: %w", cmd, c.target, context.Cause(ctx))
+		return fmt.Errorf("run %q on %s: %w", cmd, c.addr, context.Cause(ctx))
 	case <-c.done:
 		ch.Close()
 		return fmt.Errorf("run %q: %w", cmd, c.lostErr())
@@ -184,7 +184,7 @@ func (c *Client) exitError(cmd string, st exitStatus, tail *tailBuffer) error {
 		return nil
 	}
 	if st.status > 0 || st.signal != "" {
-		return &ExitError{Cmd: cmd, Target: c.target, Status: st.status, Signal: st.signal, Stderr: tail.String()}
+		return &ExitError{Cmd: cmd, Addr: c.addr, Status: st.status, Signal: st.signal, Stderr: tail.String()}
 	}
 	// No exit status: the channel was torn down under the command, which is
 	// almost always the connection going away.
@@ -193,13 +193,13 @@ func (c *Client) exitError(cmd string, st exitStatus, tail *tailBuffer) error {
 		return fmt.Errorf("run %q: %w", cmd, c.lostErr())
 	case <-time.After(lostGrace):
 	}
-	return fmt.Errorf("run %q on %s: the session ended without an exit status (sshd killed?); stderr: %q", cmd, c.target, tail.String())
+	return fmt.Errorf("run %q on %s: the session ended without an exit status (sshd killed?); stderr: %q", cmd, c.addr, tail.String())
 }
 
 // ExitError is a command that ran on the board and failed.
 type ExitError struct {
-	Cmd    string
-	Target Target
+	Cmd  string
+	Addr Addr
 	// Status is the exit status, -1 when the command was killed by Signal.
 	Status int
 	Signal string
@@ -213,7 +213,7 @@ func (e *ExitError) Error() string {
 		how = "killed by signal " + e.Signal
 	}
 	if e.Stderr == "" {
-		return fmt.Sprintf("run %q on %s: %s (no stderr)", e.Cmd, e.Target, how)
+		return fmt.Sprintf("run %q on %s: %s (no stderr)", e.Cmd, e.Addr, how)
 	}
-	return fmt.Sprintf("run %q on %s: %s; stderr: %q", e.Cmd, e.Target, how, e.Stderr)
+	return fmt.Sprintf("run %q on %s: %s; stderr: %q", e.Cmd, e.Addr, how, e.Stderr)
 }

@@ -44,7 +44,7 @@ type HostKeys struct {
 // the callback warns once, on its first use: take a fresh callback per
 // connection (Dial does) so that every connection is warned about.
 func (h HostKeys) Callback() (ssh.HostKeyCallback, error) {
-	p, err := h.policy(Target{})
+	p, err := h.policy(Addr{})
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +55,14 @@ func (h HostKeys) Callback() (ssh.HostKeyCallback, error) {
 type hostKeyPolicy struct {
 	callback ssh.HostKeyCallback
 	// algorithms are the host key algorithms to ask the server for, from the
-	// key types known_hosts holds for the target; nil means the library's
+	// key types known_hosts holds for the address; nil means the library's
 	// default list.
 	algorithms []string
 }
 
-// policy builds the callback. t, when known, makes the "no known_hosts"
+// policy builds the callback. a, when known, makes the "no known_hosts"
 // message name the real host and port instead of placeholders.
-func (h HostKeys) policy(t Target) (hostKeyPolicy, error) {
+func (h HostKeys) policy(a Addr) (hostKeyPolicy, error) {
 	log := h.Log
 	if log == nil {
 		log = slog.Default()
@@ -102,7 +102,7 @@ func (h HostKeys) policy(t Target) (hostKeyPolicy, error) {
 	}
 	if len(existing) == 0 {
 		return hostKeyPolicy{}, fmt.Errorf("%w: no known_hosts file found (tried %s): record the board's key with `%s`, or pass --known-hosts FILE, or --insecure-host-key to skip verification",
-			ErrHostKey, strings.Join(files, ", "), keyscanFix(t.Host, t.Port))
+			ErrHostKey, strings.Join(files, ", "), keyscanFix(a.Host, a.Port))
 	}
 	db, err := knownhosts.New(existing...)
 	if err != nil {
@@ -111,8 +111,8 @@ func (h HostKeys) policy(t Target) (hostKeyPolicy, error) {
 	p := hostKeyPolicy{callback: func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 		return explainHostKeyError(db(hostname, remote, key), hostname, key, existing)
 	}}
-	if t.Host != "" {
-		p.algorithms = knownAlgorithms(db, t.Addr())
+	if a.Host != "" {
+		p.algorithms = knownAlgorithms(db, a.HostPort())
 	}
 	return p, nil
 }

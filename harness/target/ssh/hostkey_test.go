@@ -76,10 +76,10 @@ func TestHostKeysNoFile(t *testing.T) {
 			t.Errorf("error %q does not contain %q", err, w)
 		}
 	}
-	// Dial knows the target, so its message has the real command.
-	_, err = HostKeys{KnownHosts: []string{missing}}.policy(Target{"root", "board", 2200})
+	// Dial knows the address, so its message has the real command.
+	_, err = HostKeys{KnownHosts: []string{missing}}.policy(Addr{"root", "board", 2200})
 	if err == nil || !strings.Contains(err.Error(), "ssh-keyscan -p 2200 board >> ~/.ssh/known_hosts") {
-		t.Errorf("policy error %v does not give the keyscan command for the target", err)
+		t.Errorf("policy error %v does not give the keyscan command for the address", err)
 	}
 }
 
@@ -127,7 +127,7 @@ func TestKnownAlgorithms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			file := writeKnownHosts(t, dir, "board:2222", tc.known...)
-			p, err := HostKeys{KnownHosts: []string{file}}.policy(Target{"root", "board", 2222})
+			p, err := HostKeys{KnownHosts: []string{file}}.policy(Addr{"root", "board", 2222})
 			if err != nil {
 				t.Fatal(err)
 			}

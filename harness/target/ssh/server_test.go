@@ -82,10 +82,10 @@ func newTestServer(t *testing.T, clientKey ssh.PublicKey, silent bool) *testServ
 	return s
 }
 
-// target is the server's address as a Target for user.
-func (s *testServer) target(user string) Target {
+// addr is the server's address for user.
+func (s *testServer) addr(user string) Addr {
 	a := s.ln.Addr().(*net.TCPAddr)
-	return Target{User: user, Host: a.IP.String(), Port: a.Port}
+	return Addr{User: user, Host: a.IP.String(), Port: a.Port}
 }
 
 // dropConns closes every client connection, as a board that rebooted would.

@@ -24,14 +24,14 @@ const uploadSuffix = ".fth-tmp"
 // of the data without that check.
 func (c *Client) Upload(ctx context.Context, remotePath string, r io.Reader, mode os.FileMode) error {
 	if remotePath == "" || strings.HasSuffix(remotePath, "/") {
-		return fmt.Errorf("upload to %s: remote path %q must name a file", c.target, remotePath)
+		return fmt.Errorf("upload to %s: remote path %q must name a file", c.addr, remotePath)
 	}
 	if strings.ContainsRune(remotePath, 0) {
-		return fmt.Errorf("upload to %s: remote path %q contains a NUL byte", c.target, remotePath)
+		return fmt.Errorf("upload to %s: remote path %q contains a NUL byte", c.addr, remotePath)
 	}
 	size, body, err := sized(r)
 	if err != nil {
-		return fmt.Errorf("upload %s to %s: reading the data: %w", remotePath, c.target, err)
+		return fmt.Errorf("upload %s to %s: reading the data: %w", remotePath, c.addr, err)
 	}
 	dst := safePath(remotePath)
 	// The paths go through variables so the error message can name them

@@ -71,7 +71,7 @@ type Comeback struct {
 // boot_id with prevBootID (read by BootID right after the previous Dial): a
 // different one means Rebooted (the board crashed or restarted), the same
 // one a network blip. It gives up after b.Tries with an error naming the
-// tries and the last dial error (which names the target). dial is usually a
+// tries and the last dial error (which names the address). dial is usually a
 // closure over Dial and the soak's Config.
 func WaitBack(ctx context.Context, prevBootID string, b Backoff, dial func(context.Context) (*Client, error), log *slog.Logger) (*Client, Comeback, error) {
 	c, cb, err := waitBack(ctx, prevBootID, b, func(ctx context.Context) (bootIDer, error) {

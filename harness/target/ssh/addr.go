@@ -9,27 +9,27 @@ import (
 	"strings"
 )
 
-// targetForm is the accepted syntax, quoted in every parse error so the user
+// addrForm is the accepted syntax, quoted in every parse error so the user
 // sees what to type instead.
-const targetForm = "ssh://user@host[:port]"
+const addrForm = "ssh://user@host[:port]"
 
-// defaultPort is the SSH port used when the target names none.
+// defaultPort is the SSH port used when the address names none.
 const defaultPort = 22
 
-// Target is a parsed board address.
-type Target struct {
+// Addr is a board's SSH address: who to log in as, and where.
+type Addr struct {
 	User string
 	Host string // a name or an IP; IPv6 without brackets
 	Port int
 }
 
-// ParseTarget parses "ssh://user@host[:port]" or "user@host[:port]"; IPv6
+// ParseAddr parses "ssh://user@host[:port]" or "user@host[:port]"; IPv6
 // hosts go in brackets ("ssh://user@[::1]:22"). The port defaults to 22. The
 // user is required: guessing the local user name gives confusing auth
 // failures on boards that only have root.
-func ParseTarget(s string) (Target, error) {
-	fail := func(why string) (Target, error) {
-		return Target{}, fmt.Errorf("ssh target %q: %s: %s", s, targetForm, why)
+func ParseAddr(s string) (Addr, error) {
+	fail := func(why string) (Addr, error) {
+		return Addr{}, fmt.Errorf("ssh address %q: %s: %s", s, addrForm, why)
 	}
 	if s == "" {
 		return fail("empty")
@@ -86,17 +86,17 @@ func ParseTarget(s string) (Target, error) {
 	} else if strings.HasSuffix(u.Host, ":") {
 		return fail("empty port")
 	}
-	return Target{User: u.User.Username(), Host: host, Port: port}, nil
+	return Addr{User: u.User.Username(), Host: host, Port: port}, nil
 }
 
-// String formats the target as ssh://user@host:port, the form ParseTarget
+// String formats the address as ssh://user@host:port, the form ParseAddr
 // reads back, with IPv6 hosts in brackets.
-func (t Target) String() string {
-	return "ssh://" + url.User(t.User).String() + "@" + t.Addr()
+func (a Addr) String() string {
+	return "ssh://" + url.User(a.User).String() + "@" + a.HostPort()
 }
 
-// Addr is host:port for net.Dial, and also the name known_hosts is checked
-// against (knownhosts turns a non-22 port into "[host]:port").
-func (t Target) Addr() string {
-	return net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
+// HostPort is host:port for net.Dial, and also the name known_hosts is
+// checked against (knownhosts turns a non-22 port into "[host]:port").
+func (a Addr) HostPort() string {
+	return net.JoinHostPort(a.Host, strconv.Itoa(a.Port))
 }

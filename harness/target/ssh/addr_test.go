@@ -5,33 +5,33 @@ import (
 	"testing"
 )
 
-func TestParseTarget(t *testing.T) {
+func TestParseAddr(t *testing.T) {
 	good := []struct {
 		in   string
-		want Target
+		want Addr
 		str  string
 	}{
-		{"ssh://root@board", Target{"root", "board", 22}, "ssh://root@board:22"},
-		{"ssh://root@board:2222", Target{"root", "board", 2222}, "ssh://root@board:2222"},
-		{"root@board", Target{"root", "board", 22}, "ssh://root@board:22"},
-		{"root@10.0.0.5:2222", Target{"root", "10.0.0.5", 2222}, "ssh://root@10.0.0.5:2222"},
-		{"ssh://user@[::1]:22", Target{"user", "::1", 22}, "ssh://user@[::1]:22"},
-		{"user@[fe80::1]", Target{"user", "fe80::1", 22}, "ssh://user@[fe80::1]:22"},
-		{"SSH://pi@rpi.lan:65535", Target{"pi", "rpi.lan", 65535}, "ssh://pi@rpi.lan:65535"},
+		{"ssh://root@board", Addr{"root", "board", 22}, "ssh://root@board:22"},
+		{"ssh://root@board:2222", Addr{"root", "board", 2222}, "ssh://root@board:2222"},
+		{"root@board", Addr{"root", "board", 22}, "ssh://root@board:22"},
+		{"root@10.0.0.5:2222", Addr{"root", "10.0.0.5", 2222}, "ssh://root@10.0.0.5:2222"},
+		{"ssh://user@[::1]:22", Addr{"user", "::1", 22}, "ssh://user@[::1]:22"},
+		{"user@[fe80::1]", Addr{"user", "fe80::1", 22}, "ssh://user@[fe80::1]:22"},
+		{"SSH://pi@rpi.lan:65535", Addr{"pi", "rpi.lan", 65535}, "ssh://pi@rpi.lan:65535"},
 	}
 	for _, tc := range good {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseTarget(tc.in)
+			got, err := ParseAddr(tc.in)
 			if err != nil {
-				t.Fatalf("ParseTarget(%q): %v", tc.in, err)
+				t.Fatalf("ParseAddr(%q): %v", tc.in, err)
 			}
 			if got != tc.want {
-				t.Fatalf("ParseTarget(%q) = %+v, want %+v", tc.in, got, tc.want)
+				t.Fatalf("ParseAddr(%q) = %+v, want %+v", tc.in, got, tc.want)
 			}
 			if s := got.String(); s != tc.str {
 				t.Errorf("String() = %q, want %q", s, tc.str)
 			}
-			back, err := ParseTarget(got.String())
+			back, err := ParseAddr(got.String())
 			if err != nil || back != got {
 				t.Errorf("round trip of %q: %+v, %v", got.String(), back, err)
 			}
@@ -61,30 +61,30 @@ func TestParseTarget(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run("bad/"+tc.in, func(t *testing.T) {
-			got, err := ParseTarget(tc.in)
+			got, err := ParseAddr(tc.in)
 			if err == nil {
-				t.Fatalf("ParseTarget(%q) = %+v, want an error", tc.in, got)
+				t.Fatalf("ParseAddr(%q) = %+v, want an error", tc.in, got)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ParseTarget(%q) error %q does not contain %q", tc.in, err, tc.want)
+				t.Errorf("ParseAddr(%q) error %q does not contain %q", tc.in, err, tc.want)
 			}
-			if !strings.Contains(err.Error(), targetForm) {
+			if !strings.Contains(err.Error(), addrForm) {
 				t.Errorf("error %q does not show the accepted form", err)
 			}
 		})
 	}
 }
 
-func TestTargetAddr(t *testing.T) {
+func TestAddrHostPort(t *testing.T) {
 	for _, tc := range []struct {
-		t    Target
+		a    Addr
 		want string
 	}{
-		{Target{"u", "board", 22}, "board:22"},
-		{Target{"u", "::1", 2222}, "[::1]:2222"},
+		{Addr{"u", "board", 22}, "board:22"},
+		{Addr{"u", "::1", 2222}, "[::1]:2222"},
 	} {
-		if got := tc.t.Addr(); got != tc.want {
-			t.Errorf("%+v.Addr() = %q, want %q", tc.t, got, tc.want)
+		if got := tc.a.HostPort(); got != tc.want {
+			t.Errorf("%+v.HostPort() = %q, want %q", tc.a, got, tc.want)
 		}
 	}
 }
