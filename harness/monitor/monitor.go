@@ -108,31 +108,34 @@ func (g Graces) orDefault() Graces {
 	return g
 }
 
-// Outcome is how a cell's run ended; result.json's "ended" names it.
+// Outcome is how a cell's run ended; result.json's "ended" names it. The
+// constants are End-prefixed because an outcome is the monitor's judgement,
+// not the target event it may follow: a target.Reset after the agent's done
+// ends the cell EndDone.
 type Outcome int
 
 const (
-	// Exited: the target went away (QEMU exited, the agent process ended).
-	Exited Outcome = iota
-	// Done: the agent reported done.
-	Done
-	// Silence: no output for Spec.Silence.
-	Silence
-	// Deadline: Spec.Deadline passed.
-	Deadline
-	// Interrupted: the context ended (Ctrl-C).
-	Interrupted
-	// Panic: the console showed a kernel panic and the guest neither reset
+	// EndExited: the target went away (QEMU exited, the agent process ended).
+	EndExited Outcome = iota
+	// EndDone: the agent reported done.
+	EndDone
+	// EndSilence: no output for Spec.Silence.
+	EndSilence
+	// EndDeadline: Spec.Deadline passed.
+	EndDeadline
+	// EndInterrupted: the context ended (Ctrl-C).
+	EndInterrupted
+	// EndPanic: the console showed a kernel panic and the guest neither reset
 	// nor exited within Graces.Panic.
-	Panic
-	// Reset: the guest reset the machine itself before done.
-	Reset
-	// HangReport: a hang report's tail ran out while the guest still talked.
-	HangReport
-	// Rebooted: a board rebooted and the target did not resume the agent.
-	Rebooted
-	// Unreachable: a board did not come back.
-	Unreachable
+	EndPanic
+	// EndReset: the guest reset the machine itself before done.
+	EndReset
+	// EndHangReport: a hang report's tail ran out while the guest still talked.
+	EndHangReport
+	// EndRebooted: a board rebooted and the target did not resume the agent.
+	EndRebooted
+	// EndUnreachable: a board did not come back.
+	EndUnreachable
 	// NumOutcomes counts the outcomes above; it is none itself.
 	NumOutcomes
 )
@@ -140,25 +143,25 @@ const (
 // String is the outcome as result.json's "ended" names it.
 func (o Outcome) String() string {
 	switch o {
-	case Exited:
+	case EndExited:
 		return "exited"
-	case Done:
+	case EndDone:
 		return "done"
-	case Silence:
+	case EndSilence:
 		return "silence"
-	case Deadline:
+	case EndDeadline:
 		return "deadline"
-	case Interrupted:
+	case EndInterrupted:
 		return "interrupted"
-	case Panic:
+	case EndPanic:
 		return "panic"
-	case Reset:
+	case EndReset:
 		return "reset"
-	case HangReport:
+	case EndHangReport:
 		return "hang-report"
-	case Rebooted:
+	case EndRebooted:
 		return "rebooted"
-	case Unreachable:
+	case EndUnreachable:
 		return "unreachable"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
@@ -168,7 +171,7 @@ func (o Outcome) String() string {
 // teardown: stopped, stuck, or still running when it should not be.
 func (o Outcome) diagnosed() bool {
 	switch o {
-	case Silence, Deadline, Panic, Reset, HangReport:
+	case EndSilence, EndDeadline, EndPanic, EndReset, EndHangReport:
 		return true
 	}
 	return false
@@ -257,7 +260,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, inst targ
 	m := &run{log: log, w: w, inst: inst, spec: spec, con: con, ev: ev, det: console.NewDetector(), start: time.Now()}
 	m.lastOut = m.start
 	out := m.loop(ctx)
-	if out == Silence || out == HangReport || out == Deadline {
+	if out == EndSilence || out == EndHangReport || out == EndDeadline {
 		m.askKernel(ctx)
 	}
 	m.teardown(ctx, out)
@@ -275,30 +278,30 @@ func (m *run) loop(ctx context.Context) Outcome {
 		select {
 		case e, ok := <-events:
 			if !ok {
-				return Exited
+				return EndExited
 			}
 			if out, end := m.handle(e); end {
 				return out
 			}
 		case <-m.resetSettled:
 			m.log.Warn("the guest reset itself before the agent reported done; the target holds it for forensics")
-			return Reset
+			return EndReset
 		case <-m.dead:
 			m.log.Warn("the guest panicked and did not reset", "grace", m.spec.Graces.Panic)
-			return Panic
+			return EndPanic
 		case <-m.tail:
-			return HangReport
+			return EndHangReport
 		case <-m.pauseAt:
 			m.pauseAt = nil
 			m.pause(ctx)
 		case <-tick.C:
 			if !m.waiting && time.Since(m.lastOut) > m.spec.Silence {
-				return Silence
+				return EndSilence
 			}
 		case <-overall.C:
-			return Deadline
+			return EndDeadline
 		case <-ctx.Done():
-			return Interrupted
+			return EndInterrupted
 		}
 	}
 }
@@ -323,7 +326,7 @@ func (m *run) handle(e target.Event) (out Outcome, end bool) {
 			m.log.Info("target exited", "err", e.Err)
 			m.exitErr = e.Err
 		}
-		return Exited, true
+		return EndExited, true
 	case target.Reset:
 		if m.resetSettled == nil {
 			m.resetSettled = time.After(m.spec.Graces.Reset)
@@ -340,7 +343,7 @@ func (m *run) handle(e target.Event) (out Outcome, end bool) {
 	case target.Unreachable:
 		m.addFindings(results.Finding{Source: "board", Kind: console.KindBoardLost, Title: "board unreachable after a lost connection"})
 		m.log.Warn("the target did not come back", "err", e.Err)
-		return Unreachable, true
+		return EndUnreachable, true
 	}
 	return 0, false
 }
@@ -435,7 +438,7 @@ func (m *run) agentLine(line string) (Outcome, bool) {
 		m.update(func(r *results.Result) { results.Apply(r, ev) })
 		if ev.Kind == event.KindDone {
 			m.done = true
-			return Done, true
+			return EndDone, true
 		}
 	}
 	return 0, false
@@ -456,7 +459,7 @@ func (m *run) rebooted(e target.Event) (Outcome, bool) {
 		m.addFindings(results.Finding{Source: "board", Kind: console.KindReboot, Title: "board rebooted during the soak (no pstore record)"})
 	}
 	if !e.Resumed {
-		return Rebooted, true
+		return EndRebooted, true
 	}
 	m.hello, m.done, m.inFlight, m.recentOps = false, false, nil, nil
 	return 0, false
@@ -513,7 +516,7 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 		}
 		m.inst.Kill()
 	}
-	if out == Done {
+	if out == EndDone {
 		// The guest goes away after done (QEMU pauses on the agent's
 		// reboot; a board's agent exits); a last report may still come.
 		m.readUntilGone(m.spec.Graces.Done)
@@ -522,7 +525,7 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 	tripleFault := false
 	if re, ok := m.inst.(target.ResetExplainer); ok {
 		shutdown = re.ShutdownReason()
-		tripleFault = out == Reset && re.TripleFault()
+		tripleFault = out == EndReset && re.TripleFault()
 	}
 	if s, ok := m.inst.(target.Stderrer); ok {
 		m.stderr = s.Stderr()
@@ -534,10 +537,10 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 		r.Ended, r.Shutdown = out.String(), shutdown
 		// A reset is a finding only when the console explains nothing:
 		// after a panic it is just the reboot panic=-1 asked for.
-		if out == Reset && len(r.Findings) == 0 {
+		if out == EndReset && len(r.Findings) == 0 {
 			r.AddFindings(results.Finding{Kind: console.KindReset, Title: silentResetTitle(tripleFault)})
 		}
-		if out == Silence {
+		if out == EndSilence {
 			f := results.Finding{Kind: console.KindHang, Title: fmt.Sprintf("hang: no output for %s", m.spec.Silence)}
 			if e := m.explained; e != nil && e.Title != "" {
 				f.Kind, f.Title = e.Kind, e.Title
@@ -682,11 +685,11 @@ func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (
 		return results.Error, h.Finding.Title
 	case h.Finding != nil:
 		return results.Pass, fmt.Sprintf("known finding %s ended the run (%s), not counted: --include-known counts it", h.Finding.Known, h.Finding.Title)
-	case out == Silence:
+	case out == EndSilence:
 		return results.Fail, fmt.Sprintf("hang: no output for %s", spec.Silence)
-	case out == Interrupted:
+	case out == EndInterrupted:
 		return results.Error, "interrupted"
-	case out == Deadline:
+	case out == EndDeadline:
 		return results.Error, fmt.Sprintf("cell deadline of %s passed while the guest was still talking", spec.Deadline)
 	case !done:
 		msg := "the guest stopped before the agent reported done, and the console shows no report"

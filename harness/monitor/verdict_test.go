@@ -21,28 +21,28 @@ func TestVerdict(t *testing.T) {
 		want   results.Verdict
 		reason string
 	}{
-		{"clean", results.Result{AgentOK: &yes}, Done, true, results.Pass, ""},
-		{"finding beats agent ok", results.Result{AgentOK: &yes, Findings: oops}, Done, true, results.Fail, "Oops: int3"},
-		{"crash ends the guest", results.Result{Findings: oops}, Exited, false, results.Fail, "Oops: int3"},
-		{"hang", results.Result{}, Silence, false, results.Fail, "hang: no output for 1m0s"},
-		{"panicked, QEMU stayed up", results.Result{Findings: oops}, Panic, false, results.Fail, "Oops: int3"},
-		{"panic, then the reboot it asked for", results.Result{Findings: oops}, Reset, false, results.Fail, "Oops: int3"},
-		{"triple fault", results.Result{Findings: []results.Finding{{Kind: "reset", Title: silentResetTitle(true)}}}, Reset, false, results.Fail, "no console report (QEMU logged a triple fault)"},
-		{"silent death is an error", results.Result{}, Exited, false, results.Error, "stopped before the agent reported done"},
-		{"deadline", results.Result{}, Deadline, false, results.Error, "deadline"},
-		{"hung tasks, then the deadline", results.Result{Findings: []results.Finding{{Kind: console.KindHungTask, Title: "INFO: task hung in ftrace_shutdown"}}}, Deadline, false, results.Fail, "INFO: task hung"},
-		{"hung task, then its tail", results.Result{Findings: []results.Finding{{Kind: console.KindHungTask, Title: "INFO: task hung in dsleep_write"}}}, HangReport, false, results.Fail, "INFO: task hung in dsleep_write"},
-		{"interrupted", results.Result{}, Interrupted, false, results.Error, "interrupted"},
-		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, Done, true, results.Fail, "agent: 0 of 2000"},
+		{"clean", results.Result{AgentOK: &yes}, EndDone, true, results.Pass, ""},
+		{"finding beats agent ok", results.Result{AgentOK: &yes, Findings: oops}, EndDone, true, results.Fail, "Oops: int3"},
+		{"crash ends the guest", results.Result{Findings: oops}, EndExited, false, results.Fail, "Oops: int3"},
+		{"hang", results.Result{}, EndSilence, false, results.Fail, "hang: no output for 1m0s"},
+		{"panicked, QEMU stayed up", results.Result{Findings: oops}, EndPanic, false, results.Fail, "Oops: int3"},
+		{"panic, then the reboot it asked for", results.Result{Findings: oops}, EndReset, false, results.Fail, "Oops: int3"},
+		{"triple fault", results.Result{Findings: []results.Finding{{Kind: "reset", Title: silentResetTitle(true)}}}, EndReset, false, results.Fail, "no console report (QEMU logged a triple fault)"},
+		{"silent death is an error", results.Result{}, EndExited, false, results.Error, "stopped before the agent reported done"},
+		{"deadline", results.Result{}, EndDeadline, false, results.Error, "deadline"},
+		{"hung tasks, then the deadline", results.Result{Findings: []results.Finding{{Kind: console.KindHungTask, Title: "INFO: task hung in ftrace_shutdown"}}}, EndDeadline, false, results.Fail, "INFO: task hung"},
+		{"hung task, then its tail", results.Result{Findings: []results.Finding{{Kind: console.KindHungTask, Title: "INFO: task hung in dsleep_write"}}}, EndHangReport, false, results.Fail, "INFO: task hung in dsleep_write"},
+		{"interrupted", results.Result{}, EndInterrupted, false, results.Error, "interrupted"},
+		{"agent not ok", results.Result{AgentOK: &no, AgentReason: "0 of 2000 attached"}, EndDone, true, results.Fail, "agent: 0 of 2000"},
 		// The agent's own limit is the harness's, not the kernel's.
-		{"agent unjudged", results.Result{AgentOK: &no, AgentUnjudged: true, AgentReason: "race: cannot tell the new trampoline image"}, Done, true, results.Error, "agent: race: cannot tell"},
+		{"agent unjudged", results.Result{AgentOK: &no, AgentUnjudged: true, AgentReason: "race: cannot tell the new trampoline image"}, EndDone, true, results.Error, "agent: race: cannot tell"},
 		{"oracle failure beats agent ok", results.Result{AgentOK: &yes, Oracles: []event.Oracle{
 			{Name: event.OracleCalibration, OK: true, Checks: 1},
 			{Name: event.OracleExact, Function: "__x64_sys_getppid", Expected: 1000, Got: 999},
-		}}, Done, true, results.Fail, "oracle exact-count failed on __x64_sys_getppid"},
-		{"failed summary", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: event.OracleFuncIP, Checks: 90, Failures: 3}}}, Done, true, results.Fail, "3 of 90 checks failed"},
-		{"skipped oracle is no failure", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: event.OracleExact, Skipped: "disabled"}}}, Done, true, results.Pass, ""},
-		{"stalled thread", results.Result{AgentOK: &yes, Liveness: &event.Liveness{Stalled: []event.StalledThread{{TID: 7}}}}, Done, true, results.Fail, "liveness"},
+		}}, EndDone, true, results.Fail, "oracle exact-count failed on __x64_sys_getppid"},
+		{"failed summary", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: event.OracleFuncIP, Checks: 90, Failures: 3}}}, EndDone, true, results.Fail, "3 of 90 checks failed"},
+		{"skipped oracle is no failure", results.Result{AgentOK: &yes, Oracles: []event.Oracle{{Name: event.OracleExact, Skipped: "disabled"}}}, EndDone, true, results.Pass, ""},
+		{"stalled thread", results.Result{AgentOK: &yes, Liveness: &event.Liveness{Stalled: []event.StalledThread{{TID: 7}}}}, EndDone, true, results.Fail, "liveness"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +71,7 @@ func TestEndsCell(t *testing.T) {
 
 func TestOutcomeNames(t *testing.T) {
 	seen := map[string]bool{}
-	for o := Exited; o < NumOutcomes; o++ {
+	for o := EndExited; o < NumOutcomes; o++ {
 		name := o.String()
 		if strings.HasPrefix(name, "outcome(") || seen[name] {
 			t.Errorf("outcome %d is named %q: every outcome needs its own name in result.json", int(o), name)
@@ -98,7 +98,7 @@ func TestVerdictKnownFindings(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := results.Result{Findings: tt.findings}
-			v, reason := Verdict(&r, Reset, false, Spec{IncludeKnown: tt.include}, "")
+			v, reason := Verdict(&r, EndReset, false, Spec{IncludeKnown: tt.include}, "")
 			if v != tt.want || !strings.Contains(reason, tt.reason) {
 				t.Errorf("verdict %s %q, want %s containing %q", v, reason, tt.want, tt.reason)
 			}
