@@ -29,7 +29,8 @@ import (
 // Conductor serves one VM's race port.
 type Conductor struct {
 	Log *slog.Logger
-	// Target is the VM.
+	// Target is the VM itself (harness/cell passes the qemu.VM), not the
+	// target.Instance the monitor reads.
 	Target target.Injector
 	// PCRegister is the arch's GDB register number of the program counter.
 	PCRegister int

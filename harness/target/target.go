@@ -9,6 +9,8 @@
 //
 // Capabilities only some targets have (pausing the vCPUs, reading why QEMU
 // reset) are separate interfaces the monitor finds by type assertion.
+// Injector is not one of them: harness/cell hands the race conductor the
+// VM itself, and the monitor never sees the race port.
 // Construction stays with the caller (harness/cell, harness/soak): there is
 // no registry.
 package target
