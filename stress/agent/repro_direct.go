@@ -243,6 +243,16 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		return fmt.Errorf("repro: start the reader: %w", err)
 	}
 	step("the reader, on CPU 1, %s", readWhat)
+	looks, err := lookupReached(r, lookupAt+uint64(cmp.Off), cmp.Len)
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	if !looks {
+		// Nothing to race, and no failure of the sequence: this kernel
+		// has not this reader (6.12's call path reads ops->direct_call).
+		step("the reader never reached %s+%#x in %v: this kernel's reader does not look direct calls up in direct_functions; nothing to race", directLookup, cmp.Off, lookupProbe)
+		return nil
+	}
 	heldIP, heldWhat := freedIP, "the entry being freed ("+deliver.FuncSeq+"'s)"
 	if !holdFreed {
 		heldIP, heldWhat = readerIP, "its own entry ("+reader+"'s), behind the one being freed"
@@ -297,6 +307,39 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		return errors.New("repro: the reader was not held: the sequence did not run")
 	}
 	return nil
+}
+
+// lookupProbe is how long the reader has to reach the lookup once.
+const lookupProbe = 3 * time.Second
+
+// lookupReached says whether the reader on CPU 1 reaches the lookup at
+// addr at all: the host holds it there a millisecond, or times out.
+func lookupReached(r *raceAgent, addr uint64, size int) (bool, error) {
+	probe := event.RaceMsg{Op: event.RaceArm, Addr: addr, Size: size, CPU: 1, TimeoutMS: int(lookupProbe / time.Millisecond), HoldMS: 1}
+	if err := r.send(probe); err != nil {
+		return false, err
+	}
+	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
+		return false, fmt.Errorf("probe arm: %+v %v", m, err)
+	}
+	m, err := r.recv(lookupProbe + 10*time.Second)
+	if err != nil {
+		return false, err
+	}
+	switch m.Op {
+	case event.RaceTimeout:
+		return false, nil
+	case event.RaceMissed:
+		// Another CPU looked a direct call up: the kernel does; the
+		// chained holds will say whether the reader does.
+		return true, nil
+	case event.RaceStopped:
+		if m, err = r.recv(10 * time.Second); err != nil || m.Op != event.RaceReleased {
+			return false, fmt.Errorf("probe release: %+v %v", m, err)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("probe: %+v", m)
 }
 
 // directHolds reads the host's answers to the chained arm: the writer held
