@@ -44,7 +44,7 @@ const (
 // directReaders are functions the racer's write to fth_target's call file
 // passes through, each a candidate for the reader's function: the one
 // whose ip shares fth_deliver_seq's bucket in direct_functions.
-var directReaders = []string{targetCounted, targetCaller, "full_proxy_write", "vfs_write", "ksys_write", "__x64_sys_write"}
+var directReaders = []string{targetCounted, targetCaller, "full_proxy_write", "vfs_write", "ksys_write", "__x64_sys_write", "rw_verify_area", "security_file_permission"}
 
 // goldenRatio64 is the kernel's GOLDEN_RATIO_64 (include/linux/hash.h):
 // hash_long(ip, bits) on a 64-bit kernel is the top bits of ip times it.
