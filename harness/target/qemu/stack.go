@@ -59,8 +59,8 @@ func stackPointers(dump string) map[int]uint64 {
 // that vCPU's own page tables (QMP memsave with cpu-index), and formats them.
 // A stack it cannot read gets a line saying why: a wild stack pointer is
 // itself a finding.
-func (vm *VM) stacks(ctx context.Context, regs string) string {
-	sps := stackPointers(regs)
+func (vm *VM) stacks(ctx context.Context, dump string) string {
+	sps := stackPointers(dump)
 	cpus := make([]int, 0, len(sps))
 	for c := range sps {
 		cpus = append(cpus, c)
