@@ -7,12 +7,8 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/regs"
 )
-
-// pcRe finds the faulting address of a report: x86's RIP, arm64's pc,
-// riscv's epc, powerpc's NIP, printed as a raw address when no symbol
-// covers it (freed trampoline memory never has one).
-var pcRe = regexp.MustCompile(`(?m)(?:RIP: [0-9a-f]{4}:|\bpc ?: |\bepc ?: |NIP:? +\[?)(?:0x)?([0-9a-f]{8,16})\b`)
 
 // cpuRe finds the CPU a report came from.
 var cpuRe = regexp.MustCompile(`(?m)\bCPU: (\d+)\b`)
@@ -74,8 +70,11 @@ func AttributeInjection(r *Result) bool {
 	return changed
 }
 
+// faultPC is the faulting address of a report when it is printed as a raw
+// address (regs.RawPC): no symbol covers it, as freed trampoline memory
+// never has one.
 func faultPC(report string) (uint64, bool) {
-	m := pcRe.FindStringSubmatch(report)
+	m := regs.RawPC().FindStringSubmatch(report)
 	if m == nil {
 		return 0, false
 	}

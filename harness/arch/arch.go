@@ -68,6 +68,10 @@ type Arch struct {
 	VirtioSerial string
 	// Cmdline is appended to every boot's kernel command line.
 	Cmdline []string
+	// RegFormat names how the kernel and QEMU print this arch's registers:
+	// its Format in results/regs (the kernel's arch/ directory), whose
+	// data every console reader's register patterns are built from.
+	RegFormat string
 	// GDBPC is the program counter's register number in GDB's numbering
 	// for the arch, as QEMU's gdbstub answers p requests.
 	GDBPC int
@@ -127,6 +131,7 @@ var table = []Arch{
 		CPU:          "max",
 		Console:      "ttyS0",
 		VirtioSerial: "virtio-serial-pci",
+		RegFormat:    "x86",
 		GDBPC:        16, // rip, after the 16 general registers
 		KVMCapable:   true,
 		// The top 16 MiB of a 1 GiB guest: QEMU keeps guest RAM across a
@@ -153,6 +158,7 @@ var table = []Arch{
 		CPU:          "max,pauth=off,sve=off",
 		Console:      "ttyAMA0",
 		VirtioSerial: "virtio-serial-pci",
+		RegFormat:    "arm64",
 		GDBPC:        32, // pc, after x0-x30 and sp
 		Features:     []Feature{CallOps, DirectCalls},
 		// arm64 can turn CALL_OPS off and keep direct calls: both are
@@ -178,6 +184,7 @@ var table = []Arch{
 		CPU:          "rv64",
 		Console:      "ttyS0",
 		VirtioSerial: "virtio-serial-pci",
+		RegFormat:    "riscv",
 		GDBPC:        32, // pc, after x0-x31
 		// QEMU 7.2's OpenSBI has no DBCN, so earlycon=sbi prints nothing, and its
 		// device tree has only the old riscv,isa property.
@@ -207,6 +214,7 @@ var table = []Arch{
 		CPU:          "power9",
 		Console:      "hvc0",
 		VirtioSerial: "virtio-serial-pci",
+		RegFormat:    "powerpc",
 		GDBPC:        64, // pc, after r0-r31 and f0-f31
 		Features:     []Feature{CallOps, DirectCalls},
 		// Direct calls come only with CALL_OPS on powerpc, so

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/ftrace-harness/fth/results/regs"
 )
 
 // Every row must be complete: a missing field shows up as a confusing QEMU or
@@ -84,8 +86,9 @@ func TestByUname(t *testing.T) {
 // lacks, each with where it goes: the kconfig fragment, the golden QEMU
 // command line (harness/target/qemu: go test -run TestArgsGoldenEveryArch
 // -update), real console logs for the crash parser's corpus (under the
-// harness's name or the kernel's ARCH), and the Debian packages
-// scripts/deps.sh installs.
+// harness's name or the kernel's ARCH), its register format in
+// results/regs (every console reader's register patterns are built from
+// it), and the Debian packages scripts/deps.sh installs.
 func TestEveryRowHasItsData(t *testing.T) {
 	deps, err := os.ReadFile("../../scripts/deps.sh")
 	if err != nil {
@@ -106,6 +109,11 @@ func TestEveryRowHasItsData(t *testing.T) {
 			}
 			if fixtures == 0 {
 				t.Errorf("no console log of this arch in results/console/testdata/{%s,%s}: its crash formats are untested", a.Name, a.KernelArch)
+			}
+			if f, err := regs.Lookup(a.RegFormat); err != nil {
+				t.Errorf("no register format: %v (add a Format to results/regs, name it in RegFormat)", err)
+			} else if err := f.Bootable(); err != nil {
+				t.Errorf("register format incomplete: %v", err)
 			}
 			pkgs := []string{a.QEMUPackage}
 			if host, _ := HostName(runtime.GOARCH); host != a.Name {

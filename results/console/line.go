@@ -86,7 +86,7 @@ func classify(text string) (lineClass, frame) {
 		return classTraceHeader, frame{}
 	}
 	trimmed := strings.TrimLeft(text, " \t")
-	if rules.register.MatchString(trimmed) {
+	if rules.register.MatchString(trimmed) || rules.marker.MatchString(trimmed) {
 		return classRegister, frame{}
 	}
 	if trimmed != text {

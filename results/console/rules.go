@@ -3,6 +3,8 @@ package console
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/ftrace-harness/fth/results/regs"
 )
 
 // Limits that are properties of console output rather than of one pattern.
@@ -53,16 +55,18 @@ type ruleSet struct {
 	bareFrame *regexp.Regexp
 	// traceHeader starts a call trace section.
 	traceHeader *regexp.Regexp
-	// register matches register dumps, Code: lines and <IRQ>/<TASK>
-	// markers, which can sit inside a call trace.
-	register *regexp.Regexp
+	// register matches register-dump lines (regs.DumpLine: registers,
+	// Code: bytes) and <IRQ>/<TASK> markers, which can sit inside a call
+	// trace; regs owns the arches' register forms, marker the rest.
+	register, marker *regexp.Regexp
 	// symbolOffset is "func+0x1a/0x40" anywhere in a line.
 	symbolOffset *regexp.Regexp
 	// structural is a line of dashes or equals signs, as lockdep prints, or
 	// one starting with a bracketed address ("[ffff...] address between
 	// user and kernel address ranges").
 	structural *regexp.Regexp
-	// ip is the kernel instruction pointer of a register dump.
+	// ip is the kernel instruction pointer of a register dump
+	// (regs.KernelPC); group 1 is its function.
 	ip *regexp.Regexp
 	// workqueue is "Workqueue: events func".
 	workqueue *regexp.Regexp
@@ -160,10 +164,11 @@ func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet
 	rs.armFrame = c(`^\s*\[<[0-9a-f]+>\] \(([A-Za-z_][\w.]*)(?:` + offset + `)?\) from `)
 	rs.bareFrame = c(`^\s*(?:\[<?[0-9a-f]{8,}>?\]\s+){1,2}0x[0-9a-f]+\s*$`)
 	rs.traceHeader = c(`^(?:kmemleak:)?\s*(?:Call [Tt]race|Backtrace|backtrace(?: \(crc [0-9a-f]+\))?):?\s*$`)
-	rs.register = c(`^(?:[A-Za-z][A-Za-z0-9_]{0,7}\s{0,2}:\s*(?:[0-9a-fA-F]{4,}\b|\[<)|Code: |(?:NIP|LR) \[|(?:PC|LR) is at |</?(?:IRQ|TASK|NMI|EOI|SOFTIRQ)>|[0-9a-f]{4}:\s)`)
+	rs.register = regs.DumpLine()
+	rs.marker = c(`^(?:</?(?:IRQ|TASK|NMI|EOI|SOFTIRQ)>|[0-9a-f]{4}:\s)`)
 	rs.symbolOffset = c(`\b[A-Za-z_][\w.]*` + offset)
 	rs.structural = c(`^[-=*]{5,}|^\[<?[0-9a-f]{8,}>?\]`)
-	rs.ip = c(`^(?:RIP: (?:[0-9a-f]{4}:)?(?:\[<[0-9a-f]+>\]\s+\[<[0-9a-f]+>\]\s+)?|IP: \[<[0-9a-f]+>\]\s+|e?pc\s*: (?:\[<[0-9a-f]+>\]\s+)?|NIP \[[0-9a-f]+\]\s+|PC is at )([A-Za-z_][\w.]*)\+0x`)
+	rs.ip = regs.KernelPC()
 	for _, w := range whoLines() {
 		rs.who = append(rs.who, c(w))
 	}

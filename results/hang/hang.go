@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results/console"
-
 	"github.com/ftrace-harness/fth/results/printk"
+	"github.com/ftrace-harness/fth/results/regs"
 )
 
 // Task is one task as sched_show_task prints it.
@@ -76,11 +76,10 @@ type Harness struct {
 }
 
 var (
-	taskRe     = regexp.MustCompile(`^task:(.+?)\s+state:(\S+)(?:\s+running task)?\s+stack:\s*\d+\s+pid:\s*(\d+)`)
-	frameRe    = regexp.MustCompile(`^\s*(\?\s+)?([A-Za-z_.$][\w.$]*)\+0x[0-9a-f]+/0x[0-9a-f]+`)
-	cpuRe      = regexp.MustCompile(`^cpu#(\d+)`)
-	userRegsRe = regexp.MustCompile(`^(RIP: 0033:|pc : 0000|epc : 0000)`)
-	nrRunRe    = regexp.MustCompile(`^\s*\.nr_running\s*:\s*(\d+)`)
+	taskRe  = regexp.MustCompile(`^task:(.+?)\s+state:(\S+)(?:\s+running task)?\s+stack:\s*\d+\s+pid:\s*(\d+)`)
+	frameRe = regexp.MustCompile(`^\s*(\?\s+)?([A-Za-z_.$][\w.$]*)\+0x[0-9a-f]+/0x[0-9a-f]+`)
+	cpuRe   = regexp.MustCompile(`^cpu#(\d+)`)
+	nrRunRe = regexp.MustCompile(`^\s*\.nr_running\s*:\s*(\d+)`)
 )
 
 // waitFrames are the frames a stuck task's stack passes through on its way
@@ -152,8 +151,8 @@ func Explain(lines []string, h Harness) Explanation {
 		}
 		if cur != nil {
 			// The registers of an interrupt taken in user mode: x86's
-			// user code segment, arm64's and riscv's user addresses.
-			if userRegsRe.MatchString(line) && cur.Where == "" {
+			// user code segment, the others' user addresses.
+			if regs.UserMode().MatchString(line) && cur.Where == "" {
 				cur.Where = "user space"
 				continue
 			}

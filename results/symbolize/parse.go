@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results/printk"
+	"github.com/ftrace-harness/fth/results/regs"
 )
 
 // Ref is what one console line says about one frame, before symbolization:
@@ -39,7 +40,7 @@ type Ref struct {
 
 // syntax holds the patterns Parse uses; they never change after init.
 type syntax struct {
-	sym, addr, bareHex, qemuPC, register, link, traceFrame *regexp.Regexp
+	sym, addr, bareHex, traceFrame *regexp.Regexp
 }
 
 // rx is the immutable pattern table.
@@ -50,14 +51,6 @@ var rx = syntax{
 	addr: regexp.MustCompile(`\[<?([0-9a-fA-F]{8,16})>?\]`),
 	// A register printed without a symbol: "RIP: 0010:0xffffffff81000000".
 	bareHex: regexp.MustCompile(`(?:^|[\s:])0x([0-9a-fA-F]{8,16})\b`),
-	// QEMU's "info registers" (registers.txt): "RIP=ffffffff8145b513" on
-	// x86, " PC=ffff800080001234" on arm64, " pc       ffffffff8040d4d0" on
-	// riscv64, "NIP c000000000012340   LR …" on powerpc. The kernel's own
-	// dumps spell pc with a colon ("pc : …", "epc : …"), so they never match.
-	qemuPC: regexp.MustCompile(`^\s*(?:(RIP|PC)=|(pc)\s+|(NIP) )([0-9a-fA-F]{16})\b`),
-	// Register dump lines that name code addresses.
-	register: regexp.MustCompile(`^\s*(RIP|EIP|IP|pc|PC|epc|NIP|lr|LR|ra)(?:\s*:|\s+\[|\s+is at\s)`),
-	link:     regexp.MustCompile(`^(?:lr|LR|ra)$`),
 	// A call-trace line: markers, up to two addresses, "? ", then a frame.
 	traceFrame: regexp.MustCompile(`^\s*(?:<\w+>\s+)?(?:\[<?[0-9a-fA-F]{8,}>?\]\s*){0,2}(?:\?\s+)?(?:\(?[A-Za-z_.$][\w.$]*\+0x|\(|$)`),
 }
@@ -74,15 +67,18 @@ func Parse(text string) []Ref {
 }
 
 func parseLine(num int, line string) []Ref {
-	if m := rx.qemuPC.FindStringSubmatch(line); m != nil {
-		name := m[1] + m[2] + m[3]
-		return []Ref{{LogLine: num, Text: name + "=" + m[4], Addr: Addr(hex(m[4])), HasAddr: true, Register: true}}
+	// QEMU's "info registers" (registers.txt): "RIP=ffffffff8145b513"
+	// on x86, " pc       ffffffff8040d4d0" on riscv64.
+	if name, pc, ok := regs.QEMUPC(line); ok {
+		return []Ref{{LogLine: num, Text: name + "=" + pc, Addr: Addr(hex(pc)), HasAddr: true, Register: true}}
 	}
-	reg := rx.register.FindStringSubmatch(line)
+	// The kernel's register dump lines that name code addresses: RIP:,
+	// pc :, NIP [...], LR is at ...
+	reg := regs.CodeReg().FindStringSubmatch(line)
 	base := Ref{LogLine: num, Register: reg != nil}
 	switch {
 	case reg != nil:
-		base.Return = rx.link.MatchString(reg[1])
+		base.Return = regs.IsLink(reg[1])
 	default:
 		base.Return = rx.traceFrame.MatchString(line)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/digitalocean/go-qemu/qmp"
+
+	"github.com/ftrace-harness/fth/results/regs"
 )
 
 // stackWords is how many words of each vCPU's stack CPUState saves: enough
@@ -27,8 +29,8 @@ const pageSize = 4096
 const stackHeader = "stack of "
 
 // stackPointers reads each vCPU's stack pointer from an `info registers -a`
-// dump, by CPU index, in QEMU's formats: x86 "RSP=…", arm64 " SP=…",
-// riscv "x2/sp …", powerpc the second register (r1) of the "GPR00" row.
+// dump, by CPU index, in every arch's QEMU format (regs.QEMUSP): x86
+// "RSP=…", arm64 " SP=…", riscv "x2/sp …", powerpc r1 of the "GPR00" row.
 func stackPointers(dump string) map[int]uint64 {
 	sps := map[int]uint64{}
 	cpu := -1
@@ -42,21 +44,7 @@ func stackPointers(dump string) map[int]uint64 {
 		if _, seen := sps[cpu]; cpu < 0 || seen {
 			continue
 		}
-		f := strings.Fields(line)
-		val := ""
-		for j, w := range f {
-			switch {
-			case strings.HasPrefix(w, "RSP="), strings.HasPrefix(w, "SP="):
-				_, val, _ = strings.Cut(w, "=")
-			case w == "x2/sp" && j+1 < len(f):
-				val = f[j+1]
-			case w == "GPR00" && j == 0 && len(f) > 2:
-				val = f[2]
-			default:
-				continue
-			}
-			break
-		}
+		val, _ := regs.QEMUSP(line)
 		if val == "" {
 			continue
 		}
@@ -71,8 +59,8 @@ func stackPointers(dump string) map[int]uint64 {
 // that vCPU's own page tables (QMP memsave with cpu-index), and formats them.
 // A stack it cannot read gets a line saying why: a wild stack pointer is
 // itself a finding.
-func (vm *VM) stacks(ctx context.Context, regs string) string {
-	sps := stackPointers(regs)
+func (vm *VM) stacks(ctx context.Context, dump string) string {
+	sps := stackPointers(dump)
 	cpus := make([]int, 0, len(sps))
 	for c := range sps {
 		cpus = append(cpus, c)
