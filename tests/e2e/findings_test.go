@@ -164,3 +164,34 @@ func TestFindingDirectUnregisterFreesUnderLookupFixed(t *testing.T) {
 		t.Fatalf("exit %d, verdict %s (%s): with the free after a grace period the held reader must survive", r.exit, r.result.Verdict, r.result.Reason)
 	}
 }
+
+// docs/findings.md 9 on 6.12: enabled_functions' reader has it too (the
+// same fault, from t_show), while the call path, which reads
+// ops->direct_call there, never looks the hash up: that sequence passes,
+// saying so. The fixed kernel's reader survives. A 6.12 build: make
+// test-all.
+func TestFindingDirectUnregisterFreesUnderLookup612(t *testing.T) {
+	requireAll(t)
+	t.Run("tracefs", func(t *testing.T) {
+		r := runFth(t, 60*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free-tracefs")
+		r.mustCell(t)
+		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_find_rec_direct" {
+			t.Fatalf("exit %d, verdict %s (%s), title %q: want general protection fault in ftrace_find_rec_direct", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
+		}
+	})
+	t.Run("call-path", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free")
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): 6.12's call path does not look the hash up, the sequence must pass", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
+	t.Run("fixed", func(t *testing.T) {
+		r := runFth(t, 30*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--patch", "results/known/fixes/ftrace-direct-unregister-free-after-gp-6.12.patch",
+			"--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free-tracefs")
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): with the free after a grace period the held reader must survive", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
+}
