@@ -218,3 +218,21 @@ func TestX86BisectKernelsEndsWrong(t *testing.T) {
 		t.Errorf("%d runs of 7.3, want --max-runs 3", n)
 	}
 }
+
+// --kernels on a finding that differs between Debian's releases
+// (docs/findings.md 9): the call path's use-after-free is new in 7.3, and
+// 6.12's call path never looks the hash up, so its sequence passes. The
+// first bad release is 7.3, above the threshold.
+func TestX86BisectKernelsFirstBadRelease(t *testing.T) {
+	requireAll(t)
+	out := e2eOut(t)
+	r := runCell(t, time.Hour, out, fthBin, "bisect", "--kernels", "6.12,7.3", "--out", out, "--run-id", "b",
+		"--", "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free")
+	res := readBisect(t, filepath.Join(out, "b"), r.exit)
+	if r.exit != 0 || res.Verdict != bisect.Found || res.Culprit == nil || res.Culprit.ID != "7.3" {
+		t.Fatalf("exit %d, verdict %s, culprit %v (%s): want 7.3 named", r.exit, res.Verdict, res.Culprit, res.Reason)
+	}
+	if res.Confidence < res.Policy.Threshold || res.FirstTitle != "general protection fault in ftrace_find_rec_direct" {
+		t.Errorf("confidence %.3f (threshold %.2f), first title %q", res.Confidence, res.Policy.Threshold, res.FirstTitle)
+	}
+}
