@@ -221,14 +221,10 @@ const racerLoop = 'l'
 const racerReadLoop = 'r'
 
 // loopReads reads fd from its start to its end, again and again, until
-// stdin has a byte, reads it, and says "looped <reads> <failed> <errno>"
-// as loopCalls does.
+// stdin has a byte, as loopCalls calls.
 func loopReads(fd int) {
-	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
-	var zero unix.Timespec
 	buf := make([]byte, 64<<10)
-	reads, failed, last := 0, 0, 0
-	for {
+	loopUntilPoked(func() unix.Errno {
 		_, _, errno := unix.RawSyscall(unix.SYS_LSEEK, uintptr(fd), 0, 0)
 		for errno == 0 {
 			n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
@@ -236,38 +232,35 @@ func loopReads(fd int) {
 				break
 			}
 		}
-		reads++
-		if errno != 0 {
-			failed, last = failed+1, int(errno)
-		}
-		n, _, _ := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
-		if n > 0 {
-			b := make([]byte, 1)
-			rawRead(0, b)
-			fmt.Printf("looped %d %d %d\n", reads, failed, last)
-			return
-		}
-	}
+		return errno
+	})
 }
 
-// loopCalls calls the target through fd until stdin has a byte, reads
-// it, and says "looped <calls> <failed> <errno>": failed counts the calls
-// that returned an error, errno is the last one's.
+// loopCalls calls the target through fd until stdin has a byte.
 func loopCalls(fd int, one []byte) {
+	loopUntilPoked(func() unix.Errno {
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one[0])), 1)
+		return errno
+	})
+}
+
+// loopUntilPoked runs op back to back until stdin has a byte, reads it,
+// and says "looped <ops> <failed> <errno>": failed counts the ops that
+// returned an error, errno is the last one's.
+func loopUntilPoked(op func() unix.Errno) {
 	fds := []unix.PollFd{{Fd: 0, Events: unix.POLLIN}}
 	var zero unix.Timespec
-	calls, failed, last := 0, 0, 0
+	ops, failed, last := 0, 0, 0
 	for {
-		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one[0])), 1)
-		calls++
-		if errno != 0 {
+		if errno := op(); errno != 0 {
 			failed, last = failed+1, int(errno)
 		}
+		ops++
 		n, _, _ := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
 		if n > 0 {
 			b := make([]byte, 1)
 			rawRead(0, b)
-			fmt.Printf("looped %d %d %d\n", calls, failed, last)
+			fmt.Printf("looped %d %d %d\n", ops, failed, last)
 			return
 		}
 	}

@@ -314,28 +314,40 @@ func (r *raceAgent) int3Holds(in *event.Injection, arm event.RaceMsg) (bool, err
 		}
 		return strings.HasPrefix(in.Insn, "cc"), nil
 	}
-	if m, err = r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return false, fmt.Errorf("race: the handler's arm: %+v %v", m, err)
+	trapped, err := r.thenHolds(*arm.Then)
+	if err != nil {
+		return false, fmt.Errorf("race: the handler's arm: %w", err)
 	}
-	wait := time.Duration(arm.Then.TimeoutMS+arm.Then.HoldMS)*time.Millisecond + 5*time.Second
-	if m, err = r.recv(wait); err != nil {
+	return trapped, nil
+}
+
+// thenHolds reads the host's answers to a chained arm's Then, once the
+// first arm held: armed, then stopped or timeout, then the first vCPU's
+// release and, if Then held, its own after Then.HoldMS. It reports
+// whether Then held.
+func (r *raceAgent) thenHolds(then event.RaceMsg) (bool, error) {
+	if m, err := r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
+		return false, fmt.Errorf("armed: %+v %v", m, err)
+	}
+	wait := time.Duration(then.TimeoutMS+then.HoldMS)*time.Millisecond + 5*time.Second
+	m, err := r.recv(wait)
+	if err != nil {
 		return false, err
 	}
-	trapped := m.Op == event.RaceStopped
-	if !trapped && m.Op != event.RaceTimeout {
-		return false, fmt.Errorf("race: the handler's arm: %+v", m)
+	held := m.Op == event.RaceStopped
+	if !held && m.Op != event.RaceTimeout {
+		return false, fmt.Errorf("%+v", m)
 	}
-	// The patcher's release, and the racer's after the window.
 	releases := 1
-	if trapped {
+	if held {
 		releases = 2
 	}
 	for range releases {
 		if m, err = r.recv(wait); err != nil || m.Op != event.RaceReleased {
-			return false, fmt.Errorf("race: release: %+v %v", m, err)
+			return held, fmt.Errorf("release: %+v %v", m, err)
 		}
 	}
-	return trapped, nil
+	return held, nil
 }
 
 // judgeInt3 sets the outcome of an INT3 window injection that held the

@@ -279,7 +279,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		}
 		detached <- mod.Detach("direct")
 	}()
-	heldReader, err := directHolds(r)
+	heldReader, err := directHolds(r, arm)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
@@ -343,9 +343,9 @@ func lookupReached(r *raceAgent, addr uint64, size int) (bool, error) {
 }
 
 // directHolds reads the host's answers to the chained arm: the writer held
-// (or not), the reader held (or not), and the releases. It reports whether
-// the reader was held.
-func directHolds(r *raceAgent) (bool, error) {
+// (or not), then the reader's (thenHolds). It reports whether the reader
+// was held.
+func directHolds(r *raceAgent, arm event.RaceMsg) (bool, error) {
 	m, err := r.recv(15 * time.Second)
 	if err != nil {
 		return false, err
@@ -353,24 +353,9 @@ func directHolds(r *raceAgent) (bool, error) {
 	if m.Op != event.RaceStopped {
 		return false, fmt.Errorf("the writer did not stop at %s: %+v", directRemove, m)
 	}
-	if m, err = r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return false, fmt.Errorf("the reader's arm: %+v %v", m, err)
-	}
-	if m, err = r.recv(15 * time.Second); err != nil {
-		return false, err
-	}
-	held := m.Op == event.RaceStopped
-	if !held && m.Op != event.RaceTimeout {
-		return false, fmt.Errorf("the reader's arm: %+v", m)
-	}
-	releases := 1
-	if held {
-		releases = 2
-	}
-	for range releases {
-		if m, err = r.recv(15 * time.Second); err != nil || m.Op != event.RaceReleased {
-			return held, fmt.Errorf("release: %+v %v", m, err)
-		}
+	held, err := r.thenHolds(*arm.Then)
+	if err != nil {
+		return held, fmt.Errorf("the reader's arm: %w", err)
 	}
 	return held, nil
 }
