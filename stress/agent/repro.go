@@ -48,6 +48,10 @@ func (a *agent) executeRepro(ctx context.Context) error {
 		return a.reproDirectFree(ctx, true, true)
 	case options.ReproDirectUnregisterLiveTracefs:
 		return a.reproDirectFree(ctx, false, true)
+	case options.ReproMapperRemoveFree:
+		return a.reproMapperFree(ctx, true)
+	case options.ReproMapperRemoveLive:
+		return a.reproMapperFree(ctx, false)
 	}
 	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -99,16 +100,11 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 	if a.sys.numCPU < 2 {
 		return fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
 	}
-	name, err := report.FindPort(a.sys.virtioDir, event.RacePortName)
+	r, closePort, err := a.openRacePort()
 	if err != nil {
-		return fmt.Errorf("repro: no %s port (fth run boots one for this sequence): %w", event.RacePortName, err)
+		return err
 	}
-	port, err := report.OpenPortRW(a.sys.virtioDir, a.sys.devDir, name)
-	if err != nil {
-		return fmt.Errorf("repro: %w", err)
-	}
-	defer port.Close()
-	r := &raceAgent{a: a, port: port, portIn: bufio.NewReader(port)}
+	defer closePort()
 
 	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
 		return fmt.Errorf("repro: load %s: %w", targetModule, err)
@@ -147,29 +143,12 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
-	syms, err := ksyms.Read("/proc/kallsyms", []string{directLookup, directRemove})
+	lookupAt, removeAt, cmps, err := r.decodeLookup(directLookup, directRemove, ipOff)
 	if err != nil {
-		return fmt.Errorf("repro: %w", err)
+		return err
 	}
-	lookupAt, ok1 := syms.Addr(directLookup)
-	removeAt, ok2 := syms.Addr(directRemove)
-	if !ok1 || !ok2 {
-		return fmt.Errorf("repro: /proc/kallsyms has no %s or %s: this kernel has no hash lookup on the direct call path", directLookup, directRemove)
-	}
-	code, err := r.peekN(lookupAt, 128)
-	if err != nil {
-		return fmt.Errorf("repro: read %s: %w", directLookup, err)
-	}
-	raw, err := hex.DecodeString(code)
-	if err != nil {
-		return fmt.Errorf("repro: %s's bytes %q: %w", directLookup, code, err)
-	}
-	cmp, reg, err := disasm.FieldCompare(runtime.GOARCH, lookupAt, raw, int64(ipOff))
-	if err != nil {
-		return fmt.Errorf("repro: %s: %w", directLookup, err)
-	}
-	step("reader %s (ip %#x) shares %s's (ip %#x) bucket %d of %d; the lookup compares an entry's ip at %s+%#x: %s",
-		reader, readerIP, deliver.FuncSeq, freedIP, hashBucket(freedIP, directBits), 1<<directBits, directLookup, cmp.Off, cmp.Text)
+	step("reader %s (ip %#x) shares %s's (ip %#x) bucket %d of %d",
+		reader, readerIP, deliver.FuncSeq, freedIP, hashBucket(freedIP, directBits), 1<<directBits)
 
 	m, err := oracle.NewMap(2)
 	if err != nil {
@@ -234,67 +213,119 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		step("%d/%d %s: done", i+1, total, s.what)
 	}
 
-	racer, err := startHelper(modeRacer, racerArgs...)
+	h := hashRace{
+		lookup: directLookup, lookupAt: lookupAt, cmps: cmps, ipOff: ipOff,
+		remove: directRemove, removeAt: removeAt,
+		reader: reader, readerIP: readerIP, freed: deliver.FuncSeq, freedIP: freedIP,
+		racerArgs: racerArgs, loop: loop, readWhat: readWhat,
+		write:     func() error { return mod.Detach("direct") },
+		writeWhat: "detach the direct call (unregister_ftrace_direct)",
+		notReader: "this kernel's reader does not look direct calls up in direct_functions",
+		total:     total,
+	}
+	return a.raceHashFree(r, h, holdFreed)
+}
+
+// hashRace is one race of a reader's lookup in an ftrace hash against a
+// writer that takes an entry out of it in place and frees it at once.
+type hashRace struct {
+	// lookup is the function whose loop compares an entry's ip, at
+	// lookupAt; cmps are its compares of the entry's ip field (ipOff):
+	// the first sees the bucket's head, the last the entries after it.
+	lookup   string
+	lookupAt uint64
+	cmps     []disasm.FieldCompare
+	ipOff    uint32
+	// remove is the writer's removal, at removeAt: held there, the
+	// writer has not freed the entry yet.
+	remove   string
+	removeAt uint64
+	// The reader's function and the freed entry's, with their record
+	// addresses: the freed entry is ahead of the reader's in their bucket.
+	reader, freed     string
+	readerIP, freedIP uint64
+	// The racer (on CPU 1) and what it does; the writer's action (on CPU
+	// 0), and what a reader that never looks the hash up means.
+	racerArgs []string
+	loop      byte
+	readWhat  string
+	write     func() error
+	writeWhat string
+	notReader string
+	// total numbers the steps logged: the setup's, then these two.
+	total int
+}
+
+// raceHashFree runs h with its setup done: the reader started on CPU 1,
+// a probe that it reaches the lookup at all, then the chained holds. With
+// holdFreed the reader is held on the entry being freed (the bucket's
+// head: the lookup's first compare), else on its own entry behind it
+// (the last compare).
+func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
+	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
+	racer, err := startHelper(modeRacer, h.racerArgs...)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
 	defer racer.stop()
-	if err := racer.poke(loop); err != nil {
+	if err := racer.poke(h.loop); err != nil {
 		return fmt.Errorf("repro: start the reader: %w", err)
 	}
-	step("the reader, on CPU 1, %s", readWhat)
-	looks, err := lookupReached(r, lookupAt+uint64(cmp.Off), cmp.Len)
+	step("the reader, on CPU 1, %s", h.readWhat)
+	cmp, heldIP, heldWhat := h.cmps[0], h.freedIP, "the entry being freed ("+h.freed+"'s)"
+	if !holdFreed {
+		cmp, heldIP, heldWhat = h.cmps[len(h.cmps)-1], h.readerIP, "its own entry ("+h.reader+"'s), behind the one being freed"
+	}
+	step("the lookup compares an entry's ip at %s+%#x: %s", h.lookup, cmp.Off, cmp.Text)
+	looks, err := lookupReached(r, h.lookupAt+uint64(cmp.Off), cmp.Len)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
 	if !looks {
 		// Nothing to race, and no failure of the sequence: this kernel
 		// has not this reader (6.12's call path reads ops->direct_call).
-		step("the reader never reached %s+%#x in %v: this kernel's reader does not look direct calls up in direct_functions; nothing to race", directLookup, cmp.Off, lookupProbe)
+		step("the reader never reached %s+%#x in %v: %s; nothing to race", h.lookup, cmp.Off, lookupProbe, h.notReader)
 		return nil
 	}
-	heldIP, heldWhat := freedIP, "the entry being freed ("+deliver.FuncSeq+"'s)"
-	if !holdFreed {
-		heldIP, heldWhat = readerIP, "its own entry ("+reader+"'s), behind the one being freed"
-	}
 	want := binary.LittleEndian.AppendUint64(nil, heldIP)
-	arm := event.RaceMsg{Op: event.RaceArm, Addr: removeAt, Size: 1, CPU: 0, TimeoutMS: 10000,
-		Then: &event.RaceMsg{Op: event.RaceArm, Addr: lookupAt + uint64(cmp.Off), Size: cmp.Len, CPU: 1, TimeoutMS: 5000,
-			CondReg: &reg, CondAddr: uint64(ipOff), CondWant: hex.EncodeToString(want), HoldMS: int(directHold / time.Millisecond)}}
+	reg := cmp.Reg
+	arm := event.RaceMsg{Op: event.RaceArm, Addr: h.removeAt, Size: 1, CPU: 0, TimeoutMS: 10000,
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: h.lookupAt + uint64(cmp.Off), Size: cmp.Len, CPU: 1, TimeoutMS: 5000,
+			CondReg: &reg, CondAddr: uint64(h.ipOff), CondWant: hex.EncodeToString(want), HoldMS: int(directHold / time.Millisecond)}}
 	if err := r.send(arm); err != nil {
 		return fmt.Errorf("repro: arm: %w", err)
 	}
 	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return fmt.Errorf("repro: arm at %s: %+v %v", directRemove, m, err)
+		return fmt.Errorf("repro: arm at %s: %+v %v", h.remove, m, err)
 	}
-	step("%d/%d detach the direct call from CPU 0 (unregister_ftrace_direct), the host holding it at %s and the reader at %s+%#x on %s", total-1, total, directRemove, directLookup, cmp.Off, heldWhat)
-	detached := make(chan error, 1)
+	step("%d/%d %s from CPU 0, the host holding it at %s and the reader at %s+%#x on %s", h.total-1, h.total, h.writeWhat, h.remove, h.lookup, cmp.Off, heldWhat)
+	written := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		var cpu0 unix.CPUSet
 		cpu0.Set(0)
 		if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
-			detached <- err
+			written <- err
 			return
 		}
-		detached <- mod.Detach("direct")
+		written <- h.write()
 	}()
 	heldReader, err := directHolds(r, arm)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
 	if !heldReader {
-		step("%d/%d the reader never reached %s+%#x on %s while the writer was held: nothing raced (this kernel's reader does not look the hash up, or the bucket's order or size is not what this sequence expects)", total, total, directLookup, cmp.Off, heldWhat)
+		step("%d/%d the reader never reached %s+%#x on %s while the writer was held: nothing raced (the bucket's order or size is not what this sequence expects)", h.total, h.total, h.lookup, cmp.Off, heldWhat)
 	} else {
-		step("%d/%d the writer went through the removal while the reader held %s; the reader ran on %v later", total, total, heldWhat, directHold)
+		step("%d/%d the writer went through the removal while the reader held %s; the reader ran on %v later", h.total, h.total, heldWhat, directHold)
 	}
 	select {
-	case err := <-detached:
+	case err := <-written:
 		if err != nil {
-			step("detach direct: %v", err)
+			step("%s: %v", h.writeWhat, err)
 		}
 	case <-time.After(30 * time.Second):
-		step("detach direct: not back after 30 s")
+		step("%s: not back after 30 s", h.writeWhat)
 	}
 	if err := racer.poke('s'); err == nil {
 		if line, err := racer.read(5 * time.Second); err == nil {
@@ -402,4 +433,152 @@ func entryIPOffset() (uint32, error) {
 		}
 	}
 	return 0, errors.New("struct ftrace_func_entry has no ip")
+}
+
+// The mapper sequences' kernel names and probe.
+const (
+	// mapperLookup is the lookup every function probe's callback makes
+	// in its mapper (ftrace_func_mapper_find_ip calls it).
+	mapperLookup = "ftrace_lookup_ip"
+	// mapperRemove takes a function's entry out of a probe's mapper in
+	// place and kfree()s it at once.
+	mapperRemove = "ftrace_func_mapper_remove_ip"
+	// mapperProbe is the function probe command the sequences set: an
+	// enable_event probe keeps one mapper for all the functions it is
+	// set on, of 1<<mapperBits buckets (FTRACE_HASH_DEFAULT_BITS).
+	mapperProbe = "enable_event:sched:sched_switch"
+	mapperBits  = 10
+)
+
+// reproMapperFree (mapper-remove-free): a function probe (set_ftrace_filter
+// commands such as enable_event, traceon:N) keeps the data of each
+// function it is set on in one ftrace_func_mapper, a hash its callback
+// looks the function's ip up in on every call, with preemption off.
+// Removing the probe from one function frees that function's mapper entry
+// in place and at once (ftrace_func_mapper_remove_ip: hlist_del_rcu, then
+// kfree), after a synchronize_rcu() that waited only for the calls of the
+// functions being removed: a callback of another function the probe is
+// still on may be walking the same bucket and hold the entry. The
+// sequence sets the probe on call_write (the racer's path), then on a
+// function whose ip shares call_write's bucket, which goes in at the
+// bucket's head; the host holds the writer (the probe's removal from that
+// function, on CPU 0) at the removal, and the reader (call_write's
+// callback, on CPU 1) at ftrace_lookup_ip's compare while it holds the
+// entry being freed. With holdFreed false (mapper-remove-live) the reader
+// is held at its own entry behind it: the same holds and free, no fault.
+func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
+	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
+	if runtime.GOARCH != "amd64" {
+		return fmt.Errorf("repro %s: x86_64 only: the lookup's compare is found by decoding x86 (stress/disasm.FieldCompares)", a.opts.Repro)
+	}
+	if a.sys.numCPU < 2 {
+		return fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
+	}
+	r, closePort, err := a.openRacePort()
+	if err != nil {
+		return err
+	}
+	defer closePort()
+	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
+		return fmt.Errorf("repro: load %s: %w", targetModule, err)
+	}
+	ips, err := recordIPs(filepath.Join(tracefs.DefaultRoot, "available_filter_functions_addrs"))
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	reader := targetCaller
+	readerIP, ok := ips[reader]
+	if !ok {
+		return fmt.Errorf("repro: %s has no ftrace record", reader)
+	}
+	// The first by name, for the same choice on every boot of a build.
+	names := slices.Sorted(maps.Keys(ips))
+	freed := ""
+	for _, fn := range names {
+		if fn != reader && !slices.Contains(directReaders, fn) && hashBucket(ips[fn], mapperBits) == hashBucket(readerIP, mapperBits) {
+			freed = fn
+			break
+		}
+	}
+	if freed == "" {
+		return fmt.Errorf("repro: no traceable function shares %s's bucket of %d", reader, 1<<mapperBits)
+	}
+	ipOff, err := entryIPOffset()
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	lookupAt, removeAt, cmps, err := r.decodeLookup(mapperLookup, mapperRemove, ipOff)
+	if err != nil {
+		return err
+	}
+	step("reader %s (ip %#x) shares its bucket %d of %d with %s (ip %#x)",
+		reader, readerIP, hashBucket(readerIP, mapperBits), 1<<mapperBits, freed, ips[freed])
+	top := tracefs.New(tracefs.DefaultRoot)
+	defer func() { _ = top.RemoveFilter(reader + ":" + mapperProbe) }()
+	steps := []reproStep{
+		{"set an " + mapperProbe + " probe on " + reader + " (its entry in the probe's mapper)", func() error {
+			return top.AddFilter(reader + ":" + mapperProbe)
+		}},
+		{"set the same probe on " + freed + " (its entry goes in at the head of the shared bucket)", func() error {
+			return top.AddFilter(freed + ":" + mapperProbe)
+		}},
+	}
+	total := len(steps) + 2
+	for i, s := range steps {
+		if err := s.do(); err != nil {
+			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
+		}
+		step("%d/%d %s: done", i+1, total, s.what)
+	}
+	return a.raceHashFree(r, hashRace{
+		lookup: mapperLookup, lookupAt: lookupAt, cmps: cmps, ipOff: ipOff,
+		remove: mapperRemove, removeAt: removeAt,
+		reader: reader, readerIP: readerIP, freed: freed, freedIP: ips[freed],
+		racerArgs: []string{"1", targetCall}, loop: racerLoop,
+		readWhat:  "calls " + reader + " in a loop (its probe callback looks its ip up in the mapper)",
+		write:     func() error { return top.RemoveFilter(freed + ":" + mapperProbe) },
+		writeWhat: "remove the probe from " + freed + " (unregister_ftrace_function_probe_func, then the probe's free: " + mapperRemove + ")",
+		notReader: "this kernel's probe callback does not look its data up in a mapper",
+		total:     total,
+	}, holdFreed)
+}
+
+// openRacePort opens the race port for a sequence that holds vCPUs.
+func (a *agent) openRacePort() (*raceAgent, func(), error) {
+	name, err := report.FindPort(a.sys.virtioDir, event.RacePortName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("repro: no %s port (fth run boots one for this sequence): %w", event.RacePortName, err)
+	}
+	port, err := report.OpenPortRW(a.sys.virtioDir, a.sys.devDir, name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("repro: %w", err)
+	}
+	return &raceAgent{a: a, port: port, portIn: bufio.NewReader(port)}, func() { port.Close() }, nil
+}
+
+// decodeLookup finds the lookup's and the removal's addresses in kallsyms
+// and the lookup's compares of an entry's ip (at ipOff), read through the
+// host.
+func (r *raceAgent) decodeLookup(lookup, remove string, ipOff uint32) (lookupAt, removeAt uint64, cmps []disasm.FieldCompare, err error) {
+	syms, err := ksyms.Read("/proc/kallsyms", []string{lookup, remove})
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("repro: %w", err)
+	}
+	lookupAt, ok1 := syms.Addr(lookup)
+	removeAt, ok2 := syms.Addr(remove)
+	if !ok1 || !ok2 {
+		return 0, 0, nil, fmt.Errorf("repro: /proc/kallsyms has no %s or %s", lookup, remove)
+	}
+	code, err := r.peekN(lookupAt, 128)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("repro: read %s: %w", lookup, err)
+	}
+	raw, err := hex.DecodeString(code)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("repro: %s's bytes %q: %w", lookup, code, err)
+	}
+	if cmps, err = disasm.FieldCompares(runtime.GOARCH, lookupAt, raw, int64(ipOff)); err != nil {
+		return 0, 0, nil, fmt.Errorf("repro: %s: %w", lookup, err)
+	}
+	return lookupAt, removeAt, cmps, nil
 }

@@ -248,33 +248,53 @@ var x86GDBRegs = map[x86asm.Reg]int{
 	x86asm.R12: 12, x86asm.R13: 13, x86asm.R14: 14, x86asm.R15: 15,
 }
 
-// FieldCompare finds the first compare in code of a register with the
-// memory at disp from a base register: a hash lookup's "is this entry's
-// ip the one I want", where the base register holds the entry. It returns
-// the instruction and the base register's GDB number. x86_64 only: the
-// one arch whose call path looks direct calls up in a hash (7.3's
-// HAVE_SINGLE_FTRACE_DIRECT_OPS).
-func FieldCompare(goarch string, addr uint64, code []byte, disp int64) (Insn, int, error) {
+// FieldCompare is a compare of a register with the memory at a field's
+// offset from a base register (FieldCompares).
+type FieldCompare struct {
+	Insn
+	// Reg is the base register's GDB number.
+	Reg int
+}
+
+// FieldCompares finds the compares in code of a register with the memory
+// at disp from a base register, in order: a hash lookup's "is this
+// entry's ip the one I want", where the base register holds the entry (a
+// loop the compiler unrolled once has two: the bucket's head, the rest).
+// x86_64 only: the arch whose call path looks direct calls up in a hash
+// (7.3's HAVE_SINGLE_FTRACE_DIRECT_OPS).
+func FieldCompares(goarch string, addr uint64, code []byte, disp int64) ([]FieldCompare, error) {
 	if goarch != "amd64" {
-		return Insn{}, 0, fmt.Errorf("field compare of %s: %w", goarch, ErrUnknownArch)
+		return nil, fmt.Errorf("field compare of %s: %w", goarch, ErrUnknownArch)
 	}
+	var out []FieldCompare
 	for off := 0; off < len(code); {
 		x, err := x86asm.Decode(code[off:], 64)
 		if err != nil {
-			return Insn{}, 0, fmt.Errorf("disasm %s at %#x (+%#x, % x): %w", goarch, addr+uint64(off), off, head(code[off:]), err)
+			if len(out) > 0 {
+				// Past the function's end, the fill may not decode.
+				return out, nil
+			}
+			return nil, fmt.Errorf("disasm %s at %#x (+%#x, % x): %w", goarch, addr+uint64(off), off, head(code[off:]), err)
 		}
+		// A register against the field: a compare with an immediate
+		// is a count's test (the hash's own count is at 0x10 too).
 		if x.Op == x86asm.CMP {
-			for _, a := range x.Args {
+			_, reg0 := x.Args[0].(x86asm.Reg)
+			_, reg1 := x.Args[1].(x86asm.Reg)
+			for _, a := range x.Args[:2] {
 				m, ok := a.(x86asm.Mem)
-				if !ok || m.Disp != disp || m.Index != 0 {
+				if !ok || m.Disp != disp || m.Index != 0 || !(reg0 || reg1) {
 					continue
 				}
 				if n, ok := x86GDBRegs[m.Base]; ok {
-					return Insn{Off: off, Len: x.Len, Text: x86asm.GNUSyntax(x, addr+uint64(off), nil)}, n, nil
+					out = append(out, FieldCompare{Insn{Off: off, Len: x.Len, Text: x86asm.GNUSyntax(x, addr+uint64(off), nil)}, n})
 				}
 			}
 		}
 		off += x.Len
 	}
-	return Insn{}, 0, fmt.Errorf("disasm %s at %#x: no compare with the memory at %#x from a register in %d bytes", goarch, addr, disp, len(code))
+	if len(out) == 0 {
+		return nil, fmt.Errorf("disasm %s at %#x: no compare with the memory at %#x from a register in %d bytes", goarch, addr, disp, len(code))
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package disasm
 
 import (
 	"encoding/hex"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -181,21 +182,38 @@ func TestOpsCall(t *testing.T) {
 }
 
 // The direct-call lookup's compare of an entry's ip (struct
-// ftrace_func_entry's ip is at 0x10), with the entry in rax.
-func TestFieldCompare(t *testing.T) {
-	code := readHex(t, "x86_64-ftrace_find_rec_direct-7.3.4.hex")
-	in, reg, err := FieldCompare("amd64", 0xffffffff811179f0, code, 0x10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in.Off != 0x4f || reg != 0 || in.Text != "cmp 0x10(%rax),%rdi" {
-		t.Errorf("FieldCompare = +%#x %q register %d, want +0x4f \"cmp 0x10(%%rax),%%rdi\" register 0 (rax)", in.Off, in.Text, reg)
+// ftrace_func_entry's ip is at 0x10), with the entry in rax; and
+// ftrace_lookup_ip's two (the bucket's head, then the loop).
+func TestFieldCompares(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		addr uint64
+		want []string
+	}{
+		{"x86_64-ftrace_find_rec_direct-7.3.4.hex", 0xffffffff811179f0, []string{"+0x4f cmp 0x10(%rax),%rdi"}},
+		{"x86_64-ftrace_lookup_ip-7.3.4.hex", 0xffffffff81115e30, []string{"+0x29 cmp 0x10(%rax),%rsi", "+0x37 cmp 0x10(%rax),%rsi"}},
+	} {
+		code := readHex(t, tc.file)
+		cmps, err := FieldCompares("amd64", tc.addr, code, 0x10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range cmps {
+			if c.Reg != 0 {
+				t.Errorf("%s: %s: base register %d, want 0 (rax)", tc.file, c.Text, c.Reg)
+			}
+			got = append(got, fmt.Sprintf("+%#x %s", c.Off, c.Text))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: FieldCompares = %q, want %q", tc.file, got, tc.want)
+		}
 	}
 	// The hash's own fields (buckets at 0x8) are compared nowhere.
-	if _, _, err := FieldCompare("amd64", 0xffffffff811179f0, code, 0x8); err == nil {
-		t.Error("FieldCompare found a compare at 0x8, which the code has none of")
+	if _, err := FieldCompares("amd64", 0xffffffff811179f0, readHex(t, "x86_64-ftrace_find_rec_direct-7.3.4.hex"), 0x8); err == nil {
+		t.Error("FieldCompares found a compare at 0x8, which the code has none of")
 	}
-	if _, _, err := FieldCompare("arm64", 0, []byte{0, 0, 0, 0}, 0x10); err == nil {
+	if _, err := FieldCompares("arm64", 0, []byte{0, 0, 0, 0}, 0x10); err == nil {
 		t.Error("arm64: want ErrUnknownArch")
 	}
 }

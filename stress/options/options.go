@@ -316,16 +316,27 @@ const (
 	ReproDirectUnregisterLiveTracefs = "direct-unregister-live-tracefs"
 )
 
+// ReproMapperRemoveFree is scenario=repro's sequence for
+// docs/findings.md 10: removing a function probe from one function frees
+// its entry of the probe's ftrace_func_mapper while the probe's callback
+// for another function, held by the host, holds it.
+// ReproMapperRemoveLive is its control: the callback held at its own
+// entry.
+const (
+	ReproMapperRemoveFree = "mapper-remove-free"
+	ReproMapperRemoveLive = "mapper-remove-live"
+)
+
 // Repros lists the repro option's sequences.
 func Repros() []string {
 	return []string{ReproIPModifyFilter, ReproIPModifyRegister, ReproDirectUnregisterFree, ReproDirectUnregisterLive,
-		ReproDirectUnregisterFreeTracefs, ReproDirectUnregisterLiveTracefs}
+		ReproDirectUnregisterFreeTracefs, ReproDirectUnregisterLiveTracefs, ReproMapperRemoveFree, ReproMapperRemoveLive}
 }
 
 // ReproRaces reports whether a repro sequence has the host hold vCPUs
 // through the gdbstub (the race port).
 func ReproRaces(seq string) bool {
-	return strings.HasPrefix(seq, "direct-unregister-")
+	return strings.HasPrefix(seq, "direct-unregister-") || strings.HasPrefix(seq, "mapper-remove-")
 }
 
 // ReproKernelArgs are the kernel parameters a repro sequence needs: a
