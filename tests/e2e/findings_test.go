@@ -123,13 +123,12 @@ func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
 // being freed, lets the writer free it, then the reader: with slab_debug=P
 // the reader follows a poisoned next pointer. The control holds the reader
 // at a live entry behind the freed one: the same holds and frees, no
-// fault. The tracefs sequence has enabled_functions read instead of the
-// call path (6.12 has that reader too). Three short boots; the fixed
-// kernel is make test-all's
+// fault. Two short boots; the fixed kernel is make test-all's
 // (TestFindingDirectUnregisterFreesUnderLookupFixed).
 func TestFindingDirectUnregisterFreesUnderLookup(t *testing.T) {
-	// The call path's lookup, and tracefs's enabled_functions (t_show).
-	for _, seq := range []string{"direct-unregister-free", "direct-unregister-free-tracefs"} {
+	// The call path's lookup (tracefs's enabled_functions is make
+	// test-all's: TestFindingDirectUnregisterFreesUnderLookup612).
+	for _, seq := range []string{"direct-unregister-free"} {
 		t.Run(seq, func(t *testing.T) {
 			r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro="+seq)
 			r.mustCell(t)
@@ -165,13 +164,21 @@ func TestFindingDirectUnregisterFreesUnderLookupFixed(t *testing.T) {
 	}
 }
 
-// docs/findings.md 9 on 6.12: enabled_functions' reader has it too (the
+// docs/findings.md 9 through enabled_functions, on 7.3 and on 6.12: that
+// reader has it too (the
 // same fault, from t_show), while the call path, which reads
 // ops->direct_call there, never looks the hash up: that sequence passes,
 // saying so. The fixed kernel's reader survives. A 6.12 build: make
 // test-all.
 func TestFindingDirectUnregisterFreesUnderLookup612(t *testing.T) {
 	requireAll(t)
+	t.Run("tracefs-7.3", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free-tracefs")
+		r.mustCell(t)
+		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_find_rec_direct" {
+			t.Fatalf("exit %d, verdict %s (%s), title %q: want general protection fault in ftrace_find_rec_direct", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
+		}
+	})
 	t.Run("tracefs", func(t *testing.T) {
 		r := runFth(t, 60*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free-tracefs")
 		r.mustCell(t)
@@ -194,4 +201,58 @@ func TestFindingDirectUnregisterFreesUnderLookup612(t *testing.T) {
 			t.Fatalf("exit %d, verdict %s (%s): with the free after a grace period the held reader must survive", r.exit, r.result.Verdict, r.result.Reason)
 		}
 	})
+}
+
+// docs/findings.md 10: removing a function probe from one function frees
+// its ftrace_func_mapper entry at once, while the probe's callback for
+// another function may hold it. The host holds the writer at
+// ftrace_func_mapper_remove_ip and call_write's callback at
+// ftrace_lookup_ip's compare on the entry being freed; with slab_debug=P
+// the callback follows a poisoned next pointer. The control holds the
+// callback at its own entry: the same holds and free, no fault. Two short
+// boots; 6.12 and the fixed kernels are make test-all's.
+func TestFindingMapperRemoveFreesUnderLookup(t *testing.T) {
+	t.Run("mapper-remove-free", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=mapper-remove-free")
+		r.mustCell(t)
+		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_lookup_ip" {
+			t.Fatalf("exit %d, verdict %s (%s), title %q: want general protection fault in ftrace_lookup_ip; if the kernel fixed it, say so in docs/findings.md 10", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
+		}
+	})
+	t.Run("mapper-remove-live", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=mapper-remove-live")
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): the control must pass", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
+}
+
+// docs/findings.md 10 on 6.12 (the mapper is older than both releases),
+// and both releases fixed. make test-all.
+func TestFindingMapperRemoveFreesUnderLookupAll(t *testing.T) {
+	requireAll(t)
+	t.Run("6.12", func(t *testing.T) {
+		r := runFth(t, 60*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--agent-arg", "scenario=repro", "--agent-arg", "repro=mapper-remove-free")
+		r.mustCell(t)
+		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_lookup_ip" {
+			t.Fatalf("exit %d, verdict %s (%s), title %q", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
+		}
+	})
+	for _, tc := range []struct{ name, patch string }{
+		{"7.3-fixed", "results/known/fixes/ftrace-func-mapper-free-after-gp.patch"},
+		{"6.12-fixed", "results/known/fixes/ftrace-func-mapper-free-after-gp-6.12.patch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--arch", "x86_64", "--patch", tc.patch, "--agent-arg", "scenario=repro", "--agent-arg", "repro=mapper-remove-free"}
+			if strings.HasPrefix(tc.name, "6.12") {
+				args = append(args, "--kernel", "6.12")
+			}
+			r := runFth(t, 30*time.Minute, args...)
+			r.mustCell(t)
+			if r.exit != 0 || r.result.Verdict != results.Pass {
+				t.Fatalf("exit %d, verdict %s (%s): with the free after a grace period the held callback must survive", r.exit, r.result.Verdict, r.result.Reason)
+			}
+		})
+	}
 }
