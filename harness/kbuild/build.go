@@ -48,10 +48,10 @@ type Request struct {
 	// Patches change the source for this build only (see Patch): the
 	// kernel is built from the unpatched one's build directory.
 	Patches []Patch
-	// Compiler is the --toolchain choice; "" is host.
-	Compiler Compiler
-	// Root is the toolchain root's directory, for a Compiler in it.
-	Root string
+	// Toolchain builds the kernel and its modules: ResolveToolchain's
+	// answer for Arch, resolved once by the caller for every build of
+	// this kernel (the unpatched one under a patched one, the modules).
+	Toolchain Toolchain
 }
 
 // Progress is a snapshot of a running build.
@@ -86,6 +86,9 @@ func (e *BuildError) Unwrap() error { return e.Err }
 // boot is an error wrapping ErrUnusableBTF, cached or not: the entry is
 // kept (the build is sound), and the check costs a read of its BTF.
 func Build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
+	if err := req.Toolchain.checkFor(req.Arch.Name); err != nil {
+		return Kernel{}, err
+	}
 	k, err := build(ctx, log, req)
 	if err != nil {
 		return k, err
@@ -115,11 +118,7 @@ func build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	if err := Precheck(want, idx); err != nil {
 		return Kernel{}, fmt.Errorf("fragments %s ask for what Linux %s cannot give (nothing was built): %w", strings.Join(req.Fragments, " + "), req.Source.Version, err)
 	}
-	tc, err := ResolveToolchain(ctx, req.Arch, req.Compiler, req.Root)
-	if err != nil {
-		return Kernel{}, err
-	}
-	key := Key(req.Source, req.Arch.Name, frags, tc, req.Patches...)
+	key := Key(req.Source, req.Arch.Name, frags, req.Toolchain, req.Patches...)
 	entry, unlock, err := openEntry(ctx, log, req, key)
 	if err != nil {
 		return Kernel{}, err
@@ -136,7 +135,7 @@ func build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 			if final["MODULES"] == "y" && k.Modules == nil {
 				// An entry from before modules were built: add them to the
 				// finished tree (only the modules compile) rather than rebuild.
-				b := &builder{req: req, tc: tc, out: k.BuildDir, log: log}
+				b := &builder{req: req, out: k.BuildDir, log: log}
 				if err := b.make(ctx, "modules"); err != nil {
 					return Kernel{}, err
 				}
@@ -157,7 +156,7 @@ func build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	}
 
 	start := time.Now()
-	b := &builder{req: req, tc: tc, out: filepath.Join(entry, "build"), log: log, prevSteps: previousSteps(req.CacheDir, req.Arch.Name), steps: map[string]int{}}
+	b := &builder{req: req, out: filepath.Join(entry, "build"), log: log, prevSteps: previousSteps(req.CacheDir, req.Arch.Name), steps: map[string]int{}}
 	if len(req.Patches) > 0 {
 		// A patch to a Kconfig file changes what the configuration can
 		// be: the whole build, configure included, runs with the patched
@@ -211,8 +210,8 @@ func build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		ConfigSHA256:  sha256Hex(cfgText),
 		Verified:      verified(want, final),
 		Modules:       mods,
-		Toolchain:     tc.Version,
-		Compiler:      string(req.Compiler.For(req.Arch)),
+		Toolchain:     req.Toolchain.Version,
+		Compiler:      string(req.Toolchain.Compiler),
 		BuiltAt:       time.Now().UTC(),
 		BuildTime:     time.Since(start).Seconds(),
 		BuildSteps:    b.steps,
@@ -276,7 +275,6 @@ func lock(ctx context.Context, log *slog.Logger, entry string) (func(), error) {
 
 type builder struct {
 	req Request
-	tc  Toolchain
 	out string
 	log *slog.Logger
 	// ov, when it has files, is bound over the source tree for every
@@ -288,9 +286,9 @@ type builder struct {
 }
 
 func (b *builder) env() []string {
-	env := append(hostEnv(),
-		"ARCH="+b.req.Arch.KernelArch,
-		"CROSS_COMPILE="+b.tc.CrossCompile,
+	env := append(hostEnv(), "ARCH="+b.req.Arch.KernelArch)
+	env = append(env, b.req.Toolchain.makeEnv()...)
+	return append(env,
 		"CCACHE_DIR="+filepath.Join(b.req.CacheDir, "ccache"),
 		// With debug info on, ccache hashes the working directory (the O= dir)
 		// by default, so two cache entries would never share a compile. The
@@ -301,10 +299,6 @@ func (b *builder) env() []string {
 		"KBUILD_BUILD_HOST=fth",
 		"KBUILD_BUILD_TIMESTAMP=1970-01-01",
 	)
-	if b.tc.LLVM != "" {
-		env = append(env, "LLVM="+b.tc.LLVM)
-	}
-	return env
 }
 
 func (b *builder) configure(ctx context.Context, frags []Fragment) error {
@@ -340,7 +334,7 @@ func (b *builder) make(ctx context.Context, target string) error {
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
 	}
-	args := []string{"-C", b.req.Source.Dir, "O=" + b.out, "CC=" + b.tc.CC, fmt.Sprintf("-j%d", jobs), target}
+	args := []string{"-C", b.req.Source.Dir, "O=" + b.out, "CC=" + b.req.Toolchain.CC, fmt.Sprintf("-j%d", jobs), target}
 	b.log.Info("building kernel", "arch", b.req.Arch.Name, "target", target, "jobs", jobs, "out", b.out)
 	var progress func(Progress)
 	if b.req.Progress != nil {
@@ -382,11 +376,11 @@ const tailLines = 40
 // run runs one build command and returns how many kbuild step lines it
 // printed.
 func (b *builder) run(ctx context.Context, step, name string, args []string, progress func(Progress)) (int, error) {
-	if b.tc.Root.Dir == "" {
+	if !b.req.Toolchain.InRoot() {
 		name, args = b.ov.wrap(b.req.Source.Dir, name, args)
 	} else {
 		var err error
-		if name, args, err = b.tc.command(b.mounts(), b.req.Source.Dir, name, args); err != nil {
+		if name, args, err = b.req.Toolchain.command(b.mounts(), b.req.Source.Dir, name, args); err != nil {
 			return 0, err
 		}
 	}

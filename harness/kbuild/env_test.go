@@ -37,7 +37,7 @@ func TestCleanEnvDropsWhatKbuildWouldRead(t *testing.T) {
 func TestBuilderEnvSetsItsOwnArch(t *testing.T) {
 	t.Setenv("MAKEFLAGS", "ARCH=riscv64")
 	t.Setenv("ARCH", "riscv64")
-	b := &builder{req: Request{Arch: mustArch(t, "riscv64"), CacheDir: t.TempDir()}, tc: Toolchain{LLVM: "-19"}}
+	b := &builder{req: Request{Arch: mustArch(t, "riscv64"), CacheDir: t.TempDir(), Toolchain: Toolchain{LLVM: "-19"}}}
 	env := b.env()
 	var arches []string
 	for _, kv := range env {

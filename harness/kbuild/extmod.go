@@ -70,16 +70,15 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 			return "", fmt.Errorf("module %s: %w", name, err)
 		}
 	}
-	// The kernel's own toolchain: a module built by another compiler
-	// may not load (or be refused by the build's compiler checks).
-	tc, err := ResolveToolchain(ctx, req.Arch, req.Compiler, req.Root)
-	if err != nil {
-		return "", err
+	// The kernel's own toolchain (req's): a module built by another
+	// compiler may not load (or be refused by the build's compiler checks).
+	if err := req.Toolchain.checkFor(req.Arch.Name); err != nil {
+		return "", fmt.Errorf("module %s: %w", name, err)
 	}
 	// A patched kernel's modules see its patched files too.
-	b := &builder{req: req, tc: tc, out: k.BuildDir, log: log, ov: overlay{dir: k.PatchDir, files: k.PatchedFiles}}
+	b := &builder{req: req, out: k.BuildDir, log: log, ov: overlay{dir: k.PatchDir, files: k.PatchedFiles}}
 	start := time.Now()
-	args := []string{"-C", req.Source.Dir, "O=" + k.BuildDir, "CC=" + tc.CC, "M=" + dir, "modules"}
+	args := []string{"-C", req.Source.Dir, "O=" + k.BuildDir, "CC=" + req.Toolchain.CC, "M=" + dir, "modules"}
 	log.Info("building module", "module", name, "arch", req.Arch.Name, "dir", dir)
 	if _, err := b.run(ctx, "make M="+name, "make", args, nil); err != nil {
 		return "", fmt.Errorf("module %s: %w", name, err)

@@ -223,11 +223,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 	if err != nil {
 		return Kernel{}, err
 	}
-	tc, err := ResolveToolchain(ctx, req.Arch, req.Compiler, req.Root)
-	if err != nil {
-		return Kernel{}, err
-	}
-	key := Key(req.Source, req.Arch.Name, frags, tc, req.Patches...)
+	key := Key(req.Source, req.Arch.Name, frags, req.Toolchain, req.Patches...)
 	entry, unlock, err := openEntry(ctx, log, req, key)
 	if err != nil {
 		return Kernel{}, err
@@ -250,7 +246,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 	if err := copyTree(ctx, bk.BuildDir, out); err != nil {
 		return Kernel{}, err
 	}
-	b := &builder{req: req, tc: tc, out: out, log: log, ov: ov, prevSteps: map[string]int{}, steps: map[string]int{}}
+	b := &builder{req: req, out: out, log: log, ov: ov, prevSteps: map[string]int{}, steps: map[string]int{}}
 	log.Info("building patched kernel", "arch", req.Arch.Name, "patches", patchNames(req.Patches), "files", strings.Join(ov.files, " "))
 	if err := b.make(ctx, req.Arch.MakeTarget); err != nil {
 		return Kernel{}, err

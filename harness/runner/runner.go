@@ -97,21 +97,26 @@ func (e *Env) src(c Cell) string {
 var ErrInfra = errors.New("infrastructure error")
 
 // BuildKernel builds (or fetches) the kernel for arch and fragments with
-// the toolchain tc, and the modules its guest gets (see modules, built
-// with the same toolchain), from one opened source tree.
-func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, tc kbuild.Compiler, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
+// the --toolchain choice c, resolved once here, and the modules its guest
+// gets (see modules, built with the same toolchain), from one opened
+// source tree.
+func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, c kbuild.Compiler, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
+	tc, err := kbuild.ResolveToolchain(ctx, a, c, e.ToolRoot)
+	if err != nil {
+		return kbuild.Kernel{}, nil, err
+	}
 	return e.buildKernelFrom(ctx, e.KernelSrc, a, tc, frags, patches...)
 }
 
-// buildKernelFrom is BuildKernel from the tree at src.
-func (e *Env) buildKernelFrom(ctx context.Context, src string, a arch.Arch, tc kbuild.Compiler, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
+// buildKernelFrom is BuildKernel from the tree at src, with tc resolved.
+func (e *Env) buildKernelFrom(ctx context.Context, src string, a arch.Arch, tc kbuild.Toolchain, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
 	req, err := e.request(ctx, src, a, frags)
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
 	}
-	req.Compiler, req.Root = tc, e.ToolRoot
+	req.Toolchain = tc
 	req.Patches = patches
 	k, err := kbuild.Build(ctx, e.Log, req)
 	if err != nil {
@@ -224,7 +229,14 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	log.Info("qemu", "qemu", orHost(c.QEMU), "version", qline)
 	_ = w.Update(func(r *results.Result) { r.QEMU = qline })
 
-	k, mods, err := e.buildKernelFrom(ctx, e.src(c), c.Arch, c.Toolchain, c.Fragments, c.Patches...)
+	// The toolchain, once for the cell: the kernel, its modules and the
+	// result below all use this answer. A missing compiler or root is
+	// the kernel build's error, as it always was, and costs no build.
+	tc, err := kbuild.ResolveToolchain(ctx, c.Arch, c.Toolchain, e.ToolRoot)
+	if err != nil {
+		return fail("kernel build", err)
+	}
+	k, mods, err := e.buildKernelFrom(ctx, e.src(c), c.Arch, tc, c.Fragments, c.Patches...)
 	// A matrix cell the tree and toolchain cannot give is a skip with the
 	// reason: Kconfig's verdict, or a kernel whose BTF it would refuse.
 	why := ""
@@ -237,14 +249,14 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if c.SkipUnconfigurable && why != "" {
 		log.Warn("cell skipped: "+why, "err", err)
 		_ = w.Update(func(r *results.Result) {
-			r.Verdict, r.Reason = results.Skip, fmt.Sprintf("%s (%s): %v", why, c.Toolchain.For(c.Arch), err)
+			r.Verdict, r.Reason = results.Skip, fmt.Sprintf("%s (%s): %v", why, tc.Compiler, err)
 			r.Timings.TotalSeconds = time.Since(start).Seconds()
 			r.EndedAt = time.Now().UTC()
 		})
 		return w.Result(), nil
 	}
 	// The note is about the host's compilers.
-	if err != nil && errors.Is(err, kbuild.ErrConfigMismatch) && c.Arch.ToolchainNote != "" && !c.Toolchain.InRoot() {
+	if err != nil && errors.Is(err, kbuild.ErrConfigMismatch) && c.Arch.ToolchainNote != "" && !tc.InRoot() {
 		err = fmt.Errorf("%w\n%s: %s", err, c.Arch.Name, c.Arch.ToolchainNote)
 	}
 	if err != nil {
@@ -261,7 +273,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	_ = w.Update(func(r *results.Result) {
 		r.Kernel = results.Kernel{
 			Release: k.Release, SourceVersion: k.SourceVersion, SourceDir: k.SourceDir, ConfigSHA256: k.ConfigSHA256,
-			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Compiler: string(c.Toolchain.For(c.Arch)), Fragments: k.Fragments, NotAsked: k.NotAsked, Verified: k.Verified, Observed: k.Observed, Cached: k.Cached,
+			Image: k.Image, Vmlinux: k.Vmlinux, Toolchain: k.Toolchain, Compiler: string(tc.Compiler), Fragments: k.Fragments, NotAsked: k.NotAsked, Verified: k.Verified, Observed: k.Observed, Cached: k.Cached,
 			Patches: k.Patches,
 		}
 		r.Timings.KernelSeconds = kernelDone.Sub(start).Seconds()

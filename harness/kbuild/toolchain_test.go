@@ -91,7 +91,7 @@ func TestGCCMajor(t *testing.T) {
 	}
 }
 
-// Host is DetectToolchain exactly, so the kernels cached before
+// Host is the arch row's compilers exactly, so the kernels cached before
 // --toolchain keep their keys; naming the arch row's compiler explicitly
 // is the same toolchain; another host compiler is another key.
 func TestHostToolchainKeepsItsKey(t *testing.T) {
@@ -108,7 +108,7 @@ func TestHostToolchainKeepsItsKey(t *testing.T) {
 	} {
 		t.Run(tt.arch, func(t *testing.T) {
 			a, _ := arch.Lookup(tt.arch)
-			det, err := DetectToolchain(t.Context(), a)
+			det, err := detectHost(t.Context(), a)
 			if errors.Is(err, ErrMissingTool) {
 				t.Skip(err)
 			}
@@ -120,7 +120,7 @@ func TestHostToolchainKeepsItsKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			if Key(src, a.Name, frags, host) != Key(src, a.Name, frags, det) || host.CC != det.CC || host.Version != det.Version {
-				t.Errorf("host = %+v, DetectToolchain = %+v: the host key moved", host, det)
+				t.Errorf("host = %+v, detectHost = %+v: the host key moved", host, det)
 			}
 			same, err := ResolveToolchain(t.Context(), a, tt.same, "")
 			if err != nil {
@@ -153,6 +153,24 @@ func TestRootToolchainKeyDiffers(t *testing.T) {
 	root.Root = toolroot.Root{Dir: "/r"}
 	if Key(src, arch.X86_64, nil, host) == Key(src, arch.X86_64, nil, root) {
 		t.Error("a root toolchain has the host's key")
+	}
+}
+
+func TestMissingCrossCompiler(t *testing.T) {
+	a, _ := arch.Lookup("ppc64le")
+	a.CrossCompile = "definitely-not-installed-"
+	_, err := detectHost(t.Context(), a)
+	if !errors.Is(err, ErrMissingTool) || !strings.Contains(err.Error(), "apt-get install "+a.CrossPackage) {
+		t.Errorf("err = %v, want ErrMissingTool naming %s", err, a.CrossPackage)
+	}
+}
+
+func TestMissingLLVM(t *testing.T) {
+	a, _ := arch.Lookup("riscv64")
+	a.LLVM = "-999"
+	_, err := detectHost(t.Context(), a)
+	if !errors.Is(err, ErrMissingTool) || !strings.Contains(err.Error(), "apt-get install clang-999") {
+		t.Errorf("err = %v, want ErrMissingTool naming clang-999", err)
 	}
 }
 
@@ -222,5 +240,108 @@ func TestBuilderMounts(t *testing.T) {
 		if !slices.Contains(ms, want) {
 			t.Errorf("mounts %+v lack %+v", ms, want)
 		}
+	}
+}
+
+// The one entry resolves default and unset itself, and records the choice
+// and the compiler it is on the arch (result.json's request.toolchain and
+// kernel.compiler); ppc64le's default is gcc-14, so without a root it
+// fails naming that choice.
+func TestResolveToolchainNamesChoiceAndCompiler(t *testing.T) {
+	noRoot := filepath.Join(t.TempDir(), "none")
+	tests := []struct {
+		arch         string
+		c            Compiler
+		choice, comp Compiler
+		errHas       string
+	}{
+		{"x86_64", "", CompilerHost, GCC12, ""},
+		{"x86_64", CompilerDefault, CompilerHost, GCC12, ""},
+		{"x86_64", CompilerHost, CompilerHost, GCC12, ""},
+		{"x86_64", GCC12, GCC12, GCC12, ""},
+		{"riscv64", CompilerDefault, CompilerHost, Clang19, ""},
+		{"riscv64", Clang19, Clang19, Clang19, ""},
+		{"ppc64le", CompilerDefault, "", "", "--toolchain gcc-14"},
+		{"x86_64", Clang21, "", "", "--toolchain clang-21"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.arch+"/"+string(orUnset(tt.c)), func(t *testing.T) {
+			a, _ := arch.Lookup(tt.arch)
+			tc, err := ResolveToolchain(t.Context(), a, tt.c, noRoot)
+			if tt.errHas != "" {
+				if !errors.Is(err, toolroot.ErrMissing) || !strings.Contains(err.Error(), tt.errHas) || !strings.Contains(err.Error(), "make deps") {
+					t.Errorf("err = %v, want ErrMissing naming %s and make deps", err, tt.errHas)
+				}
+				return
+			}
+			if errors.Is(err, ErrMissingTool) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.Choice != tt.choice || tc.Compiler != tt.comp || tc.Arch != a.Name || tc.InRoot() {
+				t.Errorf("= choice %q, compiler %q, arch %s, in root %v; want %q, %q, %s, false", tc.Choice, tc.Compiler, tc.Arch, tc.InRoot(), tt.choice, tt.comp, a.Name)
+			}
+			if err := tc.checkFor(a.Name); err != nil {
+				t.Errorf("checkFor its own arch: %v", err)
+			}
+		})
+	}
+}
+
+func orUnset(c Compiler) Compiler {
+	if c == "" {
+		return "unset"
+	}
+	return c
+}
+
+// make hears the cross prefix always (empty clears nothing: the
+// environment is clean), and LLVM= only for clang.
+func TestMakeEnv(t *testing.T) {
+	tests := []struct {
+		tc   Toolchain
+		want []string
+	}{
+		{Toolchain{}, []string{"CROSS_COMPILE="}},
+		{Toolchain{CrossCompile: "aarch64-linux-gnu-"}, []string{"CROSS_COMPILE=aarch64-linux-gnu-"}},
+		{Toolchain{LLVM: "-19"}, []string{"CROSS_COMPILE=", "LLVM=-19"}},
+	}
+	for _, tt := range tests {
+		if got := tt.tc.makeEnv(); !slices.Equal(got, tt.want) {
+			t.Errorf("%+v.makeEnv() = %q, want %q", tt.tc, got, tt.want)
+		}
+	}
+}
+
+// A build refuses a toolchain nobody resolved, or one resolved for
+// another arch, before make runs.
+func TestToolchainCheckFor(t *testing.T) {
+	tests := []struct {
+		tc   Toolchain
+		a    arch.Name
+		fail bool
+	}{
+		{Toolchain{Arch: arch.X86_64, CC: "gcc"}, arch.X86_64, false},
+		{Toolchain{}, arch.X86_64, true},
+		{Toolchain{Arch: arch.X86_64}, arch.X86_64, true},
+		{Toolchain{Arch: arch.X86_64, CC: "gcc"}, arch.ARM64, true},
+	}
+	for _, tt := range tests {
+		err := tt.tc.checkFor(tt.a)
+		if (err != nil) != tt.fail || (err != nil && !strings.Contains(err.Error(), "ResolveToolchain")) {
+			t.Errorf("%+v.checkFor(%s) = %v, want failure %v", tt.tc, tt.a, err, tt.fail)
+		}
+	}
+}
+
+// Build refuses a request whose toolchain was not resolved, before it
+// reads a fragment.
+func TestBuildNeedsAResolvedToolchain(t *testing.T) {
+	req := Request{Arch: mustArch(t, "x86_64"), KconfigDir: filepath.Join(t.TempDir(), "none"), Fragments: []string{"base"}}
+	_, err := Build(t.Context(), nil, req)
+	if err == nil || !strings.Contains(err.Error(), "ResolveToolchain") {
+		t.Errorf("Build without a toolchain = %v, want an error naming ResolveToolchain", err)
 	}
 }
