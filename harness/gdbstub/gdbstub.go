@@ -217,6 +217,9 @@ func (c *Conn) send(ctx context.Context, payload string) error {
 	}
 }
 
+// packetGrace bounds the reading of a packet once its '$' came.
+const packetGrace = 5 * time.Second
+
 // recv reads one packet, skipping acknowledgements and noise between
 // packets.
 func (c *Conn) recv(ctx context.Context) (string, error) {
@@ -230,6 +233,10 @@ func (c *Conn) recv(ctx context.Context) (string, error) {
 			break
 		}
 	}
+	// ctx bounds the wait for a packet, not the packet: one cut in the
+	// middle would be lost, and with it a stop reply (the VM stopped,
+	// and nothing would ever say so again).
+	_ = c.c.SetDeadline(time.Now().Add(packetGrace))
 	var body []byte
 	for {
 		b, err := c.r.ReadByte()
