@@ -94,21 +94,11 @@ const directHold = 300 * time.Millisecond
 // too.
 func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool) error {
 	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
-	if runtime.GOARCH != "amd64" {
-		return fmt.Errorf("repro %s: x86_64 only: the one arch whose call path looks a direct call up in direct_functions (HAVE_SINGLE_FTRACE_DIRECT_OPS)", a.opts.Repro)
-	}
-	if a.sys.numCPU < 2 {
-		return fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
-	}
-	r, closePort, err := a.openRacePort()
+	r, closePort, err := a.hashRaceStart("the one arch whose call path looks a direct call up in direct_functions (HAVE_SINGLE_FTRACE_DIRECT_OPS)")
 	if err != nil {
 		return err
 	}
 	defer closePort()
-
-	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
-		return fmt.Errorf("repro: load %s: %w", targetModule, err)
-	}
 	if err := kmods.Load(filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko"), ""); err != nil {
 		return fmt.Errorf("repro: load %s: %w", deliver.ModuleName, err)
 	}
@@ -468,20 +458,11 @@ const (
 // is held at its own entry behind it: the same holds and free, no fault.
 func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
-	if runtime.GOARCH != "amd64" {
-		return fmt.Errorf("repro %s: x86_64 only: the lookup's compare is found by decoding x86 (stress/disasm.FieldCompares)", a.opts.Repro)
-	}
-	if a.sys.numCPU < 2 {
-		return fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
-	}
-	r, closePort, err := a.openRacePort()
+	r, closePort, err := a.hashRaceStart("the lookup's compare is found by decoding x86 (stress/disasm.FieldCompares)")
 	if err != nil {
 		return err
 	}
 	defer closePort()
-	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
-		return fmt.Errorf("repro: load %s: %w", targetModule, err)
-	}
 	ips, err := recordIPs(filepath.Join(tracefs.DefaultRoot, "available_filter_functions_addrs"))
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
@@ -541,6 +522,27 @@ func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 		notReader: "this kernel's probe callback does not look its data up in a mapper",
 		total:     total,
 	}, holdFreed)
+}
+
+// hashRaceStart checks what a hash race needs (x86_64, for why; two
+// CPUs), opens the race port and loads fth_target for the racer, with no
+// kthreads of its own.
+func (a *agent) hashRaceStart(why string) (*raceAgent, func(), error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, nil, fmt.Errorf("repro %s: x86_64 only: %s", a.opts.Repro, why)
+	}
+	if a.sys.numCPU < 2 {
+		return nil, nil, fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
+	}
+	r, closePort, err := a.openRacePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
+		closePort()
+		return nil, nil, fmt.Errorf("repro: load %s: %w", targetModule, err)
+	}
+	return r, closePort, nil
 }
 
 // openRacePort opens the race port for a sequence that holds vCPUs.
