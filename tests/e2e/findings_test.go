@@ -115,6 +115,35 @@ func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
 	})
 }
 
+// repro runs fth run on x86_64 with a repro sequence and extra flags
+// (--kernel, --patch) and wants the fault titled title, or a pass when
+// title is "".
+func repro(t *testing.T, seq, title string, flags ...string) {
+	t.Helper()
+	args := append([]string{"--arch", "x86_64"}, flags...)
+	r := runFth(t, 60*time.Minute, append(args, "--agent-arg", "scenario=repro", "--agent-arg", "repro="+seq)...)
+	r.mustCell(t)
+	if title == "" {
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): want a pass", r.exit, r.result.Verdict, r.result.Reason)
+		}
+		return
+	}
+	if r.result.Verdict == results.Pass {
+		t.Fatalf("no fault on %s: the finding no longer reproduces; if the kernel fixed it, say so in docs/findings.md", r.result.Kernel.Release)
+	}
+	if r.exit != 1 || r.result.Title() != title {
+		t.Fatalf("exit %d, verdict %s (%s), title %q: want %s", r.exit, r.result.Verdict, r.result.Reason, r.result.Title(), title)
+	}
+	t.Logf("reproduced: %s", title)
+}
+
+// The fault the direct_functions race ends in, and the probes' mapper's.
+const (
+	directFault = "general protection fault in ftrace_find_rec_direct"
+	mapperFault = "general protection fault in ftrace_lookup_ip"
+)
+
 // docs/findings.md 9: on x86_64 7.3 unregister_ftrace_direct() kfree()s
 // its direct_functions entries at once, while call_direct_funcs() may be
 // walking the same bucket on another CPU under preempt_disable_notrace().
@@ -123,83 +152,29 @@ func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
 // being freed, lets the writer free it, then the reader: with slab_debug=P
 // the reader follows a poisoned next pointer. The control holds the reader
 // at a live entry behind the freed one: the same holds and frees, no
-// fault. Two short boots; the fixed kernel is make test-all's
-// (TestFindingDirectUnregisterFreesUnderLookupFixed).
+// fault. Two short boots; enabled_functions as the reader, 6.12 and the
+// fixed kernels are make test-all's (TestFindingDirectUnregisterFreesUnderLookupAll).
 func TestFindingDirectUnregisterFreesUnderLookup(t *testing.T) {
-	// The call path's lookup (tracefs's enabled_functions is make
-	// test-all's: TestFindingDirectUnregisterFreesUnderLookup612).
-	for _, seq := range []string{"direct-unregister-free"} {
-		t.Run(seq, func(t *testing.T) {
-			r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro="+seq)
-			r.mustCell(t)
-			if r.result.Verdict == results.Pass {
-				t.Fatalf("no fault on %s: the finding no longer reproduces; if the kernel fixed it, say so in docs/findings.md 9", r.result.Kernel.Release)
-			}
-			if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_find_rec_direct" {
-				t.Fatalf("exit %d, verdict %s (%s), title %q: want general protection fault in ftrace_find_rec_direct", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
-			}
-			t.Logf("reproduced: %s", r.result.Title())
-		})
-	}
-	t.Run("direct-unregister-live", func(t *testing.T) {
-		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-live")
-		r.mustCell(t)
-		if r.exit != 0 || r.result.Verdict != results.Pass {
-			t.Fatalf("exit %d, verdict %s (%s): the control must pass", r.exit, r.result.Verdict, r.result.Reason)
-		}
-	})
-}
-
-// The same sequence on 7.3.4 with the entries freed after a grace period
-// (results/known/fixes/ftrace-direct-unregister-free-after-gp.patch): the
-// reader held on the entry being removed reads it intact. A patched
-// build: make test-all.
-func TestFindingDirectUnregisterFreesUnderLookupFixed(t *testing.T) {
-	requireAll(t)
-	r := runFth(t, 30*time.Minute, "--arch", "x86_64", "--patch", "results/known/fixes/ftrace-direct-unregister-free-after-gp.patch",
-		"--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free")
-	r.mustCell(t)
-	if r.exit != 0 || r.result.Verdict != results.Pass {
-		t.Fatalf("exit %d, verdict %s (%s): with the free after a grace period the held reader must survive", r.exit, r.result.Verdict, r.result.Reason)
-	}
+	t.Run("direct-unregister-free", func(t *testing.T) { repro(t, "direct-unregister-free", directFault) })
+	t.Run("direct-unregister-live", func(t *testing.T) { repro(t, "direct-unregister-live", "") })
 }
 
 // docs/findings.md 9 through enabled_functions, on 7.3 and on 6.12: that
-// reader has it too (the
-// same fault, from t_show), while the call path, which reads
-// ops->direct_call there, never looks the hash up: that sequence passes,
-// saying so. The fixed kernel's reader survives. A 6.12 build: make
-// test-all.
-func TestFindingDirectUnregisterFreesUnderLookup612(t *testing.T) {
+// reader has it too (the same fault, from t_show), while 6.12's call
+// path, which reads ops->direct_call, never looks the hash up: that
+// sequence passes, saying so. The kernels with the entries freed after a
+// grace period survive. make test-all (a 6.12 build, two patched ones).
+func TestFindingDirectUnregisterFreesUnderLookupAll(t *testing.T) {
 	requireAll(t)
-	t.Run("tracefs-7.3", func(t *testing.T) {
-		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free-tracefs")
-		r.mustCell(t)
-		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_find_rec_direct" {
-			t.Fatalf("exit %d, verdict %s (%s), title %q: want general protection fault in ftrace_find_rec_direct", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
-		}
+	k612 := []string{"--kernel", "6.12"}
+	t.Run("tracefs-7.3", func(t *testing.T) { repro(t, "direct-unregister-free-tracefs", directFault) })
+	t.Run("tracefs-6.12", func(t *testing.T) { repro(t, "direct-unregister-free-tracefs", directFault, k612...) })
+	t.Run("call-path-6.12", func(t *testing.T) { repro(t, "direct-unregister-free", "", k612...) })
+	t.Run("fixed-7.3", func(t *testing.T) {
+		repro(t, "direct-unregister-free", "", "--patch", "results/known/fixes/ftrace-direct-unregister-free-after-gp.patch")
 	})
-	t.Run("tracefs", func(t *testing.T) {
-		r := runFth(t, 60*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free-tracefs")
-		r.mustCell(t)
-		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_find_rec_direct" {
-			t.Fatalf("exit %d, verdict %s (%s), title %q: want general protection fault in ftrace_find_rec_direct", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
-		}
-	})
-	t.Run("call-path", func(t *testing.T) {
-		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free")
-		r.mustCell(t)
-		if r.exit != 0 || r.result.Verdict != results.Pass {
-			t.Fatalf("exit %d, verdict %s (%s): 6.12's call path does not look the hash up, the sequence must pass", r.exit, r.result.Verdict, r.result.Reason)
-		}
-	})
-	t.Run("fixed", func(t *testing.T) {
-		r := runFth(t, 30*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--patch", "results/known/fixes/ftrace-direct-unregister-free-after-gp-6.12.patch",
-			"--agent-arg", "scenario=repro", "--agent-arg", "repro=direct-unregister-free-tracefs")
-		r.mustCell(t)
-		if r.exit != 0 || r.result.Verdict != results.Pass {
-			t.Fatalf("exit %d, verdict %s (%s): with the free after a grace period the held reader must survive", r.exit, r.result.Verdict, r.result.Reason)
-		}
+	t.Run("fixed-6.12", func(t *testing.T) {
+		repro(t, "direct-unregister-free-tracefs", "", append(k612, "--patch", "results/known/fixes/ftrace-direct-unregister-free-after-gp-6.12.patch")...)
 	})
 }
 
@@ -212,47 +187,20 @@ func TestFindingDirectUnregisterFreesUnderLookup612(t *testing.T) {
 // callback at its own entry: the same holds and free, no fault. Two short
 // boots; 6.12 and the fixed kernels are make test-all's.
 func TestFindingMapperRemoveFreesUnderLookup(t *testing.T) {
-	t.Run("mapper-remove-free", func(t *testing.T) {
-		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=mapper-remove-free")
-		r.mustCell(t)
-		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_lookup_ip" {
-			t.Fatalf("exit %d, verdict %s (%s), title %q: want general protection fault in ftrace_lookup_ip; if the kernel fixed it, say so in docs/findings.md 10", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
-		}
-	})
-	t.Run("mapper-remove-live", func(t *testing.T) {
-		r := runFth(t, 15*time.Minute, "--arch", "x86_64", "--agent-arg", "scenario=repro", "--agent-arg", "repro=mapper-remove-live")
-		r.mustCell(t)
-		if r.exit != 0 || r.result.Verdict != results.Pass {
-			t.Fatalf("exit %d, verdict %s (%s): the control must pass", r.exit, r.result.Verdict, r.result.Reason)
-		}
-	})
+	t.Run("mapper-remove-free", func(t *testing.T) { repro(t, "mapper-remove-free", mapperFault) })
+	t.Run("mapper-remove-live", func(t *testing.T) { repro(t, "mapper-remove-live", "") })
 }
 
 // docs/findings.md 10 on 6.12 (the mapper is older than both releases),
 // and both releases fixed. make test-all.
 func TestFindingMapperRemoveFreesUnderLookupAll(t *testing.T) {
 	requireAll(t)
-	t.Run("6.12", func(t *testing.T) {
-		r := runFth(t, 60*time.Minute, "--arch", "x86_64", "--kernel", "6.12", "--agent-arg", "scenario=repro", "--agent-arg", "repro=mapper-remove-free")
-		r.mustCell(t)
-		if r.exit != 1 || r.result.Title() != "general protection fault in ftrace_lookup_ip" {
-			t.Fatalf("exit %d, verdict %s (%s), title %q", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
-		}
+	k612 := []string{"--kernel", "6.12"}
+	t.Run("6.12", func(t *testing.T) { repro(t, "mapper-remove-free", mapperFault, k612...) })
+	t.Run("fixed-7.3", func(t *testing.T) {
+		repro(t, "mapper-remove-free", "", "--patch", "results/known/fixes/ftrace-func-mapper-free-after-gp.patch")
 	})
-	for _, tc := range []struct{ name, patch string }{
-		{"7.3-fixed", "results/known/fixes/ftrace-func-mapper-free-after-gp.patch"},
-		{"6.12-fixed", "results/known/fixes/ftrace-func-mapper-free-after-gp-6.12.patch"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"--arch", "x86_64", "--patch", tc.patch, "--agent-arg", "scenario=repro", "--agent-arg", "repro=mapper-remove-free"}
-			if strings.HasPrefix(tc.name, "6.12") {
-				args = append(args, "--kernel", "6.12")
-			}
-			r := runFth(t, 30*time.Minute, args...)
-			r.mustCell(t)
-			if r.exit != 0 || r.result.Verdict != results.Pass {
-				t.Fatalf("exit %d, verdict %s (%s): with the free after a grace period the held callback must survive", r.exit, r.result.Verdict, r.result.Reason)
-			}
-		})
-	}
+	t.Run("fixed-6.12", func(t *testing.T) {
+		repro(t, "mapper-remove-free", "", append(k612, "--patch", "results/known/fixes/ftrace-func-mapper-free-after-gp-6.12.patch")...)
+	})
 }
