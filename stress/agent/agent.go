@@ -220,9 +220,12 @@ func (a *agent) execute(ctx context.Context) error {
 	if a.opts.Scenario == options.ScenarioRepro {
 		return a.executeRepro(ctx)
 	}
-	// Storm, churn, campaign and bench: a trap in a freed trampoline is
-	// named after it.
-	a.stopImages = a.watchImages(ctx)
+	// Storm, churn and campaign: a trap in a freed trampoline is named
+	// after it. Not the bench, whose timings a poller would perturb.
+	a.stopImages = func() {}
+	if a.opts.Scenario != options.ScenarioBench {
+		a.stopImages = a.watchImages(ctx)
+	}
 	defer a.stopImages()
 	// One cache for the whole run: the inventory and every program load
 	// share the single parse of vmlinux BTF it holds.
