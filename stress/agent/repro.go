@@ -23,6 +23,11 @@ import (
 // redirecting user is detached and judged.
 const reproCalls = time.Second
 
+// reproLog logs one line of a repro sequence.
+func (a *agent) reproLog(format string, args ...any) {
+	report.Logf(a.w, "repro: "+format, args...)
+}
+
 // reproStep is one operation of a repro sequence, as its log line says it.
 type reproStep struct {
 	what string
@@ -72,7 +77,7 @@ func (a *agent) executeRepro(ctx context.Context) error {
 // (ipmodify-register, the control) the ops has both functions in its filter
 // when it registers, the handshake runs, and nothing should warn.
 func (a *agent) reproIPModify(ctx context.Context, filterLater bool) error {
-	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
+	step := a.reproLog
 	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
 	if err := kmods.Load(path, ""); err != nil {
 		return fmt.Errorf("repro: load %s: %w", path, err)

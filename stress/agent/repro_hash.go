@@ -64,9 +64,9 @@ func hashBucket(ip uint64, bits int) uint64 {
 // register_ftrace_direct() sizes its copy fls(2) = 2 bits.
 const directBits = 2
 
-// directHold is how long the reader stays held after the writer has gone
+// readerHold is how long the reader stays held after the writer has gone
 // on: the writer's kfree needs microseconds.
-const directHold = 300 * time.Millisecond
+const readerHold = 300 * time.Millisecond
 
 // reproDirectFree (direct-unregister-free): on x86_64 7.3 the call path
 // of a function whose callsite is shared by a direct call and another
@@ -93,7 +93,7 @@ const directHold = 300 * time.Millisecond
 // before 7.3, whose call path reads ops->direct_call, have this reader
 // too.
 func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool) error {
-	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
+	step := a.reproLog
 	r, closePort, err := a.hashRaceStart("the one arch whose call path looks a direct call up in direct_functions (HAVE_SINGLE_FTRACE_DIRECT_OPS)")
 	if err != nil {
 		return err
@@ -252,7 +252,7 @@ type hashRace struct {
 // head: the lookup's first compare), else on its own entry behind it
 // (the last compare).
 func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
-	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
+	step := a.reproLog
 	racer, err := startHelper(modeRacer, h.racerArgs...)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
@@ -281,7 +281,7 @@ func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
 	reg := cmp.Reg
 	arm := event.RaceMsg{Op: event.RaceArm, Addr: h.removeAt, Size: 1, CPU: 0, TimeoutMS: 10000,
 		Then: &event.RaceMsg{Op: event.RaceArm, Addr: h.lookupAt + uint64(cmp.Off), Size: cmp.Len, CPU: 1, TimeoutMS: 5000,
-			CondReg: &reg, CondAddr: uint64(h.ipOff), CondWant: hex.EncodeToString(want), HoldMS: int(directHold / time.Millisecond)}}
+			CondReg: &reg, CondAddr: uint64(h.ipOff), CondWant: hex.EncodeToString(want), HoldMS: int(readerHold / time.Millisecond)}}
 	if err := r.send(arm); err != nil {
 		return fmt.Errorf("repro: arm: %w", err)
 	}
@@ -300,14 +300,14 @@ func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
 		}
 		written <- h.write()
 	}()
-	heldReader, err := directHolds(r, arm)
+	heldReader, err := chainHolds(r, arm)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
 	if !heldReader {
 		step("%d/%d the reader never reached %s+%#x on %s while the writer was held: nothing raced (the bucket's order or size is not what this sequence expects)", h.total, h.total, h.lookup, cmp.Off, heldWhat)
 	} else {
-		step("%d/%d the writer went through the removal while the reader held %s; the reader ran on %v later", h.total, h.total, heldWhat, directHold)
+		step("%d/%d the writer went through the removal while the reader held %s; the reader ran on %v later", h.total, h.total, heldWhat, readerHold)
 	}
 	select {
 	case err := <-written:
@@ -363,10 +363,10 @@ func lookupReached(r *raceAgent, addr uint64, size int) (bool, error) {
 	return false, fmt.Errorf("probe: %+v", m)
 }
 
-// directHolds reads the host's answers to the chained arm: the writer held
+// chainHolds reads the host's answers to a hash race's chained arm: the writer held
 // (or not), then the reader's (thenHolds). It reports whether the reader
 // was held.
-func directHolds(r *raceAgent, arm event.RaceMsg) (bool, error) {
+func chainHolds(r *raceAgent, arm event.RaceMsg) (bool, error) {
 	m, err := r.recv(15 * time.Second)
 	if err != nil {
 		return false, err
@@ -457,7 +457,7 @@ const (
 // entry being freed. With holdFreed false (mapper-remove-live) the reader
 // is held at its own entry behind it: the same holds and free, no fault.
 func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
-	step := func(format string, args ...any) { report.Logf(a.w, "repro: "+format, args...) }
+	step := a.reproLog
 	r, closePort, err := a.hashRaceStart("the lookup's compare is found by decoding x86 (stress/disasm.FieldCompares)")
 	if err != nil {
 		return err
