@@ -438,6 +438,11 @@ type BenchScaling struct {
 	// Candidates bounds N: requested counts above it were capped.
 	Candidates int                 `json:"candidates,omitempty"`
 	Points     []BenchScalingPoint `json:"points,omitempty"`
+	// AttachExponent and DetachExponent fit total seconds = c·N^k over
+	// the points (least squares in log-log space): 1 is linear, 2
+	// quadratic; 0 with fewer than two points.
+	AttachExponent float64 `json:"attach_exponent,omitempty"`
+	DetachExponent float64 `json:"detach_exponent,omitempty"`
 }
 
 // BenchScalingPoint is one N of the scaling curve. Seconds are wall time of
@@ -461,6 +466,56 @@ type BenchScalingPoint struct {
 	DetachRatio float64 `json:"detach_ratio"`
 	// Errnos counts failures as "<phase>:<errno>".
 	Errnos map[string]int `json:"errnos,omitempty"`
+	// MemoryKB is the guest memory the N programs and trampolines held:
+	// MemAvailable before the load minus after the attach, in KiB.
+	MemoryKB int64 `json:"memory_kb,omitempty"`
+	// AttachProfile and DetachProfile say where the phase's time went,
+	// at the counts the bench profiles (option profile).
+	AttachProfile *Profile `json:"attach_profile,omitempty"`
+	DetachProfile *Profile `json:"detach_profile,omitempty"`
+}
+
+// Profile is where one thread's wall time went during a profiled
+// operation, from the kernel's own profilers inside the guest
+// (stress/profile): on-CPU time sampled with kernel stacks, off-CPU time
+// measured from each switch out to the switch back in. Costs sort it by
+// kind, Centres by the functions that spent it.
+type Profile struct {
+	// WallSeconds is the time measured around the operation;
+	// OnCPUSeconds and OffCPUSeconds what the profile recorded.
+	WallSeconds   float64 `json:"wall_seconds"`
+	OnCPUSeconds  float64 `json:"on_cpu_seconds"`
+	OffCPUSeconds float64 `json:"off_cpu_seconds"`
+	// Coverage is (on + off) / wall; AddsUp says it is within Margin of
+	// 1. A profile that does not add up is shown as it is.
+	Coverage float64 `json:"coverage"`
+	Margin   float64 `json:"margin"`
+	AddsUp   bool    `json:"adds_up"`
+	// PeriodMicros is the on-CPU sampling period.
+	PeriodMicros int `json:"period_us"`
+	Samples      int `json:"samples"`
+	Switches     int `json:"switches"`
+	// Lost counts records the kernel dropped (ring full).
+	Lost uint64 `json:"lost,omitempty"`
+	// Costs is the time per kind of cost, largest first; Centres the
+	// largest cost centres ("<function> ← <caller>").
+	Costs   []ProfileCost `json:"costs,omitempty"`
+	Centres []ProfileCost `json:"centres,omitempty"`
+	// Error says why the profile is partial or missing.
+	Error string `json:"error,omitempty"`
+}
+
+// ProfileCost is one kind of cost or one cost centre of a Profile.
+type ProfileCost struct {
+	// Key is the kind ("rcu", "text", "ftrace", ...); Name what it is,
+	// or for a centre the function and its caller.
+	Key  string `json:"key"`
+	Name string `json:"name"`
+	// Seconds is the time, OffCPUSeconds the part of it off the CPU,
+	// Share its fraction of the wall time.
+	Seconds       float64 `json:"seconds"`
+	OffCPUSeconds float64 `json:"off_cpu_seconds,omitempty"`
+	Share         float64 `json:"share"`
 }
 
 // BenchMulti compares one multi-function link over N functions with N
@@ -493,6 +548,10 @@ type BenchMultiPoint struct {
 	AttachRatio float64 `json:"attach_ratio,omitempty"`
 	DetachRatio float64 `json:"detach_ratio,omitempty"`
 	Error       string  `json:"error,omitempty"`
+	// AttachProfile and DetachProfile say where the link's time went,
+	// at the counts the bench profiles (option profile).
+	AttachProfile *Profile `json:"attach_profile,omitempty"`
+	DetachProfile *Profile `json:"detach_profile,omitempty"`
 }
 
 // BenchWakeup is cyclictest-style wakeup latency: a SCHED_FIFO thread on one

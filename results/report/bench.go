@@ -25,6 +25,8 @@ type benchView struct {
 	Scaling    *scalingView
 	Multi      *multiView
 	Wakeup     *wakeupView
+	// Profiles say where the profiled attach and detach time went.
+	Profiles []profileView
 }
 
 // partView is what every bench part shares: whether it ran, and if not why.
@@ -127,6 +129,7 @@ func buildBench(cell, accel string, b *event.Bench, fromEvents bool) (*benchView
 	v.Ops = opsTable(b.Ops)
 	v.Syscall = syscallTable(b.Syscall)
 	v.Multi = multiTable(b.Multi)
+	v.Profiles = profileViews(b)
 	var err error
 	if v.Scaling, err = scalingTable(cell, b.Scaling); err != nil {
 		return nil, err

@@ -39,6 +39,7 @@ func (a *agent) executeBench(ctx context.Context, cache *btf.Cache, inv inventor
 		ScalingN:     o.ScalingN,
 		MultiN:       o.MultiN,
 		WakeupFor:    o.WakeupFor,
+		Profile:      o.Profile,
 		StartHammer:  a.startBenchHammer,
 	})
 	_ = a.w.Emit(event.Event{Kind: event.KindBench, Bench: &b})

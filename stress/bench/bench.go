@@ -69,6 +69,9 @@ type Config struct {
 	ScalingN     []int
 	MultiN       []int
 	WakeupFor    time.Duration
+	// Profile is where attach and detach are profiled
+	// (benchopts.ProfileLargest, ProfileAll, ProfileOff; "" is off).
+	Profile string
 
 	// StartHammer starts the preemption hammer for the wakeup storm and
 	// returns the function that stops it; nil runs the storm without it.

@@ -182,3 +182,23 @@ func TestRunNothingRequested(t *testing.T) {
 		t.Error("Run without Emit and Cache: no error")
 	}
 }
+
+func TestGrowthExponent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ns   []int
+		secs []float64
+		want float64
+	}{
+		{"linear", []int{100, 1000, 10000}, []float64{1, 10, 100}, 1},
+		{"quadratic", []int{100, 1000}, []float64{0.5, 50}, 2},
+		{"riscv64's kprobe_multi", []int{100, 1000}, []float64{0.58, 67}, 2.063},
+		{"one point", []int{100}, []float64{1}, 0},
+		{"zeros skipped", []int{0, 100, 200}, []float64{5, 0, 2}, 0},
+		{"same N", []int{100, 100}, []float64{1, 2}, 0},
+	} {
+		if got := growthExponent(tc.ns, tc.secs); got != tc.want {
+			t.Errorf("%s: growthExponent = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -113,9 +113,15 @@ func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLin
 			break
 		}
 		pt := event.BenchMultiPoint{N: n}
-		t0 := time.Now()
-		fd, errno := tracingMultiLink(prog.FD(), ids[:n])
-		pt.AttachSeconds = seconds(time.Since(t0))
+		prof := r.profileAt(ns, n)
+		var fd int
+		var errno unix.Errno
+		pt.AttachProfile, _ = r.profiled(prof, fmt.Sprintf("tracing_multi attach N=%d", n), func() error {
+			t0 := time.Now()
+			fd, errno = tracingMultiLink(prog.FD(), ids[:n])
+			pt.AttachSeconds = seconds(time.Since(t0))
+			return nil
+		})
 		if errno != 0 {
 			pt.Error = fmt.Sprintf("BPF_LINK_CREATE tracing_multi over %d functions: %s (%v)", n, attach.ErrnoName(errno), errno)
 			if !out.Supported {
@@ -128,9 +134,13 @@ func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLin
 			report.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)
 			continue
 		}
-		t0 = time.Now()
-		cerr := unix.Close(fd)
-		pt.DetachSeconds = seconds(time.Since(t0))
+		var cerr error
+		pt.DetachProfile, _ = r.profiled(prof, fmt.Sprintf("tracing_multi detach N=%d", n), func() error {
+			t0 := time.Now()
+			cerr = unix.Close(fd)
+			pt.DetachSeconds = seconds(time.Since(t0))
+			return nil
+		})
 		if cerr != nil {
 			pt.Error = fmt.Sprintf("close tracing_multi link: %v", cerr)
 		}
@@ -211,9 +221,15 @@ func (r *runner) kprobeMulti(ctx context.Context, ns []int) event.BenchMultiLink
 			break
 		}
 		pt := event.BenchMultiPoint{N: n}
-		t0 := time.Now()
-		l, err := link.KprobeMulti(prog, link.KprobeMultiOptions{Symbols: r.order[:n]})
-		pt.AttachSeconds = seconds(time.Since(t0))
+		prof := r.profileAt(ns, n)
+		var l link.Link
+		var err error
+		pt.AttachProfile, _ = r.profiled(prof, fmt.Sprintf("kprobe_multi attach N=%d", n), func() error {
+			t0 := time.Now()
+			l, err = link.KprobeMulti(prog, link.KprobeMultiOptions{Symbols: r.order[:n]})
+			pt.AttachSeconds = seconds(time.Since(t0))
+			return nil
+		})
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			out.Skipped = "the kernel has no kprobe_multi links (CONFIG_FPROBE is off): " + err.Error()
 			out.Points = nil
@@ -225,9 +241,13 @@ func (r *runner) kprobeMulti(ctx context.Context, ns []int) event.BenchMultiLink
 			report.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)
 			continue
 		}
-		t0 = time.Now()
-		cerr := l.Close()
-		pt.DetachSeconds = seconds(time.Since(t0))
+		var cerr error
+		pt.DetachProfile, _ = r.profiled(prof, fmt.Sprintf("kprobe_multi detach N=%d", n), func() error {
+			t0 := time.Now()
+			cerr = l.Close()
+			pt.DetachSeconds = seconds(time.Since(t0))
+			return nil
+		})
 		if cerr != nil {
 			pt.Error = fmt.Sprintf("close kprobe_multi link: %v", cerr)
 		}

@@ -54,8 +54,21 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 		return out, err
 	}
 	out.Supported = true
+	defer func() {
+		var pn []int
+		var as, ds []float64
+		for _, p := range out.Points {
+			if p.Attached == p.N && p.Detached == p.N {
+				pn, as, ds = append(pn, p.N), append(as, p.AttachSeconds), append(ds, p.DetachSeconds)
+			}
+		}
+		out.AttachExponent, out.DetachExponent = growthExponent(pn, as), growthExponent(pn, ds)
+		if len(pn) > 1 {
+			report.Logf(r.cfg.Emit, "bench: scaling: total time grows as N^%.2f (attach) and N^%.2f (detach) over N = %v", out.AttachExponent, out.DetachExponent, pn)
+		}
+	}()
 	for _, n := range ns {
-		pt, err := r.scalingPoint(ctx, at, n)
+		pt, err := r.scalingPoint(ctx, at, n, r.profileAt(ns, n))
 		if len(out.Points) > 0 {
 			first := out.Points[0]
 			pt.AttachRatio = PerOpRatio(pt.AttachSeconds, pt.Attach.Count, first.AttachSeconds, first.Attach.Count)
@@ -64,8 +77,8 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 			pt.AttachRatio, pt.DetachRatio = 1, 1
 		}
 		out.Points = append(out.Points, pt)
-		report.Logf(r.cfg.Emit, "bench: scaling N=%d: attach %.2fs (median %v, x%.2f per op), detach %.2fs (median %v, x%.2f per op), %d attached",
-			n, pt.AttachSeconds, pt.Attach.Median, pt.AttachRatio, pt.DetachSeconds, pt.Detach.Median, pt.DetachRatio, pt.Attached)
+		report.Logf(r.cfg.Emit, "bench: scaling N=%d: attach %.2fs (median %v, p99 %v, x%.2f per op), detach %.2fs (median %v, p99 %v, x%.2f per op), %d attached holding %s",
+			n, pt.AttachSeconds, pt.Attach.Median, pt.Attach.P99, pt.AttachRatio, pt.DetachSeconds, pt.Detach.Median, pt.Detach.P99, pt.DetachRatio, pt.Attached, formatKB(pt.MemoryKB))
 		if err != nil {
 			return out, err
 		}
@@ -74,8 +87,9 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 }
 
 // scalingPoint loads, attaches and detaches the first n functions of the
-// order. Its set is closed on every path, so no link outlives the point.
-func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, n int) (pt event.BenchScalingPoint, err error) {
+// order, profiling the attach and the detach when prof. Its set is closed
+// on every path, so no link outlives the point.
+func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, n int, prof bool) (pt event.BenchScalingPoint, err error) {
 	pt = event.BenchScalingPoint{N: n}
 	set := attach.NewSet()
 	defer func() {
@@ -83,19 +97,31 @@ func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, n int) (
 			err = cerr
 		}
 	}()
+	before := memAvailable()
 	lp, err := at.Load(ctx, set, r.order[:n])
 	pt.Loaded, pt.LoadSeconds = lp.Succeeded, seconds(lp.Wall.Std())
 	addErrnos(&pt, lp)
 	if err != nil {
 		return pt, err
 	}
-	ap, err := at.Attach(ctx, set)
+	var ap event.Phase
+	pt.AttachProfile, err = r.profiled(prof, fmt.Sprintf("attach N=%d", n), func() (err error) {
+		ap, err = at.Attach(ctx, set)
+		return err
+	})
+	if after := memAvailable(); before >= 0 && after >= 0 {
+		pt.MemoryKB = before - after
+	}
 	pt.Attached, pt.AttachSeconds, pt.Attach = ap.Succeeded, seconds(ap.Wall.Std()), ap.Latency
 	addErrnos(&pt, ap)
 	if err != nil {
 		return pt, err
 	}
-	dp, err := at.Detach(ctx, set, options.All)
+	var dp event.Phase
+	pt.DetachProfile, err = r.profiled(prof, fmt.Sprintf("detach N=%d", n), func() (err error) {
+		dp, err = at.Detach(ctx, set, options.All)
+		return err
+	})
 	pt.Detached, pt.DetachSeconds, pt.Detach = dp.Succeeded, seconds(dp.Wall.Std()), dp.Latency
 	addErrnos(&pt, dp)
 	return pt, err

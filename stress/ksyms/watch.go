@@ -9,11 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/stress/perfring"
 )
 
 // Symbol types of an Event, as the kernel names them in
@@ -63,9 +64,6 @@ func (e *LostError) Error() string {
 // Is makes a LostError match ErrLost.
 func (e *LostError) Is(target error) bool { return target == ErrLost }
 
-// errMalformed means a ring held a record its header could not describe.
-var errMalformed = errors.New("malformed perf record")
-
 // onlinePath lists the online CPUs, such as "0-3,5".
 const onlinePath = "/sys/devices/system/cpu/online"
 
@@ -93,11 +91,9 @@ type Watcher struct {
 
 // ring is one CPU's perf event and its mapped buffer.
 type ring struct {
-	cpu  int
-	fd   int
-	mem  []byte                  // the whole mapping, for Munmap
-	meta *unix.PerfEventMmapPage // mem's first page
-	data []byte                  // the data pages the kernel writes records to
+	cpu int
+	fd  int
+	buf *perfring.Ring
 }
 
 // Watch starts recording the kernel's symbol events on every online CPU.
@@ -151,22 +147,12 @@ func openRing(cpu int) (*ring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("perf_event_open on cpu %d: %w", cpu, err)
 	}
-	page := unix.Getpagesize()
-	// PROT_WRITE lets the kernel see data_tail, so it never overwrites a
-	// record not yet read: it counts a lost record instead.
-	mem, err := unix.Mmap(fd, 0, (1+ringPages)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	buf, err := perfring.Map(fd, ringPages)
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("mmap of cpu %d's perf ring: %w", cpu, err)
+		return nil, fmt.Errorf("cpu %d: %w", cpu, err)
 	}
-	r := &ring{cpu: cpu, fd: fd, mem: mem, meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0]))}
-	r.data = mem[page:]
-	// Kernels before 4.1 leave data_offset and data_size zero; the data
-	// then starts at the second page.
-	if off, size := r.meta.Data_offset, r.meta.Data_size; size != 0 && off+size <= uint64(len(mem)) {
-		r.data = mem[off : off+size]
-	}
-	return r, nil
+	return &ring{cpu: cpu, fd: fd, buf: buf}, nil
 }
 
 // Drain returns the events kept by Wait, then every whole event in the
@@ -189,21 +175,11 @@ func (w *Watcher) Drain() ([]Event, error) {
 
 // drain reads r's whole records and gives their space back to the kernel.
 func (r *ring) drain() ([]Event, error) {
-	// The kernel writes a record before it moves data_head past it.
-	head := atomic.LoadUint64(&r.meta.Data_head)
-	// Only this process writes data_tail.
-	tail := r.meta.Data_tail
-	b, err := readRing(r.data, tail, head)
-	next := b.tail
+	var b batch
+	err := r.buf.Read(b.add)
 	if err != nil {
-		// Skip to the head: the records after a malformed one cannot
-		// be found.
-		next = head
 		err = fmt.Errorf("ksyms: cpu %d's ring: %w", r.cpu, err)
 	}
-	// The store must follow the reads of the records: the kernel reuses
-	// their space after it.
-	atomic.StoreUint64(&r.meta.Data_tail, next)
 	if b.lost > 0 {
 		err = errors.Join(err, &LostError{CPU: r.cpu, Records: b.lost})
 	}
@@ -250,8 +226,8 @@ func (w *Watcher) Wait(timeout time.Duration, match func(Event) bool) (Event, er
 func (w *Watcher) Close() error {
 	var errs []error
 	for _, r := range w.rings {
-		if err := unix.Munmap(r.mem); err != nil {
-			errs = append(errs, fmt.Errorf("ksyms: munmap of cpu %d's ring: %w", r.cpu, err))
+		if err := r.buf.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("ksyms: cpu %d: %w", r.cpu, err))
 		}
 		if err := unix.Close(r.fd); err != nil {
 			errs = append(errs, fmt.Errorf("ksyms: close of cpu %d's perf event: %w", r.cpu, err))
@@ -261,14 +237,12 @@ func (w *Watcher) Close() error {
 	return errors.Join(errs...)
 }
 
-// Record layouts, from include/uapi/linux/perf_event.h.
+// Record layouts after the header, from include/uapi/linux/perf_event.h.
 const (
-	// headerSize is struct perf_event_header: u32 type, u16 misc, u16 size.
-	headerSize = 8
-	// ksymbolSize is the fixed part of a KSYMBOL record after the header:
-	// u64 addr, u32 len, u16 ksym_type, u16 flags; the name follows.
+	// ksymbolSize is the fixed part of a KSYMBOL record: u64 addr, u32
+	// len, u16 ksym_type, u16 flags; the name follows.
 	ksymbolSize = 16
-	// lostSize is a LOST record after the header: u64 id, u64 lost.
+	// lostSize is a LOST record: u64 id, u64 lost.
 	lostSize = 16
 )
 
@@ -277,72 +251,35 @@ type batch struct {
 	events []Event
 	// lost sums the LOST records: events the kernel dropped.
 	lost uint64
-	// tail is the ring position after the last whole record read.
-	tail uint64
 }
 
-// readRing reads the records in data, a ring buffer, from position tail up
-// to head (positions grow without bound; the byte of position p is
-// data[p%len(data)]). A record may wrap from the end of data to its start.
-// It keeps KSYMBOL records, counts LOST ones, and skips other types. On a
-// malformed record it returns what it read before, with tail at that
-// record.
-func readRing(data []byte, tail, head uint64) (batch, error) {
-	b := batch{tail: tail}
-	if head-tail > uint64(len(data)) {
-		return b, fmt.Errorf("%w: head %d is %d bytes past tail %d in a ring of %d", errMalformed, head, head-tail, tail, len(data))
-	}
-	for b.tail != head {
-		left := head - b.tail
-		if left < headerSize {
-			return b, fmt.Errorf("%w: %d bytes left at %d, under a header", errMalformed, left, b.tail)
+// add keeps a KSYMBOL record, counts a LOST one, and skips other types.
+func (b *batch) add(rec perfring.Record) error {
+	switch rec.Type {
+	case unix.PERF_RECORD_KSYMBOL:
+		ev, err := parseKsymbol(rec.Body)
+		if err != nil {
+			return err
 		}
-		hdr := ringBytes(data, b.tail, headerSize)
-		typ := binary.NativeEndian.Uint32(hdr[0:])
-		size := uint64(binary.NativeEndian.Uint16(hdr[6:]))
-		if size < headerSize || size > left {
-			return b, fmt.Errorf("%w: record of size %d at %d, with %d bytes left", errMalformed, size, b.tail, left)
+		b.events = append(b.events, ev)
+	case unix.PERF_RECORD_LOST:
+		if len(rec.Body) < lostSize {
+			return fmt.Errorf("%w: LOST has %d bytes", perfring.ErrMalformed, len(rec.Body))
 		}
-		body := ringBytes(data, b.tail, int(size))[headerSize:]
-		switch typ {
-		case unix.PERF_RECORD_KSYMBOL:
-			ev, err := parseKsymbol(body)
-			if err != nil {
-				return b, fmt.Errorf("KSYMBOL at %d: %w", b.tail, err)
-			}
-			b.events = append(b.events, ev)
-		case unix.PERF_RECORD_LOST:
-			if len(body) < lostSize {
-				return b, fmt.Errorf("%w: LOST at %d has %d bytes", errMalformed, b.tail, len(body))
-			}
-			b.lost += binary.NativeEndian.Uint64(body[8:])
-		}
-		b.tail += size
+		b.lost += binary.NativeEndian.Uint64(rec.Body[8:])
 	}
-	return b, nil
-}
-
-// ringBytes returns the n bytes of the ring data from position pos,
-// copied when they wrap around its end.
-func ringBytes(data []byte, pos uint64, n int) []byte {
-	off := int(pos % uint64(len(data)))
-	if off+n <= len(data) {
-		return data[off : off+n]
-	}
-	out := make([]byte, 0, n)
-	out = append(out, data[off:]...)
-	return append(out, data[:n-len(out)]...)
+	return nil
 }
 
 // parseKsymbol decodes the body of a KSYMBOL record, after its header.
 func parseKsymbol(body []byte) (Event, error) {
 	if len(body) < ksymbolSize {
-		return Event{}, fmt.Errorf("%w: %d bytes, under the %d of addr, len, type and flags", errMalformed, len(body), ksymbolSize)
+		return Event{}, fmt.Errorf("%w: %d bytes, under the %d of addr, len, type and flags", perfring.ErrMalformed, len(body), ksymbolSize)
 	}
 	name := body[ksymbolSize:]
 	end := slices.Index(name, 0)
 	if end < 0 {
-		return Event{}, fmt.Errorf("%w: the name %q has no NUL", errMalformed, name)
+		return Event{}, fmt.Errorf("%w: the name %q has no NUL", perfring.ErrMalformed, name)
 	}
 	flags := binary.NativeEndian.Uint16(body[14:])
 	return Event{

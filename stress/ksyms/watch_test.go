@@ -1,6 +1,8 @@
 package ksyms
 
 import (
+	"github.com/ftrace-harness/fth/stress/perfring"
+
 	"encoding/binary"
 	"errors"
 	"os"
@@ -37,7 +39,7 @@ func ksymRecord(ev Event) []byte {
 func record(typ uint32, body []byte) []byte {
 	r := binary.NativeEndian.AppendUint32(nil, typ)
 	r = binary.NativeEndian.AppendUint16(r, 0)
-	r = binary.NativeEndian.AppendUint16(r, uint16(headerSize+len(body)))
+	r = binary.NativeEndian.AppendUint16(r, uint16(perfring.HeaderSize+len(body)))
 	return append(r, body...)
 }
 
@@ -66,6 +68,21 @@ var (
 	freed = Event{Addr: 0xffffffffa0001000, Len: 4096, Type: TypeBPF, Unregister: true, Name: "bpf_trampoline_10737479715"}
 	ops   = Event{Addr: 0xffffffffa0200000, Len: 310, Type: TypeOOL, Name: "ftrace_trampoline"}
 )
+
+// ringRead is what one read of a ring returns: its events and lost count,
+// and the position it stopped at.
+type ringRead struct {
+	batch
+	tail uint64
+}
+
+// readRing reads data as a Watcher reads each ring.
+func readRing(data []byte, tail, head uint64) (ringRead, error) {
+	var r ringRead
+	next, err := perfring.Records(data, tail, head, r.add)
+	r.tail = next
+	return r, err
+}
 
 func TestReadRing(t *testing.T) {
 	imageRec := ksymRecord(image) // 56 bytes
@@ -100,7 +117,7 @@ func TestReadRing(t *testing.T) {
 			data, tail, head := ringOf(tc.size, tc.start, tc.recs...)
 			head -= tc.cut
 			b, err := readRing(data, tail, head)
-			if tc.bad != errors.Is(err, errMalformed) {
+			if tc.bad != errors.Is(err, perfring.ErrMalformed) {
 				t.Errorf("err = %v, want malformed: %v", err, tc.bad)
 			}
 			if !slices.Equal(b.events, tc.want) {
@@ -125,7 +142,7 @@ func TestReadRing(t *testing.T) {
 
 func TestReadRingOverfull(t *testing.T) {
 	data, tail, _ := ringOf(64, 0)
-	if _, err := readRing(data, tail, tail+65); !errors.Is(err, errMalformed) {
+	if _, err := readRing(data, tail, tail+65); !errors.Is(err, perfring.ErrMalformed) {
 		t.Errorf("a head more than a ring past the tail: err = %v", err)
 	}
 }

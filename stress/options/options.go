@@ -195,6 +195,9 @@ type Options struct {
 	MultiN []int
 	// WakeupFor is how long each wakeup-latency run (quiet, storm) lasts.
 	WakeupFor time.Duration
+	// Profile is where the bench profiles attach and detach
+	// (benchopts.ProfileLargest, ProfileAll, ProfileOff).
+	Profile string
 }
 
 // Race targets (the race option).
@@ -462,6 +465,7 @@ func Defaults(env Env) Options {
 		ScalingN:     []int{100, 500, 1000, 2000, 5000, 10000},
 		MultiN:       []int{100, 1000},
 		WakeupFor:    10 * time.Second,
+		Profile:      benchopts.ProfileLargest,
 	}
 }
 

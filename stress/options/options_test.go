@@ -203,7 +203,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		Scenario: ScenarioChurn, Hot: 7, Churn: 90 * time.Second, Cycles: 3, Workers: 4, ExactCalls: 500, ExactEvery: 2 * time.Second, PreemptEvery: 0, Mixed: false, Hotplug: 4 * time.Second,
 		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, Delivery: true, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount,
 		BenchParts: []string{benchopts.Syscall, benchopts.Wakeup}, OpsSweep: []benchopts.OpsPoint{{Relevant: 0, Irrelevant: 5, SaveRegs: true}, {Relevant: 3, Irrelevant: 0, SaveRegs: false}}, OpsCalls: 1000, SyscallCalls: 77,
-		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond,
+		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond, Profile: benchopts.ProfileAll,
 		RaceTarget: RaceCallsite, RaceAction: RaceDetach, Injections: 3, Window: 250 * time.Millisecond}
 	args := orig.Args()
 	if len(args) != len(Names()) {
@@ -297,7 +297,7 @@ func withChurnDefaults(o Options) Options {
 	o.RT, o.TimerPeriod, o.RTReserve, o.Modules, o.ModHold, o.Sabotage = d.RT, d.TimerPeriod, d.RTReserve, d.Modules, d.ModHold, d.Sabotage
 	o.ModList, o.Budget, o.Delivery, o.DeliverSkip = d.ModList, d.Budget, d.Delivery, d.DeliverSkip
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
-	o.ScalingN, o.MultiN, o.WakeupFor = d.ScalingN, d.MultiN, d.WakeupFor
+	o.ScalingN, o.MultiN, o.WakeupFor, o.Profile = d.ScalingN, d.MultiN, d.WakeupFor, d.Profile
 	o.RaceTarget, o.RaceAction, o.Injections, o.Window = d.RaceTarget, d.RaceAction, d.Injections, d.Window
 	o.ResolveAuto()
 	return o

@@ -510,6 +510,12 @@ var fields = []field{
 		get: func(o *Options) string { return benchopts.FormatCounts(o.MultiN) },
 	},
 	{
+		name:  "profile",
+		usage: "bench: profile attach and detach inside the guest at the `largest` count, at all counts, or off",
+		set:   func(o *Options, v string) (err error) { o.Profile, err = benchopts.ParseProfile(v); return err },
+		get:   func(o *Options) string { return o.Profile },
+	},
+	{
 		name:  "wakeupfor",
 		usage: "bench: `duration` of each wakeup-latency run (quiet, then under the attach storm)",
 		set:   func(o *Options, v string) (err error) { o.WakeupFor, err = duration(v, true); return err },

@@ -160,3 +160,21 @@ const (
 	MaxCount = 1 << 20
 	MaxCalls = 100_000_000
 )
+
+// Where the bench profiles attach and detach (stress/profile): at the
+// largest count of the scaling curve and of each multi link, at every
+// count, or nowhere.
+const (
+	ProfileLargest = "largest"
+	ProfileAll     = "all"
+	ProfileOff     = "off"
+)
+
+// ParseProfile checks a profile option value.
+func ParseProfile(v string) (string, error) {
+	switch v {
+	case ProfileLargest, ProfileAll, ProfileOff:
+		return v, nil
+	}
+	return "", fmt.Errorf("want %q, %q or %q", ProfileLargest, ProfileAll, ProfileOff)
+}

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/bench/benchopts"
+	"github.com/ftrace-harness/fth/stress/profile"
+	"github.com/ftrace-harness/fth/stress/report"
+)
+
+// profileAt says whether the points of count n get a profile: the largest
+// count of ns, every count, or none, as the profile option says.
+func (r *runner) profileAt(ns []int, n int) bool {
+	switch r.cfg.Profile {
+	case benchopts.ProfileAll:
+		return true
+	case benchopts.ProfileLargest:
+		return len(ns) > 0 && n == slices.Max(ns)
+	}
+	return false
+}
+
+// profiled runs op with the kernel profiler on its thread when want, and
+// returns op's error and the profile (nil when not wanted). op runs on the
+// calling goroutine, locked to its thread for the profile: the syscalls
+// it makes are the ones profiled. what names op in the log.
+func (r *runner) profiled(want bool, what string, op func() error) (*event.Profile, error) {
+	if !want {
+		return nil, op()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	p, perr := profile.Start(0)
+	t0 := time.Now()
+	err := op()
+	wall := time.Since(t0)
+	if perr != nil {
+		report.Logf(r.cfg.Emit, "bench: profile of %s: %v", what, perr)
+		return &event.Profile{WallSeconds: wall.Seconds(), Error: perr.Error()}, err
+	}
+	rec, serr := p.Stop()
+	out := r.attribute(rec, wall)
+	if serr != nil {
+		out.Error = serr.Error()
+	}
+	logProfile(r.cfg.Emit, what, out)
+	return out, err
+}
+
+// attribute names rec's stacks and sorts them into cost centres.
+func (r *runner) attribute(rec *profile.Recording, wall time.Duration) *event.Profile {
+	rules, err := profile.DefaultRules()
+	if err != nil {
+		return &event.Profile{WallSeconds: wall.Seconds(), Error: err.Error()}
+	}
+	syms, err := profile.ReadSymbols("")
+	if err != nil {
+		return &event.Profile{WallSeconds: wall.Seconds(), Error: err.Error()}
+	}
+	p := rules.Attribute(rec, syms, wall)
+	return &p
+}
+
+// logProfile writes the profile's sum and largest costs to the log, so
+// that a bench cut short still says where its time went.
+func logProfile(w report.Emitter, what string, p *event.Profile) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "bench: profile of %s: wall %.2fs = on-CPU %.2fs + off-CPU %.2fs (coverage %.3f, %s); %d samples, %d switches",
+		what, p.WallSeconds, p.OnCPUSeconds, p.OffCPUSeconds, p.Coverage, addsUp(p), p.Samples, p.Switches)
+	for i, c := range p.Centres {
+		if i == 5 {
+			break
+		}
+		fmt.Fprintf(&b, "; %s %.2fs (%s)", c.Name, c.Seconds, c.Key)
+	}
+	report.Logf(w, "%s", b.String())
+}
+
+func addsUp(p *event.Profile) string {
+	if p.AddsUp {
+		return fmt.Sprintf("adds up within %.0f%%", 100*p.Margin)
+	}
+	return fmt.Sprintf("DOES NOT add up within %.0f%%", 100*p.Margin)
+}
+
+// memAvailable reads MemAvailable from /proc/meminfo, in KiB; -1 when it
+// cannot.
+func memAvailable() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var kb int64
+		if n, _ := fmt.Sscanf(sc.Text(), "MemAvailable: %d kB", &kb); n == 1 {
+			return kb
+		}
+	}
+	return -1
+}
+
+// growthExponent fits seconds = c·N^k over the points by least squares in
+// log-log space and returns k: 1 is linear, 2 quadratic. 0 when fewer than
+// two points have a positive N and time.
+func growthExponent(ns []int, secs []float64) float64 {
+	var xs, ys []float64
+	for i := range ns {
+		if ns[i] > 0 && secs[i] > 0 {
+			xs = append(xs, math.Log(float64(ns[i])))
+			ys = append(ys, math.Log(secs[i]))
+		}
+	}
+	if len(xs) < 2 {
+		return 0
+	}
+	var mx, my float64
+	for i := range xs {
+		mx += xs[i]
+		my += ys[i]
+	}
+	mx /= float64(len(xs))
+	my /= float64(len(xs))
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if sxx == 0 {
+		return 0
+	}
+	return round(sxy/sxx, 3)
+}
+
+// formatKB is a KiB count for the log.
+func formatKB(kb int64) string {
+	if kb < 0 {
+		return "?"
+	}
+	return strconv.FormatInt(kb/1024, 10) + " MiB"
+}
