@@ -44,7 +44,9 @@ func TestReadExistingFile(t *testing.T) {
 
 func TestSummaryAndErr(t *testing.T) {
 	control := Row{Arch: "x86_64", Verdict: results.Pass}
-	hit := func(s float64) Row { return Row{Mutant: "m", Arch: "x86_64", Detected: true, Seconds: s, Verdict: results.Fail} }
+	hit := func(s float64) Row {
+		return Row{Mutant: "m", Arch: "x86_64", Detected: true, Seconds: s, Verdict: results.Fail}
+	}
 	miss := Row{Mutant: "n", Arch: "x86_64", Verdict: results.Pass}
 	cases := []struct {
 		name              string
