@@ -23,7 +23,8 @@ type Spec struct {
 	VM qemu.Config
 	// AgentArgs become fth.<key>=<value> kernel parameters, which the agent reads.
 	AgentArgs map[string]string
-	// Deadline bounds the whole boot, scaled by the arch's TimeoutScale.
+	// Deadline bounds the whole boot, before the arch's TimeoutScale
+	// (Timeouts).
 	Deadline time.Duration
 	// Silence is the no-output watchdog: before the agent says hello, the
 	// console must speak this often; after, the agent must (it reports
@@ -54,18 +55,20 @@ func agentCmdline(args map[string]string) []string {
 	return out
 }
 
-// hangTail is how long a cell goes on after the header of the console's
-// first hang report, before the arch's timeout scale (see monitor.Spec).
-const hangTail = 60 * time.Second
+// Timeouts are the cell's waits, graces included, scaled once by the
+// arch's TimeoutScale: the same constructor scales a soak's.
+func (s Spec) Timeouts() monitor.Timeouts {
+	return monitor.NewTimeouts(s.VM.Arch.TimeoutScale, s.Deadline, s.Silence)
+}
 
 // Run boots the VM described by spec and has the monitor record everything
 // in w. The returned error is an infrastructure error (QEMU would not
 // start); kernel misbehaviour is a verdict, not an error.
 func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec) error {
-	scale := spec.VM.Arch.TimeoutScale
+	timeouts := spec.Timeouts()
 	// The harness's defaults first: the kernel takes the last of a
 	// parameter given twice, so a cell's own (fth run --kernel-arg) wins.
-	spec.VM.Cmdline = append(rcuTasksStallArgs(scaled(spec.Silence, scale)), spec.VM.Cmdline...)
+	spec.VM.Cmdline = append(rcuTasksStallArgs(timeouts.Silence), spec.VM.Cmdline...)
 	spec.VM.Cmdline = append(spec.VM.Cmdline, agentCmdline(spec.AgentArgs)...)
 	_ = w.Update(func(r *results.Result) {
 		r.Accel = string(spec.VM.Accel)
@@ -81,7 +84,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	defer inst.Close()
 	if spec.VM.Race {
 		rctx, cancel := context.WithCancel(ctx)
-		c := &race.Conductor{Log: log, Target: vm, PCRegister: spec.VM.Arch.GDBPC, HoldLimit: scaled(race.DefaultHoldLimit, scale)}
+		c := &race.Conductor{Log: log, Target: vm, PCRegister: spec.VM.Arch.GDBPC, HoldLimit: scaled(race.DefaultHoldLimit, timeouts.Scale)}
 		served := make(chan struct{})
 		go func() {
 			defer close(served)
@@ -92,9 +95,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		defer func() { cancel(); <-served }()
 	}
 	return monitor.Run(ctx, log, w, inst, monitor.Spec{
-		Deadline:   scaled(spec.Deadline, scale),
-		Silence:    scaled(spec.Silence, scale),
-		HangTail:   scaled(hangTail, scale),
+		Timeouts:   timeouts,
 		PauseAfter: spec.PauseAfter,
 		Progress:   spec.Progress,
 		// The agent option that stops avoiding the known findings' triggers

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -25,22 +24,11 @@ import (
 	"github.com/ftrace-harness/fth/results/known"
 )
 
-// Spec bounds one cell. Durations are final: the caller has scaled them
-// for the arch.
+// Spec bounds one cell.
 type Spec struct {
-	// Deadline bounds the whole cell.
-	Deadline time.Duration
-	// Silence is the no-output watchdog: before the agent says hello any
-	// output counts (the console of a booting kernel); after, only the
-	// agent's, which reports liveness every 2 s.
-	Silence time.Duration
-	// HangTail is how long the cell goes on after the header of the first
-	// hang report on the console (a hung task, an RCU or workqueue stall, a
-	// lockup). A hang that stops only some tasks leaves the agent talking,
-	// and the cell would otherwise run to its deadline with nothing more to
-	// learn: the report's stacks and the backtraces it asks for come within
-	// seconds.
-	HangTail time.Duration
+	// Timeouts are every wait of the cell, scaled by the caller for the
+	// target (NewTimeouts); graces left zero get NewTimeouts' defaults.
+	Timeouts Timeouts
 	// PauseAfter, if set, pauses the target that long after the agent's
 	// hello (a target.Pauser only): a host-side hang, to prove the
 	// watchdog works.
@@ -53,59 +41,16 @@ type Spec struct {
 	IncludeKnown bool
 	// SurvivesPanic is set for targets that come back from a panic by
 	// themselves and report it (a board reboots; target.Rebooted): a
-	// panic then does not end the cell after Graces.Panic.
+	// panic then does not end the cell after its grace (Graces.Panic).
 	SurvivesPanic bool
 	// StopAtFinding ends the cell Graces.Finding after the first kernel
 	// report of any kind, as a hang report's tail does: for runs that ask
 	// only whether the kernel fails (fth mutate), not what else it does
 	// after an oops, which may be to limp on for the whole deadline.
 	StopAtFinding bool
-	// Graces override the defaults below (zero keeps a default): tests
-	// shorten them.
-	Graces Graces
 	// Harness names the harness's own threads in the guest, so that a
 	// stall its real-time load caused is told from a kernel hang.
 	Harness hang.Harness
-}
-
-// Graces are the waits, not scaled, for the host side of a guest that has
-// already done what it will do.
-type Graces struct {
-	// Reset is how long the monitor keeps reading after a reset: the
-	// agent's last events and the console's last lines may still be in
-	// flight, and a done among them makes the reset the agent's own
-	// orderly end rather than a finding.
-	Reset time.Duration
-	// Panic is how long a panicked guest gets to reset (panic=-1) before
-	// the monitor stops waiting: the report is complete by then, and the
-	// silence watchdog would waste minutes.
-	Panic time.Duration
-	// Done is how long the monitor keeps reading after done, for a last
-	// console report, before it stops waiting for the guest to go.
-	Done time.Duration
-	// Drain ends the read of what is left after Close once nothing came
-	// for this long.
-	Drain time.Duration
-	// Finding is the tail after the first report with StopAtFinding.
-	Finding time.Duration
-	// Sysrq bounds the wait for each sysrq's output (a target.Sysrqer):
-	// the read stops earlier once the console has been quiet for a second.
-	Sysrq time.Duration
-}
-
-// DefaultGraces are the graces of a real cell.
-func DefaultGraces() Graces {
-	return Graces{Reset: 2 * time.Second, Panic: 15 * time.Second, Done: 10 * time.Second, Drain: 500 * time.Millisecond, Finding: 15 * time.Second, Sysrq: 20 * time.Second}
-}
-
-func (g Graces) orDefault() Graces {
-	d := DefaultGraces()
-	for _, p := range []struct{ v, def *time.Duration }{{&g.Reset, &d.Reset}, {&g.Panic, &d.Panic}, {&g.Done, &d.Done}, {&g.Drain, &d.Drain}, {&g.Finding, &d.Finding}, {&g.Sysrq, &d.Sysrq}} {
-		if *p.v <= 0 {
-			*p.v = *p.def
-		}
-	}
-	return g
 }
 
 // Outcome is how a cell's run ended; result.json's "ended" names it. The
@@ -177,24 +122,20 @@ func (o Outcome) diagnosed() bool {
 	return false
 }
 
+// hung are the outcomes of a guest that stopped making progress: the
+// kernel is asked why (sysrq) and the hang explained.
+func (o Outcome) hung() bool {
+	return o == EndSilence || o == EndHangReport || o == EndDeadline
+}
+
 // endsCell reports whether a finding of this kind ends the cell HangTail
 // later. Oopses, WARNs and lockdep splats do not: the kernel goes on, and
 // the rest of the run can still find more.
-func endsCell(k console.Kind) bool {
-	switch k {
-	case console.KindHungTask, console.KindRCUStall, console.KindWorkqueueStall, console.KindSoftLockup, console.KindHardLockup:
-		return true
-	}
-	return false
-}
+func endsCell(k console.Kind) bool { return k.Hang() }
 
-const (
-	// diagnoseTimeout bounds forensics.
-	diagnoseTimeout = 20 * time.Second
-	// keepOps is how many completed operations result.json keeps before
-	// the one in flight.
-	keepOps = 5
-)
+// keepOps is how many completed operations result.json keeps before the
+// one in flight.
+const keepOps = 5
 
 // FromConsole is a console finding as result.json records it; source is ""
 // for the live console, or where a recovered report came from.
@@ -256,54 +197,120 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, inst targ
 		return err
 	}
 	defer ev.Close()
-	spec.Graces = spec.Graces.orDefault()
+	spec.Timeouts = spec.Timeouts.orDefault()
 	m := &run{log: log, w: w, inst: inst, spec: spec, con: con, ev: ev, det: console.NewDetector(), start: time.Now()}
 	m.lastOut = m.start
-	out := m.loop(ctx)
-	if out == EndSilence || out == EndHangReport || out == EndDeadline {
-		m.askKernel(ctx)
+	out, _ := m.read(ctx, untilCellEnds)
+	if out.diagnosed() {
+		m.diagnose(ctx, out)
 	}
 	m.teardown(ctx, out)
 	return m.finish(out)
 }
 
-// loop reads events until one ends the cell.
-func (m *run) loop(ctx context.Context) Outcome {
+// until is when a read of the target's events ends, besides the stream
+// closing. Every read applies what it reads through handle: the monitor
+// has one reader, and a line read late (while draining, while waiting
+// for forensics) counts as any other.
+type until struct {
+	// cell: the cell's own ends end the read, handle's and the watchdogs'
+	// (the reset, panic and hang tail timers, silence, the deadline, the
+	// context), and the hang injection's pause is due.
+	cell bool
+	// max bounds the read; quiet ends it once nothing came for that long.
+	// Zero is no bound.
+	max, quiet time.Duration
+	// gone ends the read at an event saying the guest went away; it is
+	// not applied, since the cell's outcome is decided. Without gone such
+	// events are skipped (a drain after Close reads to the stream's end).
+	gone bool
+}
+
+// untilCellEnds is the cell's own read, which decides its outcome.
+var untilCellEnds = until{cell: true}
+
+// read takes the target's events through handle until u ends it. out is
+// what ended a cell read; gone says the target went away (or its stream
+// closed) before u's bounds were reached.
+func (m *run) read(ctx context.Context, u until) (out Outcome, gone bool) {
 	events := m.inst.Events()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	overall := time.NewTimer(m.spec.Deadline)
-	defer overall.Stop()
+	var tick, overall, limit, quiet <-chan time.Time
+	if u.cell {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		d := time.NewTimer(m.spec.Timeouts.Deadline)
+		defer d.Stop()
+		tick, overall = t.C, d.C
+	}
+	if u.max > 0 {
+		t := time.NewTimer(u.max)
+		defer t.Stop()
+		limit = t.C
+	}
+	var quietT *time.Timer
+	if u.quiet > 0 {
+		quietT = time.NewTimer(u.quiet)
+		defer quietT.Stop()
+		quiet = quietT.C
+	}
 	for {
+		// The cell's own timers are nil, and never fire, outside its read.
+		var resetSettled, dead, tail, pauseAt <-chan time.Time
+		var interrupted <-chan struct{}
+		if u.cell {
+			resetSettled, dead, tail, pauseAt, interrupted = m.resetSettled, m.dead, m.tail, m.pauseAt, ctx.Done()
+		}
 		select {
 		case e, ok := <-events:
 			if !ok {
-				return EndExited
+				return EndExited, true
 			}
-			if out, end := m.handle(e); end {
-				return out
+			if !u.cell && goneKind(e.Kind) {
+				if u.gone {
+					return EndExited, true
+				}
+				continue
 			}
-		case <-m.resetSettled:
+			if quietT != nil {
+				quietT.Reset(u.quiet)
+			}
+			if out, end := m.handle(e); end && u.cell {
+				return out, out == EndExited
+			}
+		case <-resetSettled:
 			m.log.Warn("the guest reset itself before the agent reported done; the target holds it for forensics")
-			return EndReset
-		case <-m.dead:
-			m.log.Warn("the guest panicked and did not reset", "grace", m.spec.Graces.Panic)
-			return EndPanic
-		case <-m.tail:
-			return EndHangReport
-		case <-m.pauseAt:
+			return EndReset, false
+		case <-dead:
+			m.log.Warn("the guest panicked and did not reset", "grace", m.spec.Timeouts.Graces.Panic)
+			return EndPanic, false
+		case <-tail:
+			return EndHangReport, false
+		case <-pauseAt:
 			m.pauseAt = nil
 			m.pause(ctx)
-		case <-tick.C:
-			if !m.waiting && time.Since(m.lastOut) > m.spec.Silence {
-				return EndSilence
+		case <-tick:
+			if !m.waiting && time.Since(m.lastOut) > m.spec.Timeouts.Silence {
+				return EndSilence, false
 			}
-		case <-overall.C:
-			return EndDeadline
-		case <-ctx.Done():
-			return EndInterrupted
+		case <-overall:
+			return EndDeadline, false
+		case <-interrupted:
+			return EndInterrupted, false
+		case <-limit:
+			return 0, false
+		case <-quiet:
+			return 0, false
 		}
 	}
+}
+
+// goneKind says an event of kind k is the guest going away.
+func goneKind(k target.Kind) bool {
+	switch k {
+	case target.Exited, target.Reset, target.Rebooted, target.Unreachable:
+		return true
+	}
+	return false
 }
 
 // handle takes one event; end says it ended the cell with out.
@@ -329,7 +336,7 @@ func (m *run) handle(e target.Event) (out Outcome, end bool) {
 		return EndExited, true
 	case target.Reset:
 		if m.resetSettled == nil {
-			m.resetSettled = time.After(m.spec.Graces.Reset)
+			m.resetSettled = time.After(m.spec.Timeouts.Graces.Reset)
 		}
 	case target.Lost:
 		m.log.Warn("lost the target; waiting for it to come back")
@@ -367,15 +374,15 @@ func (m *run) consoleLine(line string) {
 		if m.tail == nil && m.spec.StopAtFinding {
 			// The report's header is enough to stop on; the tail lets
 			// its stack and what follows reach the log.
-			m.log.Info("a kernel report began; the cell ends after its tail (stop at the first finding)", "kind", k, "tail", m.spec.Graces.Finding)
-			m.tail = time.After(m.spec.Graces.Finding)
+			m.log.Info("a kernel report began; the cell ends after its tail (stop at the first finding)", "kind", k, "tail", m.spec.Timeouts.Graces.Finding)
+			m.tail = time.After(m.spec.Timeouts.Graces.Finding)
 		}
 		if m.tail == nil && endsCell(k) {
-			m.log.Info("the console reported a hang; the cell ends after its tail", "kind", k, "tail", m.spec.HangTail)
-			m.tail = time.After(m.spec.HangTail)
+			m.log.Info("the console reported a hang; the cell ends after its tail", "kind", k, "tail", m.spec.Timeouts.HangTail)
+			m.tail = time.After(m.spec.Timeouts.HangTail)
 		}
 		if m.dead == nil && k == console.KindPanic && !m.spec.SurvivesPanic {
-			m.dead = time.After(m.spec.Graces.Panic)
+			m.dead = time.After(m.spec.Timeouts.Graces.Panic)
 		}
 	}
 }
@@ -482,7 +489,7 @@ func (m *run) addConsole(fs []console.Finding) {
 	var rs []results.Finding
 	for _, f := range fs {
 		if f.Kind == console.KindPanic && m.dead == nil && !m.spec.SurvivesPanic {
-			m.dead = time.After(m.spec.Graces.Panic)
+			m.dead = time.After(m.spec.Timeouts.Graces.Panic)
 		}
 		rs = append(rs, FromConsole("", f))
 	}
@@ -501,25 +508,12 @@ func (m *run) addFindings(fs ...results.Finding) {
 
 func (m *run) update(f func(*results.Result)) { _ = m.w.Update(f) }
 
-// teardown collects forensics from a guest that needs them, stops the
-// target, and reads what is still in flight.
+// teardown stops the target and reads what is still in flight.
 func (m *run) teardown(ctx context.Context, out Outcome) {
-	if out.diagnosed() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
-		file, text := m.inst.Diagnose(dctx)
-		cancel()
-		if file != "" {
-			if err := os.WriteFile(m.w.Path(file), []byte(text), 0o644); err != nil {
-				m.log.Warn("write forensics", "file", file, "err", err)
-			}
-			m.update(func(r *results.Result) { r.Registers = file })
-		}
-		m.inst.Kill()
-	}
 	if out == EndDone {
 		// The guest goes away after done (QEMU pauses on the agent's
 		// reboot; a board's agent exits); a last report may still come.
-		m.readUntilGone(m.spec.Graces.Done)
+		m.read(ctx, until{max: m.spec.Timeouts.Graces.Done, gone: true})
 	}
 	var shutdown string
 	tripleFault := false
@@ -531,7 +525,8 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 		m.stderr = s.Stderr()
 	}
 	_ = m.inst.Close()
-	m.drain()
+	// What the target still holds after Close.
+	m.read(ctx, until{quiet: m.spec.Timeouts.Graces.Drain})
 	m.addConsole(m.det.Flush())
 	m.update(func(r *results.Result) {
 		r.Ended, r.Shutdown = out.String(), shutdown
@@ -541,10 +536,10 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 			r.AddFindings(results.Finding{Kind: console.KindReset, Title: silentResetTitle(tripleFault)})
 		}
 		if out == EndSilence {
-			f := results.Finding{Kind: console.KindHang, Title: fmt.Sprintf("hang: no output for %s", m.spec.Silence)}
+			f := results.Finding{Kind: console.KindHang, Title: fmt.Sprintf("hang: no output for %s", m.spec.Timeouts.Silence)}
 			if e := m.explained; e != nil && e.Title != "" {
 				f.Kind, f.Title = e.Kind, e.Title
-				f.Report = fmt.Sprintf("no output for %s; the kernel, asked with sysrq, shows:\n%s", m.spec.Silence, strings.Join(e.Evidence, "\n"))
+				f.Report = fmt.Sprintf("no output for %s; the kernel, asked with sysrq, shows:\n%s", m.spec.Timeouts.Silence, strings.Join(e.Evidence, "\n"))
 			}
 			r.AddFindings(f)
 		}
@@ -552,46 +547,6 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 			r.Hang = m.explained
 		}
 	})
-}
-
-// readUntilGone keeps reading for at most d, until the guest is gone.
-func (m *run) readUntilGone(d time.Duration) {
-	timeout := time.After(d)
-	for {
-		select {
-		case e, ok := <-m.inst.Events():
-			if !ok {
-				return
-			}
-			switch e.Kind {
-			case target.Exited, target.Reset, target.Rebooted, target.Unreachable:
-				return
-			}
-			m.handle(e)
-		case <-timeout:
-			return
-		}
-	}
-}
-
-// drain records what the target still holds after Close.
-func (m *run) drain() {
-	for {
-		select {
-		case e, ok := <-m.inst.Events():
-			if !ok {
-				return
-			}
-			switch e.Kind {
-			case target.Console:
-				m.consoleLine(e.Text)
-			case target.Agent:
-				_ = m.ev.Line(e.Text)
-			}
-		case <-time.After(m.spec.Graces.Drain):
-			return
-		}
-	}
 }
 
 // finish writes the verdict.
@@ -686,11 +641,11 @@ func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (
 	case h.Finding != nil:
 		return results.Pass, fmt.Sprintf("known finding %s ended the run (%s), not counted: --include-known counts it", h.Finding.Known, h.Finding.Title)
 	case out == EndSilence:
-		return results.Fail, fmt.Sprintf("hang: no output for %s", spec.Silence)
+		return results.Fail, fmt.Sprintf("hang: no output for %s", spec.Timeouts.Silence)
 	case out == EndInterrupted:
 		return results.Error, "interrupted"
 	case out == EndDeadline:
-		return results.Error, fmt.Sprintf("cell deadline of %s passed while the guest was still talking", spec.Deadline)
+		return results.Error, fmt.Sprintf("cell deadline of %s passed while the guest was still talking", spec.Timeouts.Deadline)
 	case !done:
 		msg := "the guest stopped before the agent reported done, and the console shows no report"
 		if why != "" {

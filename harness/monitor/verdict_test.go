@@ -46,7 +46,7 @@ func TestVerdict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, reason := Verdict(&tt.r, tt.res, tt.done, Spec{Silence: time.Minute, Deadline: time.Hour}, "")
+			v, reason := Verdict(&tt.r, tt.res, tt.done, Spec{Timeouts: Timeouts{Silence: time.Minute, Deadline: time.Hour}}, "")
 			if v != tt.want || !strings.Contains(reason, tt.reason) {
 				t.Errorf("verdict = %s %q, want %s containing %q", v, reason, tt.want, tt.reason)
 			}

@@ -10,27 +10,27 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/mutation"
 
 	"github.com/ftrace-harness/fth/results/printk"
 )
 
 // Class is the kind of patching bug a mutant puts in: the classes the
-// harness exists to find.
-type Class string
+// harness exists to find. The type is the mutation table's
+// (results/mutation), whose rows carry it.
+type Class = mutation.Class
 
 // The classes. Each names what a correct kernel does that the mutant does
 // not.
@@ -232,35 +232,13 @@ func Select(ms []Mutant, names []string, a arch.Name) ([]Mutant, error) {
 	return out, nil
 }
 
-// Row is one line of a mutation table: a mutant (or the unmutated kernel,
-// Mutant "") on one arch.
-type Row struct {
-	Mutant string    `json:"mutant"`
-	Class  Class     `json:"class,omitempty"`
-	Arch   arch.Name `json:"arch"`
-	// Detected: the cell failed on the kernel's own failure (see Judge).
-	// For the unmutated kernel it must be false.
-	Detected bool `json:"detected"`
-	// Seconds is the time to detection: the kernel's own time stamp of the
-	// heading report (seconds since boot), or the guest's run time for a
-	// failure without one (a hang, an oracle); 0 when nothing was detected.
-	Seconds float64         `json:"seconds,omitempty"`
-	Title   string          `json:"title,omitempty"`
-	Verdict results.Verdict `json:"verdict"`
-	Reason  string          `json:"reason,omitempty"`
-	// BuildSeconds is the patched kernel's build time (0 from the cache).
-	BuildSeconds float64 `json:"build_seconds"`
-	Cell         string  `json:"cell"`
-	Seed         string  `json:"seed,omitempty"`
-}
-
 // Judge turns a cell's result into a row. A failure counts as a detection
 // when its headline (results.Result.Headline, known findings not counted)
 // is the kernel's: a console finding, or a failed oracle, liveness or agent
 // check. A known or induced finding never counts, nor does an error: that
 // is the harness's.
-func Judge(r results.Result) Row {
-	row := Row{Arch: arch.Name(r.Arch), Verdict: r.Verdict, Reason: r.Reason, Cell: r.Cell, Seed: r.Seed}
+func Judge(r results.Result) mutation.Row {
+	row := mutation.Row{Arch: r.Arch, Verdict: r.Verdict, Reason: r.Reason, Cell: r.Cell, Seed: r.Seed}
 	h := r.Headline(false)
 	if r.Verdict != results.Fail || !h.Counted {
 		return row
@@ -278,93 +256,3 @@ func Judge(r results.Result) Row {
 	}
 	return row
 }
-
-// Table is a mutation run: mutation.json in the run directory.
-type Table struct {
-	RunID string `json:"run_id"`
-	// Seed is shared by every cell, so each kernel ran the same plan.
-	Seed   int64   `json:"seed"`
-	Budget float64 `json:"budget_seconds"`
-	Rows   []Row   `json:"rows"`
-}
-
-// Summary counts the mutant rows (not the unmutated kernels).
-func (t Table) Summary() (mutants, detected int, median float64) {
-	var secs []float64
-	for _, r := range t.Rows {
-		if r.Mutant == "" {
-			continue
-		}
-		mutants++
-		if r.Detected {
-			detected++
-			secs = append(secs, r.Seconds)
-		}
-	}
-	if len(secs) > 0 {
-		slices.Sort(secs)
-		median = secs[len(secs)/2]
-		if len(secs)%2 == 0 {
-			median = (secs[len(secs)/2-1] + secs[len(secs)/2]) / 2
-		}
-	}
-	return mutants, detected, median
-}
-
-// Print writes the table for a terminal.
-func (t Table) Print(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MUTANT\tARCH\tDETECTED\tSECONDS\tTITLE")
-	for _, r := range t.Rows {
-		name, det := r.Mutant, "no"
-		if name == "" {
-			name = "(unmutated)"
-		}
-		if r.Detected {
-			det = "yes"
-		}
-		secs, title := "-", r.Title
-		if r.Detected {
-			secs = fmt.Sprintf("%.1f", r.Seconds)
-		}
-		if title == "" {
-			title = string(r.Verdict)
-			if r.Reason != "" && r.Verdict != results.Pass {
-				title += ": " + r.Reason
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, r.Arch, det, secs, title)
-	}
-	tw.Flush()
-	n, d, med := t.Summary()
-	if n > 0 {
-		fmt.Fprintf(w, "\n%d of %d mutants detected (%.0f%%), median time to detect %.1f s, budget %.0f s each, seed %d\n", d, n, 100*float64(d)/float64(n), med, t.Budget, t.Seed)
-	}
-}
-
-// Err says why the run does not stand: an unmutated kernel that did not
-// pass, or (with requireAll) a mutant that was not detected.
-func (t Table) Err(requireAll bool) error {
-	var bad, missed []string
-	for _, r := range t.Rows {
-		switch {
-		case r.Mutant == "" && (r.Detected || r.Verdict != results.Pass):
-			bad = append(bad, fmt.Sprintf("%s: %s %s", r.Arch, r.Verdict, r.Reason))
-		case r.Mutant != "" && !r.Detected:
-			missed = append(missed, r.Mutant+" on "+string(r.Arch))
-		}
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%w (%s): no detection in this run can be told from noise", ErrControlFailed, strings.Join(bad, "; "))
-	}
-	if requireAll && len(missed) > 0 {
-		return fmt.Errorf("%w: %s", ErrUndetected, strings.Join(missed, ", "))
-	}
-	return nil
-}
-
-// ErrControlFailed: the unmutated kernel failed the mutation scenario.
-var ErrControlFailed = errors.New("the unmutated kernel failed the mutation scenario")
-
-// ErrUndetected: a mutant got through and the run required every one caught.
-var ErrUndetected = errors.New("mutants not detected")

@@ -56,16 +56,22 @@ func newBoard(ctx context.Context, s *soak) *board {
 // Events implements target.Instance.
 func (b *board) Events() <-chan target.Event { return b.events }
 
-// Diagnose implements target.Instance: the blocked tasks (sysrq w, which
-// the kernel log stream carries into console.log) and the agent's threads
-// with their kernel stacks, while the connection still answers.
-func (b *board) Diagnose(ctx context.Context) (string, string) {
+// Diagnose implements target.Instance: for a hang (or no report), the
+// blocked tasks, by sysrq w over SSH, which the kernel log stream carries
+// back into console.log, so the monitor waits for it before it explains
+// the hang; and the agent's threads with their kernel stacks, while the
+// connection still answers. Another report has its own stacks.
+func (b *board) Diagnose(ctx context.Context, rep *results.Finding) target.Diagnosis {
 	c := b.s.client()
 	var out strings.Builder
-	if _, err := c.Output(ctx, "printf w > /proc/sysrq-trigger"); err != nil {
-		fmt.Fprintf(&out, "sysrq w: %v\n", err)
-	} else {
-		out.WriteString("sysrq w: blocked tasks dumped to the kernel log (console.log)\n")
+	wait := false
+	if rep == nil || rep.Kind.Hang() {
+		if _, err := c.Output(ctx, "printf w > /proc/sysrq-trigger"); err != nil {
+			fmt.Fprintf(&out, "sysrq w: %v\n", err)
+		} else {
+			out.WriteString("sysrq w: blocked tasks dumped to the kernel log (console.log)\n")
+			wait = true
+		}
 	}
 	if pid := b.s.agentPID.Load(); pid > 0 {
 		cmd := fmt.Sprintf(`for t in /proc/%d/task/*; do echo "== $t $(cat $t/comm) wchan=$(cat $t/wchan)"; cat $t/stack; done`, pid)
@@ -75,12 +81,7 @@ func (b *board) Diagnose(ctx context.Context) (string, string) {
 			fmt.Fprintf(&out, "agent task stacks: %v\n", err)
 		}
 	}
-	// Let the kernel log stream deliver sysrq's dump before teardown.
-	select {
-	case <-time.After(2 * time.Second):
-	case <-ctx.Done():
-	}
-	return results.TasksFile, out.String()
+	return target.Diagnosis{File: results.TasksFile, Text: out.String(), Wait: wait}
 }
 
 // Kill stops the agent on the board and everything reading from it.

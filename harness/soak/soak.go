@@ -55,6 +55,10 @@ type Config struct {
 	// 2 s, so this long without an event while the connection is up is a
 	// hang (default 2 min).
 	Silence time.Duration
+	// TimeoutScale multiplies the soak's waits, as an arch's does a cell's
+	// (monitor.NewTimeouts): a board emulated by fth boardvm under TCG
+	// runs slower than native. 0 is 1, a real board.
+	TimeoutScale float64
 	// Backoff bounds waiting for a board to come back.
 	Backoff ssh.Backoff
 	// ModuleDir is the ftrace-harness checkout (to build the agent);
@@ -68,21 +72,31 @@ type Config struct {
 // required are the kernel options without which no scenario can run.
 var required = []string{"BPF_SYSCALL", "DEBUG_INFO_BTF", "FUNCTION_TRACER", "DYNAMIC_FTRACE_WITH_DIRECT_CALLS"}
 
-// hangTail is how long a soak goes on after the header of a hang report
-// in the board's kernel log (see monitor.Spec.HangTail).
-const hangTail = 60 * time.Second
-
 // deadlineSlack is what the soak's overall deadline adds to Duration: time
 // for the deploys and the reboots a soak survives.
 const deadlineSlack = 30 * time.Minute
+
+// defaultSilence is Config.Silence's default.
+const defaultSilence = 2 * time.Minute
+
+// Timeouts are the soak's waits, graces included, scaled once by
+// TimeoutScale with the constructor that scales a cell's. The deadline is
+// Duration, which the agent is told and keeps to on any target, plus the
+// scaled slack.
+func (c Config) Timeouts() monitor.Timeouts {
+	silence := c.Silence
+	if silence <= 0 {
+		silence = defaultSilence
+	}
+	t := monitor.NewTimeouts(c.TimeoutScale, deadlineSlack, silence)
+	t.Deadline += c.Duration
+	return t
+}
 
 // Run soaks the board and records everything in w. The error is for a
 // soak that could not start (unreachable board, failed build); what the
 // kernel does is the verdict, which the monitor writes as for any cell.
 func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
-	if cfg.Silence <= 0 {
-		cfg.Silence = 2 * time.Minute
-	}
 	if cfg.RemoteDir == "" {
 		cfg.RemoteDir = "/tmp"
 	}
@@ -116,9 +130,7 @@ func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
 	b := newBoard(ctx, s)
 	defer b.Close()
 	err = monitor.Run(ctx, log, w, b, monitor.Spec{
-		Deadline:     cfg.Duration + deadlineSlack,
-		Silence:      cfg.Silence,
-		HangTail:     hangTail,
+		Timeouts:     cfg.Timeouts(),
 		IncludeKnown: cfg.AgentArgs["includeknown"] == "true",
 		// A board reboots after a panic, and the board target reports
 		// the new boot with what pstore kept: the soak goes on.

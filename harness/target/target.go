@@ -102,16 +102,31 @@ type Instance interface {
 	// the instance has nothing more to say (after Exited, Unreachable, or
 	// Close).
 	Events() <-chan Event
-	// Diagnose returns what the target can tell about a guest that
-	// stopped talking or misbehaved — registers and stack words of a VM, a
-	// blocked-task dump of a board — and the file name of the cell
-	// directory it belongs in ("" for nothing). It is called before
-	// teardown, at most once, and must return within ctx.
-	Diagnose(ctx context.Context) (file, text string)
+	// Diagnose gathers what the target can tell about a guest that
+	// stopped talking or misbehaved, given the report the cell ended on
+	// (nil for none; a hang the console did not report is a
+	// console.KindHang finding): registers and stack words of a VM, a
+	// board's blocked tasks (sysrq w) and agent task stacks. It is called
+	// before teardown, at most once, and must return within ctx. Its
+	// Diagnosis says whether the console is still to deliver evidence it
+	// set off; the monitor reads that before it explains a hang.
+	Diagnose(ctx context.Context, rep *results.Finding) Diagnosis
 	// Kill ends the guest at once, after a hang: nothing more is read.
 	Kill()
 	// Close releases everything; safe after Kill and more than once.
 	Close() error
+}
+
+// Diagnosis is what a target's Diagnose gathered.
+type Diagnosis struct {
+	// File names the cell directory's file Text belongs in ("" for
+	// nothing), such as results.RegistersFile or results.TasksFile.
+	File, Text string
+	// Wait says Diagnose set off output that the console has yet to
+	// deliver (a board's sysrq w, written over SSH, comes back through
+	// the kernel log stream): the monitor reads the console until it
+	// goes quiet before it goes on.
+	Wait bool
 }
 
 // Pauser is a target whose vCPUs can be stopped from outside, as a hang

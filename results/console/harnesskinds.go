@@ -31,3 +31,17 @@ const (
 func (k Kind) HarnessCaused() bool {
 	return k == KindHarnessInduced || k == KindAgentCrash
 }
+
+// Hang says a finding of kind k reports tasks or CPUs that stopped
+// making progress (a hung task, an RCU or workqueue stall, a lockup, or
+// the silence watchdog's hang) rather than a fault: the kernel's own
+// report has no stacks of the blocked tasks, so a target asks for them
+// (target.Instance.Diagnose), and the live console's report ends the cell
+// after its tail.
+func (k Kind) Hang() bool {
+	switch k {
+	case KindHang, KindHungTask, KindRCUStall, KindWorkqueueStall, KindSoftLockup, KindHardLockup:
+		return true
+	}
+	return false
+}

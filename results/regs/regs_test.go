@@ -205,3 +205,31 @@ func TestBuildRejects(t *testing.T) {
 		t.Errorf("build(Formats()): %v", err)
 	}
 }
+
+// registers.txt's stack sections read back as written.
+func TestDumpLayout(t *testing.T) {
+	cases := []struct {
+		name, line string
+		cpu        string
+		header     bool
+		off, word  string
+	}{
+		{"qemu's cpu line", "CPU#1", "CPU#1", false, "", ""},
+		{"stack header", StackHeader(1, 0xffffc90000013e58), "CPU#1", true, "", ""},
+		{"stack word", StackWord(8, 0xffffffff81234567), "", false, "+0x008", "ffffffff81234567"},
+		{"a register line", "RIP=ffffffff81000000 RFL=00000246", "", false, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if cpu, ok := DumpCPU(c.line); ok != (c.cpu != "" && !c.header) || (ok && cpu != c.cpu) {
+				t.Errorf("DumpCPU(%q) = %q, %v", c.line, cpu, ok)
+			}
+			if cpu, ok := ParseStackHeader(c.line); ok != c.header || (ok && cpu != c.cpu) {
+				t.Errorf("ParseStackHeader(%q) = %q, %v", c.line, cpu, ok)
+			}
+			if off, word, ok := ParseStackWord(c.line); ok != (c.off != "") || off != c.off || word != c.word {
+				t.Errorf("ParseStackWord(%q) = %q, %q, %v", c.line, off, word, ok)
+			}
+		})
+	}
+}

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +8,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/mutate"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/mutation"
 )
 
 // The floors are how many of an arch's default mutants (mutants/*.patch
@@ -97,15 +96,11 @@ func mutationFloor(t *testing.T, a arch.Name, floor float64, timeout time.Durati
 }
 
 // mutationTable reads the mutation.json of the run in dir.
-func mutationTable(t *testing.T, dir string) mutate.Table {
+func mutationTable(t *testing.T, dir string) mutation.Table {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, results.MutationFile))
-	if err != nil {
+	table, err := mutation.Read(dir)
+	if err != nil || table == nil {
 		t.Fatalf("no mutation table: %v", err)
 	}
-	var table mutate.Table
-	if err := json.Unmarshal(b, &table); err != nil {
-		t.Fatal(err)
-	}
-	return table
+	return *table
 }

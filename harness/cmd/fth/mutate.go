@@ -15,8 +15,8 @@ import (
 	"github.com/ftrace-harness/fth/harness/mutate"
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
-	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/mutation"
 )
 
 func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -192,7 +192,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		*runID = "mutate-" + newRunID()
 	}
 	runDir := filepath.Join(*out, *runID)
-	table := mutate.Table{RunID: *runID, Seed: *seed, Budget: budget.Seconds()}
+	table := mutation.Table{RunID: *runID, Seed: *seed, Budget: budget.Seconds()}
 	var sums []results.CellSummary
 	for _, j := range jobs {
 		if ctx.Err() != nil {
@@ -214,7 +214,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		table.Rows = append(table.Rows, row)
 		sums = append(sums, results.Summarize(r, filepath.Join(runDir, j.cell.Name)))
 		// Written after every cell: an interrupted run keeps what it measured.
-		if err := writeMutationTable(runDir, table); err != nil {
+		if err := mutation.Write(runDir, table); err != nil {
 			return err
 		}
 	}
@@ -229,11 +229,6 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return ctx.Err()
 	}
 	return table.Err(*require)
-}
-
-// writeMutationTable writes mutation.json atomically.
-func writeMutationTable(runDir string, t mutate.Table) error {
-	return atomicfile.WriteJSON(filepath.Join(runDir, results.MutationFile), t)
 }
 
 func printMutants(w io.Writer, ms []mutate.Mutant) {

@@ -28,6 +28,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		resume     = fs.Bool("resume", false, "after a reboot, redeploy and go on until --duration is used up")
 		crashAfter = fs.Duration("crash-after", 0, "test hook: panic the board with sysrq-c this long into the soak")
 		silence    = fs.Duration("silence", 2*time.Minute, "heartbeat deadline: no agent output this long, with the connection up, is a hang")
+		scale      = fs.Float64("timeout-scale", 1, "multiply every wait of the soak (silence, hang tail, graces): a board emulated under TCG (fth boardvm) runs slower, as its arch's cells do")
 		tries      = fs.Int("reconnect-tries", 40, "how many times to redial a board that dropped the connection (backoff 2s doubling to 30s)")
 		remoteDir  = fs.String("remote-dir", "/tmp", "where the agent is copied on the board")
 		out        = fs.String("out", "out/runs", "directory for run results")
@@ -55,6 +56,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if err := checkPositive("duration", *duration, false); err != nil {
 		return err
+	}
+	if *scale <= 0 {
+		return fmt.Errorf("%w: --timeout-scale %v: want a factor > 0, e.g. 3", errUsage, *scale)
 	}
 	if err := checkPositive("silence", *silence, false); err != nil {
 		return err
@@ -106,7 +110,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			Auth:     ssh.Auth{IdentityFiles: splitList(*identity)},
 			Log:      log,
 		},
-		Duration: *duration, AgentArgs: agent, Resume: *resume, CrashAfter: *crashAfter, Silence: *silence,
+		Duration: *duration, AgentArgs: agent, Resume: *resume, CrashAfter: *crashAfter, Silence: *silence, TimeoutScale: *scale,
 		Backoff:   ssh.Backoff{Tries: *tries},
 		ModuleDir: repo, CacheDir: b.cache, RemoteDir: *remoteDir, Log: log,
 	}

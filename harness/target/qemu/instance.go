@@ -84,9 +84,11 @@ func NewInstance(vm *VM) *Instance {
 func (i *Instance) Events() <-chan target.Event { return i.events }
 
 // Diagnose implements target.Instance: every vCPU's registers and the top
-// of its stack (see VM.CPUState).
-func (i *Instance) Diagnose(ctx context.Context) (string, string) {
-	return results.RegistersFile, i.VM.CPUState(ctx)
+// of its stack (see VM.CPUState), whatever the report. They come from QEMU,
+// not the console, so there is nothing to wait for; a hung VM's sysrq
+// answers come through its Sysrqer.
+func (i *Instance) Diagnose(ctx context.Context, _ *results.Finding) target.Diagnosis {
+	return target.Diagnosis{File: results.RegistersFile, Text: i.VM.CPUState(ctx)}
 }
 
 // Close quits QEMU and lets the readers deliver what the guest said last.

@@ -23,11 +23,6 @@ const stackWords = 64
 // pageSize is the smallest page of every arch fth boots.
 const pageSize = 4096
 
-// stackHeader starts each vCPU's stack section in CPUState's text:
-// "stack of CPU#0 at ffffc90000013e58:", then one "+0x008 ffffffff81234567"
-// line per word, lowest address first.
-const stackHeader = "stack of "
-
 // stackPointers reads each vCPU's stack pointer from an `info registers -a`
 // dump, by CPU index, in every arch's QEMU format (regs.QEMUSP): x86
 // "RSP=…", arm64 " SP=…", riscv "x2/sp …", powerpc r1 of the "GPR00" row.
@@ -35,8 +30,8 @@ func stackPointers(dump string) map[int]uint64 {
 	sps := map[int]uint64{}
 	cpu := -1
 	for _, line := range strings.Split(dump, "\n") {
-		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "CPU#"); ok {
-			if c, err := strconv.Atoi(strings.TrimSpace(n)); err == nil {
+		if name, ok := regs.DumpCPU(line); ok {
+			if c, err := strconv.Atoi(strings.TrimPrefix(name, "CPU#")); err == nil {
 				cpu = c
 			}
 			continue
@@ -56,7 +51,9 @@ func stackPointers(dump string) map[int]uint64 {
 }
 
 // stacks saves stackWords words from each vCPU's stack pointer, read through
-// that vCPU's own page tables (QMP memsave with cpu-index), and formats them.
+// that vCPU's own page tables (QMP memsave with cpu-index), and formats them
+// as registers.txt's stack sections (regs.StackHeader, regs.StackWord),
+// lowest address first.
 // A stack it cannot read gets a line saying why: a wild stack pointer is
 // itself a finding.
 func (vm *VM) stacks(ctx context.Context, dump string) string {
@@ -69,14 +66,14 @@ func (vm *VM) stacks(ctx context.Context, dump string) string {
 	var b strings.Builder
 	for _, c := range cpus {
 		sp := sps[c]
-		fmt.Fprintf(&b, "\n%sCPU#%d at %016x:\n", stackHeader, c, sp)
+		fmt.Fprintf(&b, "\n%s\n", regs.StackHeader(c, sp))
 		words, err := vm.readStack(ctx, c, sp)
 		if err != nil {
 			fmt.Fprintf(&b, "  unreadable: %v\n", err)
 			continue
 		}
 		for j, w := range words {
-			fmt.Fprintf(&b, "+%#03x %016x\n", j*8, w)
+			fmt.Fprintln(&b, regs.StackWord(j*8, w))
 		}
 	}
 	return b.String()
