@@ -105,11 +105,12 @@ func (e *Env) BuildKernel(ctx context.Context, a arch.Arch, c kbuild.Compiler, f
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
 	}
-	return e.buildKernelFrom(ctx, e.KernelSrc, a, tc, frags, patches...)
+	return e.buildKernelFrom(ctx, e.KernelSrc, a, tc, frags, nil, patches...)
 }
 
-// buildKernelFrom is BuildKernel from the tree at src, with tc resolved.
-func (e *Env) buildKernelFrom(ctx context.Context, src string, a arch.Arch, tc kbuild.Toolchain, frags []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
+// buildKernelFrom is BuildKernel from the tree at src, with tc resolved,
+// and the extra module sources besides projectModules.
+func (e *Env) buildKernelFrom(ctx context.Context, src string, a arch.Arch, tc kbuild.Toolchain, frags, extraMods []string, patches ...kbuild.Patch) (kbuild.Kernel, map[string]string, error) {
 	e.buildMu.Lock()
 	defer e.buildMu.Unlock()
 	req, err := e.request(ctx, src, a, frags)
@@ -122,7 +123,7 @@ func (e *Env) buildKernelFrom(ctx context.Context, src string, a arch.Arch, tc k
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
 	}
-	mods, err := e.modules(ctx, req, k)
+	mods, err := e.modules(ctx, req, k, extraMods...)
 	if err != nil {
 		return kbuild.Kernel{}, nil, err
 	}
@@ -165,15 +166,20 @@ const GuestModuleDir = "/lib/modules/fth"
 // fth_deliver (the delivery oracle's callers and counting users).
 func projectModules() []string { return []string{"stress/kmod", "stress/kmod-deliver"} }
 
+// scaleModule is fth_scale's source (options.ScaleModuleName): 32,768
+// functions take half a minute to compile, so only cells that ask for it
+// (options.WantsScaleModule) get it.
+const scaleModule = "stress/kmod-scale"
+
 // modules builds the project's test modules against k and returns every
 // module the guest gets, as guest path → host path: k's in-tree modules
 // (the ftrace samples) and fth_target. A kernel without modules gets none.
-func (e *Env) modules(ctx context.Context, req kbuild.Request, k kbuild.Kernel) (map[string]string, error) {
+func (e *Env) modules(ctx context.Context, req kbuild.Request, k kbuild.Kernel, extra ...string) (map[string]string, error) {
 	if k.Modules == nil {
 		return nil, nil
 	}
 	files := map[string]string{}
-	for _, src := range projectModules() {
+	for _, src := range append(projectModules(), extra...) {
 		ko, err := kbuild.BuildModule(ctx, e.Log, req, k, filepath.Join(e.ModuleDir, src))
 		if err != nil {
 			return nil, err
@@ -236,7 +242,11 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if err != nil {
 		return fail("kernel build", err)
 	}
-	k, mods, err := e.buildKernelFrom(ctx, e.src(c), c.Arch, tc, c.Fragments, c.Patches...)
+	var extraMods []string
+	if options.WantsScaleModule(c.AgentArgs) {
+		extraMods = append(extraMods, scaleModule)
+	}
+	k, mods, err := e.buildKernelFrom(ctx, e.src(c), c.Arch, tc, c.Fragments, extraMods, c.Patches...)
 	// A matrix cell the tree and toolchain cannot give is a skip with the
 	// reason: Kconfig's verdict, or a kernel whose BTF it would refuse.
 	why := ""

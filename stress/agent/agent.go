@@ -242,7 +242,11 @@ func (a *agent) execute(ctx context.Context) error {
 	if !a.opts.IncludeKnown {
 		deny = inventory.KnownDeny(deny)
 	}
-	inv, err := inventory.Take(ctx, spec, inventory.Filter{MaxArgs: a.opts.MaxArgs, Deny: deny}, inventory.DefaultPaths)
+	mods, err := a.scaleModule(cache)
+	if err != nil {
+		return fmt.Errorf("inventory: %w", err)
+	}
+	inv, err := inventory.Take(ctx, spec, inventory.Filter{MaxArgs: a.opts.MaxArgs, Deny: deny}, inventory.DefaultPaths, mods)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
 	}

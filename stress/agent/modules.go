@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
@@ -56,8 +57,9 @@ const (
 
 // notCycled are modules the loop never loads: ftrace-ops runs a benchmark
 // in its init (the overhead measurement's job, not the churn's); the
-// delivery oracle owns fth_deliver.
-var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true, deliver.ModuleName: true}
+// delivery oracle owns fth_deliver; fth_scale, when present, holds the
+// scale run's candidates and stays loaded.
+var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true, deliver.ModuleName: true, options.ScaleModuleName: true}
 
 // modStats counts what the module companions did, for the summary.
 type modStats struct {
@@ -318,4 +320,26 @@ func loadTarget(modDir, params string) error {
 		return nil
 	}
 	return kmods.Load(filepath.Join(modDir, targetModule+".ko"), params)
+}
+
+// scaleModule loads fth_scale.ko when the scalemod option asks for it and
+// returns its BTF for the inventory; nil when not asked.
+func (a *agent) scaleModule(cache *btf.Cache) (map[string]*btf.Spec, error) {
+	if !a.opts.ScaleModule {
+		return nil, nil
+	}
+	name := options.ScaleModuleName
+	t0 := time.Now()
+	if !kmods.Loaded(name) {
+		path := filepath.Join(kmods.DefaultDir, name+".ko")
+		if err := kmods.Load(path, ""); err != nil {
+			return nil, fmt.Errorf("load %s (the host builds it for cells run with --agent-arg scalemod=on): %w", path, err)
+		}
+	}
+	spec, err := cache.Module(name)
+	if err != nil {
+		return nil, fmt.Errorf("BTF of %s (CONFIG_DEBUG_INFO_BTF_MODULES): %w", name, err)
+	}
+	report.Logf(a.w, "scale module %s loaded with its BTF in %v", name, time.Since(t0).Round(time.Millisecond))
+	return map[string]*btf.Spec{name: spec}, nil
 }

@@ -120,6 +120,9 @@ type Input struct {
 	// when /proc/kallsyms is unreadable).
 	Kallsyms map[string]int
 	Filter   Filter
+	// Modules are the loaded modules whose functions may be candidates
+	// too, each with its BTF. Other modules' functions never are.
+	Modules map[string]FuncSource
 }
 
 // Result is the outcome of the inventory.
@@ -157,7 +160,58 @@ func Compute(in Input) (Result, error) {
 		}
 		res.Candidates = append(res.Candidates, name)
 	}
+	mods := make([]string, 0, len(in.Modules))
+	for m := range in.Modules {
+		mods = append(mods, m)
+	}
+	slices.Sort(mods)
+	for _, m := range mods {
+		if err := in.module(&res, m); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// module adds module m's candidates to res. A name vmlinux also has is not
+// one: the attach resolves a name in vmlinux first.
+func (in Input) module(res *Result, m string) error {
+	counts := in.Available.Modules[m]
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		fns, err := in.Modules[m].Funcs(name)
+		if err != nil {
+			return fmt.Errorf("inventory.Compute: BTF lookup %s [%s]: %w", name, m, err)
+		}
+		if len(fns) > 0 {
+			res.WithBTF++
+		}
+		r := Reason("")
+		switch {
+		case len(fns) == 0:
+			r = NoBTF
+		case counts[name] > 1:
+			r = DupFtrace
+		case len(fns) > 1:
+			r = DupBTF
+		case in.Available.Vmlinux[name] > 0 || in.Kallsyms[name] > 0:
+			r = DupKallsyms
+		case Denied(in.Filter.Deny, name):
+			r = Deny
+		default:
+			r, _ = in.Filter.CheckSignature(fns[0])
+		}
+		if r != "" {
+			res.Rejected[r]++
+			continue
+		}
+		res.Candidates = append(res.Candidates, name)
+	}
+	return nil
 }
 
 func (in Input) check(name string, fns []*btf.Func) Reason {

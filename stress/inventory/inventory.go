@@ -119,9 +119,10 @@ func (s SpecSource) Funcs(name string) ([]*btf.Func, error) {
 }
 
 // Take reads the traceable functions and the kallsyms names and applies the
-// filter with spec as vmlinux BTF. A missing kallsyms only disables that
-// check; a missing available_filter_functions is an error.
-func Take(ctx context.Context, spec *btf.Spec, filter Filter, paths Paths) (Result, error) {
+// filter with spec as vmlinux BTF, and to the functions of the modules in
+// mods with each one's BTF. A missing kallsyms only disables that check; a
+// missing available_filter_functions is an error.
+func Take(ctx context.Context, spec *btf.Spec, filter Filter, paths Paths, mods map[string]*btf.Spec) (Result, error) {
 	avail, err := readAvailable(paths.Available)
 	if err != nil {
 		return Result{}, err
@@ -139,7 +140,14 @@ func Take(ctx context.Context, spec *btf.Spec, filter Filter, paths Paths) (Resu
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("inventory.Take: %w", err)
 	}
-	return Compute(Input{Available: avail, BTF: SpecSource{spec}, Kallsyms: kallsyms, Filter: filter})
+	in := Input{Available: avail, BTF: SpecSource{spec}, Kallsyms: kallsyms, Filter: filter}
+	for m, ms := range mods {
+		if in.Modules == nil {
+			in.Modules = map[string]FuncSource{}
+		}
+		in.Modules[m] = SpecSource{ms}
+	}
+	return Compute(in)
 }
 
 func readAvailable(paths []string) (Available, error) {

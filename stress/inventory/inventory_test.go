@@ -116,6 +116,44 @@ func TestParseAvailable(t *testing.T) {
 	if !reflect.DeepEqual(a.Vmlinux, want) {
 		t.Errorf("Vmlinux = %v, want %v", a.Vmlinux, want)
 	}
+	wantMods := map[string]map[string]int{"ext4": {"ext4_sync_fs": 1}, "virtio_net": {"mod_with_addr": 1}}
+	if !reflect.DeepEqual(a.Modules, wantMods) {
+		t.Errorf("Modules = %v, want %v", a.Modules, wantMods)
+	}
+}
+
+// TestComputeModule: a requested module's functions are candidates under
+// the same checks, plus one of their own (a name vmlinux has too); other
+// modules' functions never are.
+func TestComputeModule(t *testing.T) {
+	avail := Available{
+		Entries: 7,
+		Vmlinux: map[string]int{"good_a": 1},
+		Modules: map[string]map[string]int{
+			"fth_scale": {"fth_scale_0000": 1, "fth_scale_0001": 1, "nobtf": 1, "dupf": 2, "good_a": 1},
+			"ext4":      {"ext4_sync_fs": 1},
+		},
+	}
+	res, err := Compute(Input{
+		Available: avail,
+		BTF:       MapSource{"good_a": {fn("good_a", void)}},
+		Modules: map[string]FuncSource{"fth_scale": MapSource{
+			"fth_scale_0000": {fn("fth_scale_0000", intT, intT)},
+			"fth_scale_0001": {fn("fth_scale_0001", intT, intT)},
+			"dupf":           {fn("dupf", void)},
+			"good_a":         {fn("good_a", void)},
+		}},
+		Filter: Filter{MaxArgs: 6},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"good_a", "fth_scale_0000", "fth_scale_0001"}; !slices.Equal(res.Candidates, want) {
+		t.Errorf("Candidates = %v, want %v", res.Candidates, want)
+	}
+	if want := map[Reason]int{NoBTF: 1, DupFtrace: 1, DupKallsyms: 1}; !reflect.DeepEqual(res.Rejected, want) {
+		t.Errorf("Rejected = %v, want %v", res.Rejected, want)
+	}
 }
 
 func TestParseKallsyms(t *testing.T) {
@@ -247,7 +285,7 @@ func TestTakeWithSpec(t *testing.T) {
 	write(aff, "vfs_read\nstruct_arg\ndup\nprintk\nmissing_btf\nmodfn [mod]\n")
 	write(ks, "ffffffff81000000 T vfs_read\n")
 	res, err := Take(context.Background(), spec, Filter{MaxArgs: 6, Deny: DefaultDeny},
-		Paths{Available: []string{filepath.Join(dir, "nope"), aff}, Kallsyms: ks})
+		Paths{Available: []string{filepath.Join(dir, "nope"), aff}, Kallsyms: ks}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,13 +300,13 @@ func TestTakeWithSpec(t *testing.T) {
 		t.Errorf("Rejected = %v, want %v", res.Rejected, want)
 	}
 
-	if _, err := Take(context.Background(), spec, Filter{}, Paths{Available: []string{filepath.Join(dir, "nope")}}); err == nil ||
+	if _, err := Take(context.Background(), spec, Filter{}, Paths{Available: []string{filepath.Join(dir, "nope")}}, nil); err == nil ||
 		!strings.Contains(err.Error(), "available_filter_functions") {
 		t.Errorf("missing file err = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Take(ctx, spec, Filter{}, Paths{Available: []string{aff}}); err == nil {
+	if _, err := Take(ctx, spec, Filter{}, Paths{Available: []string{aff}}, nil); err == nil {
 		t.Error("canceled context: no error")
 	}
 }

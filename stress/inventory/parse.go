@@ -16,14 +16,16 @@ type Available struct {
 	// above one is a static name defined in several files: ftrace lists
 	// each, and a name cannot say which one to attach to.
 	Vmlinux map[string]int
+	// Modules counts each module function name, per module.
+	Modules map[string]map[string]int
 }
 
 // ParseAvailable reads available_filter_functions. It accepts the classic
 // "func" and "func [module]" lines and, for available_filter_functions_addrs
 // and possible future formats, a leading hexadecimal address. Module functions
-// are counted in Entries but not listed: the agent traces vmlinux only.
+// are counted in Entries and kept per module in Modules.
 func ParseAvailable(r io.Reader) (Available, error) {
-	a := Available{Vmlinux: make(map[string]int)}
+	a := Available{Vmlinux: make(map[string]int), Modules: map[string]map[string]int{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
@@ -36,7 +38,12 @@ func ParseAvailable(r io.Reader) (Available, error) {
 		}
 		a.Entries++
 		if len(f) >= 2 && strings.HasPrefix(f[1], "[") {
-			continue // module function
+			mod := strings.Trim(f[1], "[]")
+			if a.Modules[mod] == nil {
+				a.Modules[mod] = map[string]int{}
+			}
+			a.Modules[mod][f[0]]++
+			continue
 		}
 		a.Vmlinux[f[0]]++
 	}

@@ -9,6 +9,7 @@ package options
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -195,6 +196,9 @@ type Options struct {
 	MultiN []int
 	// WakeupFor is how long each wakeup-latency run (quiet, storm) lasts.
 	WakeupFor time.Duration
+	// ScaleModule loads fth_scale.ko (ScaleModuleName) before the
+	// inventory and counts its functions as candidates.
+	ScaleModule bool
 	// Profile is where the bench profiles attach and detach
 	// (benchopts.ProfileLargest, ProfileAll, ProfileOff).
 	Profile string
@@ -340,6 +344,18 @@ func Repros() []string {
 // through the gdbstub (the race port).
 func ReproRaces(seq string) bool {
 	return strings.HasPrefix(seq, "direct-unregister-") || strings.HasPrefix(seq, "mapper-remove-")
+}
+
+// ScaleModuleName is the module of stress/kmod-scale: 32,768 traceable
+// functions for storms and scaling curves beyond vmlinux's own.
+const ScaleModuleName = "fth_scale"
+
+// WantsScaleModule says whether agent arguments (as --agent-arg gives
+// them, without the fth. prefix) ask for fth_scale.ko, which the host then
+// builds for the cell.
+func WantsScaleModule(args map[string]string) bool {
+	b, err := strconv.ParseBool(args["scalemod"])
+	return err == nil && b
 }
 
 // ReproKernelArgs are the kernel parameters a repro sequence needs: a

@@ -510,6 +510,20 @@ var fields = []field{
 		get: func(o *Options) string { return benchopts.FormatCounts(o.MultiN) },
 	},
 	{
+		name:   "scalemod",
+		usage:  "storm, bench: load fth_scale.ko (32,768 traceable functions) and count its functions as candidates, for more trampolines than vmlinux has functions",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.ScaleModule = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.ScaleModule) },
+	},
+	{
 		name:  "profile",
 		usage: "bench: profile attach and detach inside the guest at the `largest` count, at all counts, or off",
 		set:   func(o *Options, v string) (err error) { o.Profile, err = benchopts.ParseProfile(v); return err },
