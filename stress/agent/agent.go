@@ -274,7 +274,7 @@ func (a *agent) execute(ctx context.Context) error {
 	if err := attach.PrepareLimits(len(funcs)); err != nil {
 		report.Logf(a.w, "limits: %v", err)
 	}
-	at, err := attach.New(attach.Config{Cache: cache, Emit: a.w})
+	at, err := attach.New(attach.Config{Cache: cache, Emit: a.w, FExitEvery: a.opts.FExitEvery})
 	if err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}

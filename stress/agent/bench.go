@@ -40,6 +40,7 @@ func (a *agent) executeBench(ctx context.Context, cache *btf.Cache, inv inventor
 		MultiN:       o.MultiN,
 		WakeupFor:    o.WakeupFor,
 		Profile:      o.Profile,
+		FExitEvery:   o.FExitEvery,
 		StartHammer:  a.startBenchHammer,
 	})
 	_ = a.w.Emit(event.Event{Kind: event.KindBench, Bench: &b})

@@ -160,7 +160,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 		report.Logf(a.w, "limits: %v", err)
 	}
 
-	at, err := attach.New(attach.Config{Cache: cache, Emit: a.w})
+	at, err := attach.New(attach.Config{Cache: cache, Emit: a.w, FExitEvery: a.opts.FExitEvery})
 	if err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}

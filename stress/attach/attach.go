@@ -50,6 +50,11 @@ type Config struct {
 	// this many operations or this much time, whichever comes first.
 	ProgressEvery    int
 	ProgressInterval time.Duration
+	// FExitEvery makes every FExitEvery-th program of a Load an fexit
+	// instead of an fentry (0: all fentry). An fexit trampoline calls the
+	// traced function itself and is built and sized differently, so a
+	// mix covers both kinds of image.
+	FExitEvery int
 }
 
 // Attacher runs the load, attach and detach phases.
@@ -183,11 +188,15 @@ func (a *Attacher) Load(ctx context.Context, set *Set, funcs []string) (event.Ph
 	// feeds CO-RE relocations, while the attach target is looked up
 	// through the cache.
 	opts := ebpf.CollectionOptions{Cache: a.cfg.Cache}
-	for _, fn := range funcs {
+	for i, fn := range funcs {
 		if err := ctx.Err(); err != nil {
 			return p.end(), fmt.Errorf("attach.Load: %w", err)
 		}
-		spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"fentry": Program(fn)}}
+		ps := Program(fn)
+		if k := a.cfg.FExitEvery; k > 0 && i%k == k-1 {
+			ps.Name, ps.AttachType = "fth_fexit", ebpf.AttachTraceFExit
+		}
+		spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"fentry": ps}}
 		t0 := a.now()
 		coll, err := ebpf.NewCollectionWithOptions(spec, opts)
 		d := a.now().Sub(t0)
@@ -198,7 +207,7 @@ func (a *Attacher) Load(ctx context.Context, set *Set, funcs []string) (event.Ph
 		}
 		prog := coll.DetachProgram("fentry")
 		coll.Close()
-		set.progs = append(set.progs, loaded{fn: fn, prog: prog})
+		set.progs = append(set.progs, loaded{fn: fn, prog: prog, attachType: attachTypeOf(ps.AttachType)})
 		p.ok(d)
 	}
 	return p.end(), nil
@@ -217,7 +226,7 @@ func (a *Attacher) Attach(ctx context.Context, set *Set) (event.Phase, error) {
 		l := set.progs[0]
 		p.about(l.fn)
 		t0 := a.now()
-		fd, errno := linkCreate(l.prog.FD())
+		fd, errno := LinkCreate(l.prog.FD(), l.attachType)
 		d := a.now().Sub(t0)
 		if errno != 0 {
 			p.fail(l.fn, d, ErrnoName(errno), fmt.Sprintf("BPF_LINK_CREATE: %s (%v)", ErrnoName(errno), errno))
@@ -261,8 +270,17 @@ func (a *Attacher) Detach(ctx context.Context, set *Set, n int) (event.Phase, er
 
 // loaded is a program waiting to be attached.
 type loaded struct {
-	fn   string
-	prog *ebpf.Program
+	fn         string
+	prog       *ebpf.Program
+	attachType uint32 // of BPF_LINK_CREATE: the program's own
+}
+
+// attachTypeOf is the link's attach type for a program's.
+func attachTypeOf(t ebpf.AttachType) uint32 {
+	if t == ebpf.AttachTraceFExit {
+		return unix.BPF_TRACE_FEXIT
+	}
+	return unix.BPF_TRACE_FENTRY
 }
 
 // Link is one attached fentry trampoline.

@@ -27,19 +27,13 @@ type linkCreateAttr struct {
 // reported as such.
 const maxEINTR = 5
 
-// linkCreate attaches the fentry program progFD with a raw BPF_LINK_CREATE.
-// cilium/ebpf's link.AttachTracing is not used because on failure it retries
-// with BPF_RAW_TRACEPOINT_OPEN and returns that errno instead of the one the
-// link create got.
-func linkCreate(progFD int) (int, unix.Errno) {
-	return LinkCreate(progFD, unix.BPF_TRACE_FENTRY)
-}
-
 // LinkCreate attaches the tracing program progFD with a raw BPF_LINK_CREATE
 // of attachType (unix.BPF_TRACE_FENTRY, unix.BPF_TRACE_FEXIT), which must be
 // the program's expected attach type: the kernel refuses any other with
-// EINVAL. It returns the link fd or the kernel's errno, for the reason given
-// at linkCreate.
+// EINVAL. It returns the link fd or the kernel's errno. cilium/ebpf's
+// link.AttachTracing is not used because on failure it retries with
+// BPF_RAW_TRACEPOINT_OPEN and returns that errno instead of the one the link
+// create got.
 func LinkCreate(progFD int, attachType uint32) (int, unix.Errno) {
 	attr := linkCreateAttr{
 		progFD:     uint32(progFD),

@@ -69,6 +69,9 @@ type Config struct {
 	ScalingN     []int
 	MultiN       []int
 	WakeupFor    time.Duration
+	// FExitEvery makes every FExitEvery-th trampoline of the curve an
+	// fexit (0: fentry only).
+	FExitEvery int
 	// Profile is where attach and detach are profiled
 	// (benchopts.ProfileLargest, ProfileAll, ProfileOff; "" is off).
 	Profile string

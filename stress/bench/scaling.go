@@ -49,7 +49,7 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 	if err := attach.PrepareLimits(slices.Max(ns)); err != nil {
 		report.Logf(r.cfg.Emit, "bench: limits: %v", err)
 	}
-	at, err := attach.New(attach.Config{Cache: r.cfg.Cache, Emit: noPhases{r.cfg.Emit}})
+	at, err := attach.New(attach.Config{Cache: r.cfg.Cache, Emit: noPhases{r.cfg.Emit}, FExitEvery: r.cfg.FExitEvery})
 	if err != nil {
 		return out, err
 	}

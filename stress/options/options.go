@@ -196,6 +196,9 @@ type Options struct {
 	MultiN []int
 	// WakeupFor is how long each wakeup-latency run (quiet, storm) lasts.
 	WakeupFor time.Duration
+	// FExitEvery makes every FExitEvery-th trampoline of the storm (and
+	// the bench's curve) an fexit; 0 keeps them all fentry.
+	FExitEvery int
 	// ScaleModule loads fth_scale.ko (ScaleModuleName) before the
 	// inventory and counts its functions as candidates.
 	ScaleModule bool

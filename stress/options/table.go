@@ -510,6 +510,15 @@ var fields = []field{
 		get: func(o *Options) string { return benchopts.FormatCounts(o.MultiN) },
 	},
 	{
+		name:  "fexitevery",
+		usage: "storm, campaign, bench: every `k`-th trampoline is an fexit instead of an fentry (0: fentry only)",
+		set: func(o *Options, v string) (err error) {
+			o.FExitEvery, err = intRange(v, 0, 1<<20)
+			return err
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.FExitEvery) },
+	},
+	{
 		name:   "scalemod",
 		usage:  "storm, bench: load fth_scale.ko (32,768 traceable functions) and count its functions as candidates, for more trampolines than vmlinux has functions",
 		isBool: true,

@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/results/event"
+)
+
+// TestX86ProfileAddsUp: the bench's attach and detach profiles on x86_64
+// (stress/profile) must add up to the wall time they explain, and name the
+// kernel's own cost centres, not only the agent's. A profile that leaves a
+// fifth of the time unexplained, or sees nothing but user space, fails.
+// The curve and the kprobe_multi link are small: this asserts that the
+// profile is right, the figures come from `fth run ... scenario=bench`
+// (docs/scale.md).
+func TestX86ProfileAddsUp(t *testing.T) {
+	r := runFth(t, 15*time.Minute, "--n", "0",
+		"--agent-arg", "scenario=bench", "--agent-arg", "benchparts=scaling,multi",
+		"--agent-arg", "scalingn=100,300", "--agent-arg", "multin=300", "--agent-arg", "profile=largest")
+	r.mustCell(t)
+	if r.exit != 0 {
+		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
+	}
+	b := r.result.Bench
+	if b == nil || b.Scaling == nil || len(b.Scaling.Points) != 2 {
+		t.Fatalf("no scaling curve of two points in result.json: %+v", b)
+	}
+	if b.Scaling.AttachExponent <= 0 || b.Scaling.DetachExponent <= 0 {
+		t.Errorf("growth exponents %v / %v, want fitted values", b.Scaling.AttachExponent, b.Scaling.DetachExponent)
+	}
+	first, last := b.Scaling.Points[0], b.Scaling.Points[1]
+	if first.AttachProfile != nil || first.DetachProfile != nil {
+		t.Errorf("N=%d was profiled; profile=largest profiles only N=%d", first.N, last.N)
+	}
+	if last.MemoryKB <= 0 {
+		t.Errorf("N=%d holds %d KiB of guest memory, want a measurement", last.N, last.MemoryKB)
+	}
+	check := func(what string, p *event.Profile) {
+		t.Helper()
+		if p == nil {
+			t.Errorf("%s: no profile", what)
+			return
+		}
+		t.Logf("%s: wall %.2fs on %.2fs off %.2fs coverage %.3f; costs %+v; centres %+v", what, p.WallSeconds, p.OnCPUSeconds, p.OffCPUSeconds, p.Coverage, p.Costs, p.Centres)
+		if p.Error != "" || !p.AddsUp {
+			t.Errorf("%s: coverage %.3f (margin %.2f), error %q: the profile does not explain the wall time", what, p.Coverage, p.Margin, p.Error)
+		}
+		kernel := 0.0
+		for _, c := range p.Costs {
+			if c.Key != "user" && c.Key != "other" && c.Key != "preempted" {
+				kernel += c.Share
+			}
+		}
+		if kernel < 0.3 {
+			t.Errorf("%s: only %.0f%% of the time in named kernel cost centres: %+v", what, 100*kernel, p.Costs)
+		}
+	}
+	check("attach N=300", last.AttachProfile)
+	check("detach N=300", last.DetachProfile)
+	if km := b.Multi.KprobeMulti; km.Supported && len(km.Points) == 1 {
+		check("kprobe_multi attach N=300", km.Points[0].AttachProfile)
+	} else {
+		t.Errorf("kprobe_multi did not run on x86_64: %+v", km)
+	}
+	html, err := os.ReadFile(filepath.Join(filepath.Dir(r.cell), results.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "Where the time goes") || !strings.Contains(string(html), "profile-bar") {
+		t.Error("report.html has no profile section")
+	}
+}
