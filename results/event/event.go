@@ -482,10 +482,14 @@ type BenchScalingPoint struct {
 // kind, Centres by the functions that spent it.
 type Profile struct {
 	// WallSeconds is the time measured around the operation;
-	// OnCPUSeconds and OffCPUSeconds what the profile recorded.
-	WallSeconds   float64 `json:"wall_seconds"`
-	OnCPUSeconds  float64 `json:"on_cpu_seconds"`
-	OffCPUSeconds float64 `json:"off_cpu_seconds"`
+	// OnCPUSeconds the thread's CPU time (the cpu-clock count, exact),
+	// SampledSeconds what the samples covered of it (periods × samples:
+	// they say how it divides), OffCPUSeconds the measured time off the
+	// CPU, asleep or preempted.
+	WallSeconds    float64 `json:"wall_seconds"`
+	OnCPUSeconds   float64 `json:"on_cpu_seconds"`
+	SampledSeconds float64 `json:"sampled_seconds"`
+	OffCPUSeconds  float64 `json:"off_cpu_seconds"`
 	// Coverage is (on + off) / wall; AddsUp says it is within Margin of
 	// 1. A profile that does not add up is shown as it is.
 	Coverage float64 `json:"coverage"`
@@ -495,6 +499,8 @@ type Profile struct {
 	PeriodMicros int `json:"period_us"`
 	Samples      int `json:"samples"`
 	Switches     int `json:"switches"`
+	// Throttled counts the kernel throttling the sampling.
+	Throttled int `json:"throttled,omitempty"`
 	// Lost counts records the kernel dropped (ring full).
 	Lost uint64 `json:"lost,omitempty"`
 	// Costs is the time per kind of cost, largest first; Centres the

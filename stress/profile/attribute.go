@@ -121,27 +121,36 @@ type Centre struct {
 	Key, Name string
 }
 
+// How is how the thread spent a stack's time.
+type How int
+
+const (
+	// OnCPU is a sample of the thread running.
+	OnCPU How = iota
+	// Blocked is time off the CPU, asleep: the stack it switched out in.
+	Blocked
+	// Preempted is time off the CPU while runnable: the kernel said so
+	// (PERF_RECORD_MISC_SWITCH_OUT_PREEMPT).
+	Preempted
+)
+
 // Classify names the cost of a stack of function names, innermost first.
-// off says the stack is where the thread switched out: the scheduler's
-// frames are stepped over, and a preemption is charged to the code it
-// interrupted.
-func (rs *Rules) Classify(frames []string, off bool) Centre {
-	if off {
+// Off the CPU the scheduler's frames are stepped over; a preemption is
+// charged to KeyPreempted, named after the code it interrupted.
+func (rs *Rules) Classify(frames []string, how How) Centre {
+	if how != OnCPU {
 		i := 0
 		for i < len(frames) && rs.sched.match(frames[i]) {
 			i++
 		}
-		if i < len(frames) && rs.preempt.match(frames[i]) {
+		if how == Preempted {
 			for i < len(frames) && rs.preempt.match(frames[i]) {
 				i++
 			}
-			// Preempted on an interrupt's way out: the frames up to
-			// the entry are the interrupt's, already over.
-			if j := slices.IndexFunc(frames[i:], rs.irqentry.match); j >= 0 {
-				i += j
-				for i < len(frames) && rs.irqentry.match(frames[i]) {
-					i++
-				}
+			// Preempted on an interrupt's way out: its entry frames
+			// come next, and the interrupted code after them.
+			for i < len(frames) && rs.irqentry.match(frames[i]) {
+				i++
 			}
 			if i >= len(frames) {
 				return Centre{Key: KeyPreempted, Name: "user space"}
@@ -182,28 +191,41 @@ func edge(frames []string, i int) string {
 const topCentres = 10
 
 // Attribute sorts a recording into cost keys and centres, against wall, the
-// time the caller measured around the profiled work.
+// time the caller measured around the profiled work. The samples say how
+// the thread's CPU time divides between stacks; the cpu-clock count says
+// how much there is, so each sampled stack gets its share of that count.
+// Off-CPU time is measured per stack, not estimated.
 func (rs *Rules) Attribute(rec *Recording, syms *Symbols, wall time.Duration) event.Profile {
-	on, off := rec.OnCPUTotal(), rec.OffCPUTotal()
+	sampled, off := rec.SampledTotal(), rec.OffCPUTotal()
+	on := rec.CPUTime
+	if on <= 0 {
+		on = sampled
+	}
 	p := event.Profile{
-		WallSeconds:   wall.Seconds(),
-		OnCPUSeconds:  on.Seconds(),
-		OffCPUSeconds: off.Seconds(),
-		PeriodMicros:  int(rec.Period / time.Microsecond),
-		Samples:       rec.Samples,
-		Switches:      rec.Switches,
-		Lost:          rec.Lost,
-		Margin:        Margin,
+		WallSeconds:    wall.Seconds(),
+		OnCPUSeconds:   on.Seconds(),
+		SampledSeconds: sampled.Seconds(),
+		OffCPUSeconds:  off.Seconds(),
+		PeriodMicros:   int(rec.Period / time.Microsecond),
+		Samples:        rec.Samples,
+		Switches:       rec.Switches,
+		Throttled:      rec.Throttled,
+		Lost:           rec.Lost,
+		Margin:         Margin,
 	}
 	if wall > 0 {
 		p.Coverage = round3((on + off).Seconds() / wall.Seconds())
 		p.AddsUp = p.Coverage >= 1-Margin && p.Coverage <= 1+Margin
 	}
+	scale := 1.0
+	if sampled > 0 {
+		scale = on.Seconds() / sampled.Seconds()
+	}
 	keys := map[string]*event.ProfileCost{}
 	centres := map[Centre]*event.ProfileCost{}
-	charge := func(m map[string]time.Duration, isOff bool) {
+	charge := func(m map[string]time.Duration, how How) {
 		for k, d := range m {
-			c := rs.Classify(syms.Names(rec.Stacks[k]), isOff)
+			c := rs.Classify(syms.Names(rec.Stacks[k]), how)
 			kc := keys[c.Key]
 			if kc == nil {
 				kc = &event.ProfileCost{Key: c.Key, Name: rs.What(c.Key)}
@@ -214,16 +236,21 @@ func (rs *Rules) Attribute(rec *Recording, syms *Symbols, wall time.Duration) ev
 				cc = &event.ProfileCost{Key: c.Key, Name: c.Name}
 				centres[c] = cc
 			}
+			secs := d.Seconds()
+			if how == OnCPU {
+				secs *= scale
+			}
 			for _, x := range []*event.ProfileCost{kc, cc} {
-				x.Seconds += d.Seconds()
-				if isOff {
-					x.OffCPUSeconds += d.Seconds()
+				x.Seconds += secs
+				if how != OnCPU {
+					x.OffCPUSeconds += secs
 				}
 			}
 		}
 	}
-	charge(rec.OnCPU, false)
-	charge(rec.OffCPU, true)
+	charge(rec.OnCPU, OnCPU)
+	charge(rec.OffCPU, Blocked)
+	charge(rec.Preempted, Preempted)
 	p.Costs = sorted(keys, wall, 0)
 	p.Centres = sorted(centres, wall, topCentres)
 	return p

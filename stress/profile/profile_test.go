@@ -53,20 +53,28 @@ func TestDecoder(t *testing.T) {
 		{Type: unix.PERF_RECORD_SWITCH, Body: switchBody(9000)},
 		// A switch in with no switch out open counts nothing.
 		{Type: unix.PERF_RECORD_SWITCH, Body: switchBody(9500)},
+		// A preempted switch: SWITCH_OUT carries the kernel's word.
+		{Type: unix.PERF_RECORD_SAMPLE, Body: sampleBody(sw, 9600, 1, kernelMarker, 0x40)},
+		{Type: unix.PERF_RECORD_SWITCH, Misc: unix.PERF_RECORD_MISC_SWITCH_OUT | unix.PERF_RECORD_MISC_SWITCH_OUT_PREEMPT, Body: switchBody(9601)},
+		{Type: unix.PERF_RECORD_SWITCH, Body: switchBody(9700)},
+		{Type: unix.PERF_RECORD_THROTTLE, Body: make([]byte, 24)},
 		// A lost record closes the open interval without a time.
 		{Type: unix.PERF_RECORD_SAMPLE, Body: sampleBody(sw, 10000, 1, kernelMarker, 0x30, 0x20)},
 		{Type: unix.PERF_RECORD_LOST, Body: make([]byte, 16)},
 		{Type: unix.PERF_RECORD_SWITCH, Body: switchBody(20000)},
 	}
-	binary.NativeEndian.PutUint64(recs[8].Body[8:], 3)
+	binary.NativeEndian.PutUint64(recs[12].Body[8:], 3)
 	for _, r := range recs {
 		if err := d.add(r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rec := d.rec
-	if rec.Samples != 3 || rec.Switches != 2 || rec.Lost != 3 {
-		t.Errorf("samples, switches, lost = %d, %d, %d; want 3, 2, 3", rec.Samples, rec.Switches, rec.Lost)
+	if rec.Samples != 3 || rec.Switches != 3 || rec.Lost != 3 || rec.Throttled != 1 {
+		t.Errorf("samples, switches, lost, throttled = %d, %d, %d, %d; want 3, 3, 3, 1", rec.Samples, rec.Switches, rec.Lost, rec.Throttled)
+	}
+	if got := rec.Preempted[stackKey(Stack{0x40})]; got != 100 {
+		t.Errorf("preempted = %v, want 100ns", got)
 	}
 	if got := rec.OnCPU[stackKey(Stack{0x10, 0x20})]; got != 8*time.Millisecond {
 		t.Errorf("on-CPU of 0x10←0x20 = %v, want 8ms", got)
@@ -74,8 +82,8 @@ func TestDecoder(t *testing.T) {
 	if got := rec.OnCPU[stackKey(nil)]; got != 4*time.Millisecond {
 		t.Errorf("user-space time = %v, want 4ms", got)
 	}
-	if got := rec.OffCPUTotal(); got != 8000 {
-		t.Errorf("off-CPU = %v, want 8µs (one closed interval)", got)
+	if got := rec.OffCPUTotal(); got != 8100 {
+		t.Errorf("off-CPU = %v, want 8.1µs (two closed intervals)", got)
 	}
 	if s := rec.Stacks[stackKey(Stack{0x30, 0x20})]; len(s) != 2 {
 		t.Errorf("the switch-out stack is not kept: %v", s)
@@ -100,33 +108,62 @@ func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		frames string // innermost first
-		off    bool
+		how    How
 		want   Centre
 	}{
-		{"rcu-tasks wait names its run and caller", "__schedule schedule schedule_timeout __wait_for_common __wait_rcu_gp synchronize_rcu_tasks_generic synchronize_rcu_tasks ftrace_shutdown unregister_ftrace_direct", true,
+		{"rcu-tasks wait names its run and caller", "__schedule schedule schedule_timeout __wait_for_common __wait_rcu_gp synchronize_rcu_tasks_generic synchronize_rcu_tasks ftrace_shutdown unregister_ftrace_direct", Blocked,
 			Centre{"rcu", "synchronize_rcu_tasks ← ftrace_shutdown"}},
-		{"the inner cost wins", "__text_poke smp_text_poke_batch_finish ftrace_replace_code ftrace_modify_all_code", false,
+		{"the inner cost wins", "__text_poke smp_text_poke_batch_finish ftrace_replace_code ftrace_modify_all_code", OnCPU,
 			Centre{"text", "smp_text_poke_batch_finish ← ftrace_replace_code"}},
-		{"record walk", "ftrace_check_record ftrace_replace_code ftrace_modify_all_code ftrace_startup", false,
+		{"record walk", "ftrace_check_record ftrace_replace_code ftrace_modify_all_code ftrace_startup", OnCPU,
 			Centre{"ftrace", "ftrace_replace_code ← ftrace_modify_all_code"}},
-		{"preempted in the record walk", "__schedule preempt_schedule_irq irqentry_exit asm_sysvec_apic_timer_interrupt ftrace_replace_code ftrace_modify_all_code", true,
+		{"text_poke_sync's IPIs are text patching", "smp_call_function_many_cond on_each_cpu_cond_mask text_poke_sync smp_text_poke_batch_finish ftrace_replace_code", OnCPU,
+			Centre{"text", "smp_text_poke_batch_finish ← ftrace_replace_code"}},
+		{"a vfree's TLB flush is memory", "smp_call_function_many_cond on_each_cpu_cond_mask flush_tlb_kernel_range __purge_vmap_area_lazy _vm_unmap_aliases", OnCPU,
+			Centre{"mem", "_vm_unmap_aliases"}},
+		{"preempted in the record walk", "__schedule preempt_schedule_irq irqentry_exit asm_sysvec_apic_timer_interrupt ftrace_replace_code ftrace_modify_all_code", Preempted,
 			Centre{"preempted", "ftrace_replace_code ← ftrace_modify_all_code"}},
-		{"softirq on the thread's time", "kfree rcu_do_batch rcu_core handle_softirqs __irq_exit_rcu sysvec_apic_timer_interrupt asm_sysvec_apic_timer_interrupt ftrace_replace_code", false,
+		{"preempted at cond_resched", "__schedule __cond_resched ftrace_replace_code ftrace_modify_all_code", Preempted,
+			Centre{"preempted", "ftrace_replace_code ← ftrace_modify_all_code"}},
+		{"preempted on syscall exit", "__schedule schedule exit_to_user_mode_loop do_syscall_64", Preempted,
+			Centre{"preempted", "exit_to_user_mode_loop ← do_syscall_64"}},
+		{"softirq on the thread's time", "kfree rcu_do_batch rcu_core handle_softirqs __irq_exit_rcu sysvec_apic_timer_interrupt asm_sysvec_apic_timer_interrupt ftrace_replace_code", OnCPU,
 			Centre{"irq", "rcu_core"}},
-		{"a mutex wait", "__schedule schedule schedule_preempt_disabled __mutex_lock mutex_lock register_ftrace_direct", true,
+		{"riscv64's syscall entry is no interrupt", "patch_insn_write patch_text_nosync ftrace_make_call __ftrace_modify_code do_trap_ecall_u handle_exception", OnCPU,
+			Centre{"text", "ftrace_make_call ← __ftrace_modify_code"}},
+		{"a page fault is its code's", "clear_page_erms handle_mm_fault do_user_addr_fault exc_page_fault asm_exc_page_fault strncpy_from_user bpf_kprobe_multi_link_attach", OnCPU,
+			Centre{"other", "clear_page_erms ← handle_mm_fault"}},
+		{"a mutex wait", "__schedule schedule schedule_preempt_disabled __mutex_lock mutex_lock register_ftrace_direct", Blocked,
 			Centre{"locks", "mutex_lock ← register_ftrace_direct"}},
-		{"stop_machine on arm64", "__schedule schedule schedule_timeout wait_for_completion stop_machine_cpuslocked stop_machine ftrace_run_stop_machine", true,
+		{"stop_machine on arm64", "__schedule schedule schedule_timeout wait_for_completion stop_machine_cpuslocked stop_machine ftrace_run_stop_machine", Blocked,
 			Centre{"text", "stop_machine ← ftrace_run_stop_machine"}},
-		{"nothing named", "sort_r bpf_kprobe_multi_link_attach __sys_bpf", false,
+		{"nothing named", "sort_r bpf_kprobe_multi_link_attach __sys_bpf", OnCPU,
 			Centre{"other", "sort_r ← bpf_kprobe_multi_link_attach"}},
-		{"user space", "", false, Centre{"user", "user space"}},
-		{"a bare schedule is the caller's", "__schedule schedule", true, Centre{"user", "user space"}},
+		{"user space", "", OnCPU, Centre{"user", "user space"}},
+		{"a bare schedule is the caller's", "__schedule schedule", Blocked, Centre{"user", "user space"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := rs.Classify(strings.Fields(tc.frames), tc.off); got != tc.want {
+			if got := rs.Classify(strings.Fields(tc.frames), tc.how); got != tc.want {
 				t.Errorf("Classify = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSymbolNames(t *testing.T) {
+	// As kallsyms lists them: a section marker after the function at its
+	// address, a compiler's copy with a suffix.
+	syms := NewSymbols([]uint64{0x100, 0x100, 0x200, 0x300},
+		[]string{"__schedule", "__sched_text_start", "do_jit.constprop.0", "__sched_text_end"})
+	for addr, want := range map[uint64]string{0x100: "__schedule", 0x180: "__schedule", 0x210: "do_jit", 0x310: "do_jit", 0x50: "0x50"} {
+		if got := syms.Name(addr); got != want {
+			t.Errorf("Name(%#x) = %q, want %q", addr, got, want)
+		}
+	}
+	// Return addresses are looked up a byte back: a call that ends
+	// __schedule returns to do_jit's first byte.
+	if got := syms.Names(Stack{0x200, 0x200}); got[0] != "do_jit" || got[1] != "__schedule" {
+		t.Errorf("Names = %v, want [do_jit __schedule]", got)
 	}
 }
 
@@ -165,6 +202,13 @@ func TestAttribute(t *testing.T) {
 	if p.Coverage != 0.9 || !p.AddsUp {
 		t.Errorf("coverage %v adds up %v; want 0.9 within the margin", p.Coverage, p.AddsUp)
 	}
+	// The count says the samples missed a third of the CPU time: the
+	// sampled stacks share it out.
+	rec.CPUTime = 400 * time.Millisecond
+	if q := rs.Attribute(rec, syms, time.Second); q.Coverage != 1 || q.OnCPUSeconds != 0.4 || q.SampledSeconds != 0.3 || q.Costs[1].Seconds != 0.4 {
+		t.Errorf("with the exact CPU time: %+v", q)
+	}
+	rec.CPUTime = 0
 	if len(p.Costs) != 2 || p.Costs[0].Key != "rcu" || p.Costs[0].Share != 0.6 || p.Costs[0].OffCPUSeconds != 0.6 || p.Costs[1].Key != "ftrace" {
 		t.Errorf("costs = %+v", p.Costs)
 	}
@@ -211,7 +255,10 @@ func TestProfileThisThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	prof := rs.Attribute(rec, syms, wall)
-	t.Logf("wall %.3fs on %.3fs off %.3fs coverage %.3f, %d samples, %d switches; centres %+v", prof.WallSeconds, prof.OnCPUSeconds, prof.OffCPUSeconds, prof.Coverage, prof.Samples, prof.Switches, prof.Centres)
+	if rec.CPUTime < 50*time.Millisecond {
+		t.Errorf("CPU time %v for about 0.1 s of spinning", rec.CPUTime)
+	}
+	t.Logf("wall %.3fs on %.3fs (sampled %.3fs) off %.3fs coverage %.3f, %d samples, %d switches; centres %+v", prof.WallSeconds, prof.OnCPUSeconds, prof.SampledSeconds, prof.OffCPUSeconds, prof.Coverage, prof.Samples, prof.Switches, prof.Centres)
 	if !prof.AddsUp {
 		t.Errorf("the profile does not add up: coverage %.3f", prof.Coverage)
 	}

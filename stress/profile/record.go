@@ -33,14 +33,17 @@ import (
 const DefaultPeriod = 4 * time.Millisecond
 
 // Margin is how far the recorded on-CPU plus off-CPU time may be from the
-// measured wall time for the profile to count as adding up. Sampling alone
-// is off by at most a period per on-CPU stretch; the rest is the time
-// between the caller's clock reads and the events' enable and disable.
+// measured wall time for the profile to count as adding up. The on-CPU
+// time is the cpu-clock event's count, exact; the off-CPU time the sum of
+// the measured intervals; the rest is the time between the caller's clock
+// reads and the events' enable and disable.
 const Margin = 0.10
 
-// ringPages is the ring's data size: 512 KiB hold some 1,500 samples with
-// 40-frame stacks, several seconds of records between two drains.
-const ringPages = 128
+// ringBytes is the ring's data size: 512 KiB hold some 1,500 samples with
+// 40-frame stacks, several seconds of records between two drains. It is
+// given in bytes because a 64 KiB-page kernel would make 128 pages 8 MiB,
+// over perf_event_mlock_kb.
+const ringBytes = 512 << 10
 
 // drainEvery is how often the ring is read while the thread runs.
 const drainEvery = 20 * time.Millisecond
@@ -69,20 +72,28 @@ type Recording struct {
 	// Period is the on-CPU sampling period.
 	Period time.Duration
 	// OnCPU is the sampled CPU time per stack, OffCPU the measured time
-	// off the CPU per stack it switched out in; both keyed by stackKey.
-	OnCPU  map[string]time.Duration
-	OffCPU map[string]time.Duration
+	// off the CPU per stack it switched out in, and Preempted the part of
+	// it the thread was runnable (the kernel's SWITCH_OUT_PREEMPT); all
+	// keyed by stackKey.
+	OnCPU     map[string]time.Duration
+	OffCPU    map[string]time.Duration
+	Preempted map[string]time.Duration
+	// CPUTime is the thread's exact CPU time over the profile, the
+	// cpu-clock event's count: the samples estimate how it divides.
+	CPUTime time.Duration
 	// Stacks maps each key back to its stack.
 	Stacks map[string]Stack
-	// Samples and Switches count the on-CPU samples and the switches out.
-	Samples, Switches int
+	// Samples and Switches count the on-CPU samples and the switches out;
+	// Throttled the times the kernel throttled the sampling.
+	Samples, Switches, Throttled int
 	// Lost counts records the kernel dropped because the ring was full.
 	Lost uint64
 }
 
-// OnCPUTotal and OffCPUTotal sum the recording.
-func (r *Recording) OnCPUTotal() time.Duration  { return sum(r.OnCPU) }
-func (r *Recording) OffCPUTotal() time.Duration { return sum(r.OffCPU) }
+// SampledTotal and OffCPUTotal sum the recording's samples and intervals
+// (OffCPUTotal includes the preempted ones).
+func (r *Recording) SampledTotal() time.Duration { return sum(r.OnCPU) }
+func (r *Recording) OffCPUTotal() time.Duration  { return sum(r.OffCPU) + sum(r.Preempted) }
 
 func sum(m map[string]time.Duration) time.Duration {
 	var t time.Duration
@@ -107,11 +118,14 @@ type decoder struct {
 	out           Stack // the stack of the switch out not yet closed
 	outAt         uint64
 	outOpen       bool
+	// outPreempt says the open switch out left the thread runnable.
+	outPreempt bool
 }
 
 func newDecoder(period time.Duration, clockID, swID uint64) *decoder {
 	return &decoder{
-		rec:     &Recording{Period: period, OnCPU: map[string]time.Duration{}, OffCPU: map[string]time.Duration{}, Stacks: map[string]Stack{}},
+		rec: &Recording{Period: period, OnCPU: map[string]time.Duration{}, OffCPU: map[string]time.Duration{},
+			Preempted: map[string]time.Duration{}, Stacks: map[string]Stack{}},
 		clockID: clockID, swID: swID,
 	}
 }
@@ -126,14 +140,23 @@ func (d *decoder) add(r perfring.Record) error {
 			return fmt.Errorf("%w: SWITCH has %d bytes", perfring.ErrMalformed, len(r.Body))
 		}
 		if r.Misc&unix.PERF_RECORD_MISC_SWITCH_OUT != 0 {
+			// It follows the context-switch sample of the same switch
+			// and says whether the thread stayed runnable.
+			d.outPreempt = r.Misc&unix.PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0
 			return nil
 		}
 		at := binary.NativeEndian.Uint64(r.Body[len(r.Body)-idTrailer+8:])
 		if d.outOpen && at >= d.outAt {
 			k := d.keep(d.out)
-			d.rec.OffCPU[k] += time.Duration(at - d.outAt)
+			if d.outPreempt {
+				d.rec.Preempted[k] += time.Duration(at - d.outAt)
+			} else {
+				d.rec.OffCPU[k] += time.Duration(at - d.outAt)
+			}
 		}
 		d.outOpen = false
+	case unix.PERF_RECORD_THROTTLE:
+		d.rec.Throttled++
 	case unix.PERF_RECORD_LOST:
 		if len(r.Body) < 16 {
 			return fmt.Errorf("%w: LOST has %d bytes", perfring.ErrMalformed, len(r.Body))
@@ -172,7 +195,7 @@ func (d *decoder) sample(b []byte) error {
 		d.rec.OnCPU[d.keep(s)] += time.Duration(period)
 	case d.swID:
 		d.rec.Switches++
-		d.out, d.outAt, d.outOpen = s, at, true
+		d.out, d.outAt, d.outOpen, d.outPreempt = s, at, true, false
 	}
 	return nil
 }
@@ -218,7 +241,7 @@ func Start(period time.Duration) (*Profiler, error) {
 	// The switches' records go to the clock's ring, which must exist
 	// first: one ring keeps the thread's records in the order they
 	// happened.
-	if p.ring, err = perfring.Map(p.clockFD, ringPages); err != nil {
+	if p.ring, err = perfring.Map(p.clockFD, max(ringBytes/unix.Getpagesize(), 1)); err != nil {
 		p.close()
 		return nil, fmt.Errorf("profile: %w", err)
 	}
@@ -304,6 +327,12 @@ func (p *Profiler) Stop() (*Recording, error) {
 	close(p.stop)
 	<-p.done
 	p.drain()
+	var count [8]byte
+	if _, err := unix.Read(p.clockFD, count[:]); err != nil {
+		errs = append(errs, fmt.Errorf("profile: read the thread's CPU time: %w", err))
+	} else {
+		p.dec.rec.CPUTime = time.Duration(binary.NativeEndian.Uint64(count[:]))
+	}
 	errs = append(errs, p.errs...)
 	errs = append(errs, p.close())
 	runtime.KeepAlive(p)

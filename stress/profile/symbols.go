@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ftrace-harness/fth/stress/ksyms"
 )
@@ -32,8 +33,8 @@ func ReadSymbols(path string) (*Symbols, error) {
 	}
 	var all []sym
 	if err := ksyms.Each(f, func(s ksyms.Sym) {
-		if s.Addr != 0 {
-			all = append(all, sym{s.Addr, s.Name})
+		if s.Addr != 0 && !marker(s.Name) {
+			all = append(all, sym{s.Addr, baseName(s.Name)})
 		}
 	}); err != nil {
 		return nil, fmt.Errorf("profile: %s: %w", path, err)
@@ -58,13 +59,20 @@ func ReadSymbols(path string) (*Symbols, error) {
 }
 
 // NewSymbols builds a table from parallel slices sorted by address, for
-// tests.
+// tests, as ReadSymbols would from kallsyms lines in that order.
 func NewSymbols(addrs []uint64, names []string) *Symbols {
-	return &Symbols{addrs: addrs, names: names}
+	s := &Symbols{}
+	for i, n := range names {
+		if !marker(n) {
+			s.addrs, s.names = append(s.addrs, addrs[i]), append(s.names, baseName(n))
+		}
+	}
+	return s
 }
 
 // Name names the function that holds addr: the nearest symbol at or below
-// it, or its hex value when none is.
+// it (the first of several at one address, as the kernel's own lookup
+// picks), or its hex value when none is.
 func (s *Symbols) Name(addr uint64) string {
 	i, found := slices.BinarySearch(s.addrs, addr)
 	if !found {
@@ -73,7 +81,28 @@ func (s *Symbols) Name(addr uint64) string {
 	if i < 0 {
 		return "0x" + strconv.FormatUint(addr, 16)
 	}
+	for i > 0 && s.addrs[i-1] == s.addrs[i] {
+		i--
+	}
 	return s.names[i]
+}
+
+// marker says whether a kallsyms name is a linker section marker
+// (__sched_text_start, __irqentry_text_end, ...), which shares its address
+// with the section's first function or follows its last.
+func marker(name string) bool {
+	return strings.HasPrefix(name, "__") && (strings.HasSuffix(name, "_start") || strings.HasSuffix(name, "_end")) &&
+		strings.Contains(name, "text")
+}
+
+// baseName drops the suffix of a compiler's copy of a function
+// (do_jit.constprop.0, foo.isra.0, bar.part.1, baz.cold): a rule names the
+// function, and each copy is its code.
+func baseName(name string) string {
+	if i := strings.IndexByte(name, '.'); i > 0 {
+		return name[:i]
+	}
+	return name
 }
 
 // Names names a stack's frames. Every frame but the innermost is a return
