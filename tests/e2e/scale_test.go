@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +74,31 @@ func TestX86ProfileAddsUp(t *testing.T) {
 	}
 	if !strings.Contains(string(html), "Where the time goes") || !strings.Contains(string(html), "profile-bar") {
 		t.Error("report.html has no profile section")
+	}
+}
+
+// TestX86FortyThousandTrampolines: the default campaign with 40,000
+// trampolines live (every fourth an fexit), most on fth_scale.ko's
+// functions since the x86_64 minimal kernel has about 20,000 of its own:
+// all attach, the churn runs 15 minutes with its oracles on top of them
+// under the hammer, the race stage injects, and all 40,000 detach, with a
+// pass. It takes about an hour under TCG on 2 cores, hence make test-all;
+// the figures are in docs/scale.md.
+func TestX86FortyThousandTrampolines(t *testing.T) {
+	requireAll(t)
+	const n = 40000
+	r := runFth(t, 3*time.Hour, "--n", fmt.Sprint(n), "--detach", "all", "--mem", "4096", "--deadline", "150m",
+		"--agent-arg", "scalemod=on", "--agent-arg", "fexitevery=4",
+		"--agent-arg", "budget=16m", "--agent-arg", "churn=15m")
+	r.mustCell(t)
+	if r.exit != 0 {
+		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
+	}
+	campaignRan(t, r.result, true)
+	for _, ph := range []string{"load", "attach", "detach"} {
+		p := r.result.Phases[ph]
+		if p == nil || p.Succeeded != n || p.Failed != 0 {
+			t.Errorf("phase %s = %+v, want all %d and no failure", ph, p, n)
+		}
 	}
 }
