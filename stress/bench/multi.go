@@ -123,6 +123,8 @@ func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLin
 			return nil
 		})
 		if errno != 0 {
+			// A refusal costs nothing worth a profile.
+			pt.AttachProfile = nil
 			pt.Error = fmt.Sprintf("BPF_LINK_CREATE tracing_multi over %d functions: %s (%v)", n, attach.ErrnoName(errno), errno)
 			if !out.Supported {
 				// Refused before any success: the kernel lacks it
@@ -236,6 +238,7 @@ func (r *runner) kprobeMulti(ctx context.Context, ns []int) event.BenchMultiLink
 			return out
 		}
 		if err != nil {
+			pt.AttachProfile = nil
 			pt.Error = fmt.Sprintf("kprobe_multi over %d functions: %v", n, err)
 			out.Points = append(out.Points, pt)
 			report.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)

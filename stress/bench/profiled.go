@@ -86,6 +86,9 @@ func logProfile(w report.Emitter, what string, p *event.Profile) {
 }
 
 func addsUp(p *event.Profile) string {
+	if p.Error != "" {
+		return p.Error
+	}
 	if p.AddsUp {
 		return fmt.Sprintf("adds up within %.0f%%", 100*p.Margin)
 	}

@@ -217,6 +217,10 @@ func (rs *Rules) Attribute(rec *Recording, syms *Symbols, wall time.Duration) ev
 		p.Coverage = round3((on + off).Seconds() / wall.Seconds())
 		p.AddsUp = p.Coverage >= 1-Margin && p.Coverage <= 1+Margin
 	}
+	if wall < MinWall {
+		p.AddsUp = false
+		p.Error = fmt.Sprintf("%v is too short to check the sum (under %v)", wall.Round(time.Microsecond), MinWall)
+	}
 	scale := 1.0
 	if sampled > 0 {
 		scale = on.Seconds() / sampled.Seconds()

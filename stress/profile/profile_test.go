@@ -199,6 +199,9 @@ func TestAttribute(t *testing.T) {
 		Stacks: map[string]Stack{stackKey(Stack{0x310, 0x210}): {0x310, 0x210}, stackKey(Stack{0x110, 0x210}): {0x110, 0x210}},
 	}
 	p := rs.Attribute(rec, syms, time.Second)
+	if short := rs.Attribute(rec, syms, time.Millisecond); short.AddsUp || short.Error == "" {
+		t.Errorf("a 1 ms operation was checked: %+v", short)
+	}
 	if p.Coverage != 0.9 || !p.AddsUp {
 		t.Errorf("coverage %v adds up %v; want 0.9 within the margin", p.Coverage, p.AddsUp)
 	}

@@ -39,6 +39,11 @@ const DefaultPeriod = 4 * time.Millisecond
 // reads and the events' enable and disable.
 const Margin = 0.10
 
+// MinWall is the shortest operation whose sum is checked: below it the
+// events' enable and disable, a few microseconds each, are a visible part
+// of the wall time.
+const MinWall = 10 * time.Millisecond
+
 // ringBytes is the ring's data size: 512 KiB hold some 1,500 samples with
 // 40-frame stacks, several seconds of records between two drains. It is
 // given in bytes because a 64 KiB-page kernel would make 128 pages 8 MiB,
