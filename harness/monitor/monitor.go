@@ -85,48 +85,38 @@ const (
 	NumOutcomes
 )
 
+// outcomes is each outcome's facts, in one row: its name in result.json's
+// "ended"; diagnosed, whether it leaves a guest worth examining before
+// teardown (stopped, stuck, or still running when it should not be); hung,
+// whether the guest stopped making progress, so that the kernel is asked
+// why (sysrq) and the hang explained.
+var outcomes = [NumOutcomes]struct {
+	name            string
+	diagnosed, hung bool
+}{
+	EndExited:      {name: "exited"},
+	EndDone:        {name: "done"},
+	EndSilence:     {name: "silence", diagnosed: true, hung: true},
+	EndDeadline:    {name: "deadline", diagnosed: true, hung: true},
+	EndInterrupted: {name: "interrupted"},
+	EndPanic:       {name: "panic", diagnosed: true},
+	EndReset:       {name: "reset", diagnosed: true},
+	EndHangReport:  {name: "hang-report", diagnosed: true, hung: true},
+	EndRebooted:    {name: "rebooted"},
+	EndUnreachable: {name: "unreachable"},
+}
+
 // String is the outcome as result.json's "ended" names it.
 func (o Outcome) String() string {
-	switch o {
-	case EndExited:
-		return "exited"
-	case EndDone:
-		return "done"
-	case EndSilence:
-		return "silence"
-	case EndDeadline:
-		return "deadline"
-	case EndInterrupted:
-		return "interrupted"
-	case EndPanic:
-		return "panic"
-	case EndReset:
-		return "reset"
-	case EndHangReport:
-		return "hang-report"
-	case EndRebooted:
-		return "rebooted"
-	case EndUnreachable:
-		return "unreachable"
+	if o >= 0 && o < NumOutcomes {
+		return outcomes[o].name
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
 
-// diagnosed are the outcomes that leave a guest worth examining before
-// teardown: stopped, stuck, or still running when it should not be.
-func (o Outcome) diagnosed() bool {
-	switch o {
-	case EndSilence, EndDeadline, EndPanic, EndReset, EndHangReport:
-		return true
-	}
-	return false
-}
+func (o Outcome) diagnosed() bool { return o >= 0 && o < NumOutcomes && outcomes[o].diagnosed }
 
-// hung are the outcomes of a guest that stopped making progress: the
-// kernel is asked why (sysrq) and the hang explained.
-func (o Outcome) hung() bool {
-	return o == EndSilence || o == EndHangReport || o == EndDeadline
-}
+func (o Outcome) hung() bool { return o >= 0 && o < NumOutcomes && outcomes[o].hung }
 
 // endsCell reports whether a finding of this kind ends the cell HangTail
 // later. Oopses, WARNs and lockdep splats do not: the kernel goes on, and
