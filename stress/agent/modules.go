@@ -333,7 +333,7 @@ func (a *agent) scaleModule(cache *btf.Cache) (map[string]*btf.Spec, error) {
 	if !kmods.Loaded(name) {
 		path := filepath.Join(kmods.DefaultDir, name+".ko")
 		if err := kmods.Load(path, ""); err != nil {
-			return nil, fmt.Errorf("load %s (the host builds it for cells run with --agent-arg scalemod=on): %w", path, err)
+			return nil, fmt.Errorf("load %s (the host builds it for cells run with --agent-arg scalemod=true): %w", path, err)
 		}
 	}
 	spec, err := cache.Module(name)

@@ -88,7 +88,7 @@ func TestX86FortyThousandTrampolines(t *testing.T) {
 	requireAll(t)
 	const n = 40000
 	r := runFth(t, 3*time.Hour, "--n", fmt.Sprint(n), "--detach", "all", "--mem", "4096", "--deadline", "150m",
-		"--agent-arg", "scalemod=on", "--agent-arg", "fexitevery=4",
+		"--agent-arg", "scalemod=true", "--agent-arg", "fexitevery=4",
 		"--agent-arg", "budget=16m", "--agent-arg", "churn=15m")
 	r.mustCell(t)
 	if r.exit != 0 {
