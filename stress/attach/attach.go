@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -188,6 +189,12 @@ func (a *Attacher) Load(ctx context.Context, set *Set, funcs []string) (event.Ph
 	// feeds CO-RE relocations, while the attach target is looked up
 	// through the cache.
 	opts := ebpf.CollectionOptions{Cache: a.cfg.Cache}
+	fexitRefused := 0
+	defer func() {
+		if fexitRefused > 0 {
+			report.Logf(a.cfg.Emit, "attach: %d functions refused an fexit and got an fentry instead (__noreturn functions)", fexitRefused)
+		}
+	}()
 	for i, fn := range funcs {
 		if err := ctx.Err(); err != nil {
 			return p.end(), fmt.Errorf("attach.Load: %w", err)
@@ -199,6 +206,14 @@ func (a *Attacher) Load(ctx context.Context, set *Set, funcs []string) (event.Ph
 		spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"fentry": ps}}
 		t0 := a.now()
 		coll, err := ebpf.NewCollectionWithOptions(spec, opts)
+		if err != nil && ps.AttachType == ebpf.AttachTraceFExit && strings.Contains(err.Error(), "__noreturn") {
+			// The verifier refuses an fexit where the function
+			// never returns (do_exit and the other __noreturn
+			// functions): the mix takes an fentry there.
+			fexitRefused++
+			ps.Name, ps.AttachType = "fth_fentry", ebpf.AttachTraceFEntry
+			coll, err = ebpf.NewCollectionWithOptions(spec, opts)
+		}
 		d := a.now().Sub(t0)
 		if err != nil {
 			errno, _ := errnoOf(err)
