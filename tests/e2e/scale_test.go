@@ -77,17 +77,55 @@ func TestX86ProfileAddsUp(t *testing.T) {
 	}
 }
 
-// TestX86FortyThousandTrampolines: the default campaign with 40,000
-// trampolines live (every fourth an fexit), most on fth_scale.ko's
-// functions since the x86_64 minimal kernel has about 20,000 of its own:
-// all attach, the churn runs 15 minutes with its oracles on top of them
-// under the hammer, the race stage injects, and all 40,000 detach, with a
-// pass. It takes about an hour under TCG on 2 cores, hence make test-all;
-// the figures are in docs/scale.md.
+// TestX86FortyThousandTrampolines: 40,000 trampolines attached and
+// detached in one cell on x86_64 (every fourth an fexit), most on
+// fth_scale.ko's functions since the x86_64 minimal kernel has about
+// 20,000 of its own, with the attach and the detach profiled: every one
+// attaches and detaches, and each profile adds up to its wall time. The
+// bench's curve point, without the hammer: about 45 minutes under
+// tcg-single on 2 cores (make test-all). With the campaign's hammer and
+// churn on top it is TestX86FortyThousandCampaign.
 func TestX86FortyThousandTrampolines(t *testing.T) {
 	requireAll(t)
 	const n = 40000
-	r := runFth(t, 3*time.Hour, "--n", fmt.Sprint(n), "--detach", "all", "--mem", "4096", "--deadline", "150m",
+	r := runFth(t, 150*time.Minute, "--n", "0", "--mem", "4096", "--deadline", "140m",
+		"--agent-arg", "scenario=bench", "--agent-arg", "benchparts=scaling",
+		"--agent-arg", fmt.Sprintf("scalingn=%d", n), "--agent-arg", "profile=largest",
+		"--agent-arg", "scalemod=true", "--agent-arg", "fexitevery=4")
+	r.mustCell(t)
+	if r.exit != 0 {
+		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
+	}
+	b := r.result.Bench
+	if b == nil || b.Scaling == nil || len(b.Scaling.Points) != 1 {
+		t.Fatalf("no scaling point in result.json: %+v", b)
+	}
+	p := b.Scaling.Points[0]
+	if p.N != n || p.Loaded != n || p.Attached != n || p.Detached != n {
+		t.Errorf("N %d: loaded %d, attached %d, detached %d, errnos %v; want all %d", p.N, p.Loaded, p.Attached, p.Detached, p.Errnos, n)
+	}
+	for what, pr := range map[string]*event.Profile{"attach": p.AttachProfile, "detach": p.DetachProfile} {
+		if pr == nil || !pr.AddsUp {
+			t.Errorf("%s profile at %d does not add up: %+v", what, n, pr)
+		}
+	}
+}
+
+// TestX86FortyThousandCampaign: the default campaign with 40,000
+// trampolines live (every fourth an fexit): all attach, the churn runs 15
+// minutes with its oracles on top of them under the hammer, the race stage
+// injects, and all 40,000 detach, with a pass. Under the campaign's hammer
+// each attach costs about 28 ms plus 4 µs per trampoline already attached
+// (measured to 12,177 on tcg-single, 2 cores: docs/scale.md), so the cell
+// takes about 2.7 hours here: it runs only with FTH_E2E_SCALE=1 (make
+// test-scale), outside test-all's 4 hours. It has not run to its end on
+// this machine.
+func TestX86FortyThousandCampaign(t *testing.T) {
+	if os.Getenv("FTH_E2E_SCALE") == "" {
+		t.Skip("runs under make test-scale (FTH_E2E_SCALE=1): about 2.7 hours under TCG")
+	}
+	const n = 40000
+	r := runFth(t, 5*time.Hour, "--n", fmt.Sprint(n), "--detach", "all", "--mem", "4096", "--deadline", "280m",
 		"--agent-arg", "scalemod=true", "--agent-arg", "fexitevery=4",
 		"--agent-arg", "budget=16m", "--agent-arg", "churn=15m")
 	r.mustCell(t)
