@@ -82,7 +82,7 @@ func parseInt3Syms(r io.Reader) (int3Syms, error) {
 	var s int3Syms
 	next := ^uint64(0)
 	var all []uint64
-	err := ksyms.Each(r, func(k ksyms.Sym) {
+	err := ksyms.EachBeforeBPF(r, func(k ksyms.Sym) {
 		if k.Module != "" {
 			return
 		}

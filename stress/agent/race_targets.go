@@ -419,7 +419,7 @@ func opsTrampolineSyms() (map[uint64]string, error) {
 // so an image is told by its address.
 func parseOpsTrampolineSyms(r io.Reader) (map[uint64]string, error) {
 	out := map[uint64]string{}
-	err := ksyms.Each(r, func(s ksyms.Sym) {
+	err := ksyms.EachBeforeBPF(r, func(s ksyms.Sym) {
 		if s.Name == ftraceTrampolineSym && s.Module == ftraceTrampolineMod && s.Addr != 0 {
 			out[s.Addr] = s.Name
 		}

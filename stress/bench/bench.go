@@ -28,6 +28,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/bench/benchopts"
+	"github.com/ftrace-harness/fth/stress/profile"
 	"github.com/ftrace-harness/fth/stress/report"
 )
 
@@ -102,6 +103,7 @@ func Run(ctx context.Context, cfg Config) (event.Bench, error) {
 		Wakeup:  &event.BenchWakeup{Skipped: NotRequested},
 	}
 	r := &runner{cfg: cfg, cpu: b.CPU, order: shuffled(cfg.Candidates, cfg.Seed)}
+	r.readSymbols()
 	var errs []error
 	for _, part := range benchopts.Parts() {
 		if !slices.Contains(cfg.Parts, part) {
@@ -145,6 +147,10 @@ type runner struct {
 	// scaled is the scaling part's result, which the multi part compares
 	// with.
 	scaled *event.BenchScaling
+	// syms names the profiles' stacks, read before any attach; symsErr
+	// says why there are none.
+	syms    *profile.Symbols
+	symsErr string
 }
 
 // shuffled returns cands in an order fixed by seed.

@@ -29,6 +29,23 @@ func (r *runner) profileAt(ns []int, n int) bool {
 	return false
 }
 
+// readSymbols reads kallsyms for the profiles once, before the bench
+// attaches anything: with tens of thousands of BPF images live a read of
+// kallsyms is quadratic in their number (ksyms.EachBeforeBPF) and took
+// minutes. Frames in BPF images attached later are left unnamed (hex).
+func (r *runner) readSymbols() {
+	if r.cfg.Profile == "" || r.cfg.Profile == benchopts.ProfileOff || r.syms != nil {
+		return
+	}
+	syms, err := profile.ReadSymbols("")
+	if err != nil {
+		r.symsErr = err.Error()
+		report.Logf(r.cfg.Emit, "bench: profile: %v", err)
+		return
+	}
+	r.syms = syms
+}
+
 // profiled runs op with the kernel profiler on its thread when want, and
 // returns op's error and the profile (nil when not wanted). op runs on the
 // calling goroutine, locked to its thread for the profile: the syscalls
@@ -62,11 +79,10 @@ func (r *runner) attribute(rec *profile.Recording, wall time.Duration) *event.Pr
 	if err != nil {
 		return &event.Profile{WallSeconds: wall.Seconds(), Error: err.Error()}
 	}
-	syms, err := profile.ReadSymbols("")
-	if err != nil {
-		return &event.Profile{WallSeconds: wall.Seconds(), Error: err.Error()}
+	if r.syms == nil {
+		return &event.Profile{WallSeconds: wall.Seconds(), Error: "no kernel symbols: " + r.symsErr}
 	}
-	p := rules.Attribute(rec, syms, wall)
+	p := rules.Attribute(rec, r.syms, wall)
 	return &p
 }
 

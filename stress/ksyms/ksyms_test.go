@@ -2,6 +2,7 @@ package ksyms
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -99,5 +100,29 @@ func TestEach(t *testing.T) {
 				t.Errorf("%q: %+v, want %+v", tc.line, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestEachBeforeBPF: a reader of vmlinux's and modules' symbols stops at
+// the first BPF image, so that it never pays for the kernel's quadratic
+// walk of them; Each reads on to the end.
+func TestEachBeforeBPF(t *testing.T) {
+	text := "ffffffff81000000 T _stext\n" +
+		"ffffffffa0000000 t fth_scale_0000\t[fth_scale]\n" +
+		"ffffffffa0100000 t ftrace_trampoline\t[__builtin__ftrace]\n" +
+		"ffffffffa0200000 t bpf_prog_6deef7357e7b4530_fth_fentry\t[bpf]\n" +
+		"ffffffffa0300000 t kprobe_insn_page\t[__builtin__kprobes]\n"
+	names := func(each func(io.Reader, func(Sym)) error) []string {
+		var out []string
+		if err := each(strings.NewReader(text), func(s Sym) { out = append(out, s.Name) }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got, want := names(EachBeforeBPF), []string{"_stext", "fth_scale_0000", "ftrace_trampoline"}; !slices.Equal(got, want) {
+		t.Errorf("EachBeforeBPF = %v, want %v", got, want)
+	}
+	if got := names(Each); len(got) != 5 {
+		t.Errorf("Each = %v, want all 5", got)
 	}
 }
