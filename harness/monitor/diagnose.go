@@ -23,14 +23,20 @@ var sysrqKeys = []byte{'w', 't', 't'}
 
 // diagnose has a guest that stopped, got stuck or ran too long say what it
 // can before it is killed, and only then explains a hang, so that the
-// explanation sees all of it on any target. First the target's own
-// evidence for the report the cell ended on (target.Instance.Diagnose: a
-// VM's registers and stacks, a board's sysrq w over SSH and its agent's
-// task stacks), with the console output it set off read back; then, for a
-// hang, the kernel's answer to sysrq from outside (a target.Sysrqer); then
-// hang.Explain over the console's recent lines.
+// explanation sees all of it on any target. First, for a hang, the
+// kernel's answer to sysrq from outside (a target.Sysrqer: a VM's serial
+// break), while the guest still runs; then the target's own evidence for
+// the report the cell ended on (target.Instance.Diagnose: a VM's registers
+// and stacks, which stops its vCPUs, so it comes after the sysrq; a
+// board's sysrq w over SSH and its agent's task stacks), with the console
+// output it set off read back; then hang.Explain over the console's recent
+// lines.
 func (m *run) diagnose(ctx context.Context, out Outcome) {
 	g := m.spec.Timeouts.Graces
+	gone := false
+	if out.hung() {
+		gone = m.askKernel(ctx)
+	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Diagnose)
 	d := m.inst.Diagnose(dctx, m.endedOn(out))
 	cancel()
@@ -40,14 +46,10 @@ func (m *run) diagnose(ctx context.Context, out Outcome) {
 		}
 		m.update(func(r *results.Result) { r.Registers = d.File })
 	}
-	gone := false
-	if d.Wait {
-		_, gone = m.read(ctx, until{max: g.Sysrq, quiet: g.Quiet, gone: true})
+	if d.Wait && !gone {
+		m.read(ctx, until{max: g.Sysrq, quiet: g.Quiet, gone: true})
 	}
 	if out.hung() {
-		if !gone {
-			m.askKernel(ctx)
-		}
 		m.explain()
 	}
 	m.inst.Kill()
@@ -80,11 +82,11 @@ func (m *run) endedOn(out Outcome) *results.Finding {
 // that can send sysrq from outside (a VM's serial break) gets w and t, and
 // the console's answer to each is read before the next. A target that
 // cannot leaves the explanation to its Diagnose and to what the console
-// printed unasked.
-func (m *run) askKernel(ctx context.Context) {
+// printed unasked. gone reports that the target went away meanwhile.
+func (m *run) askKernel(ctx context.Context) (gone bool) {
 	s, ok := m.inst.(target.Sysrqer)
 	if !ok {
-		return
+		return false
 	}
 	g := m.spec.Timeouts.Graces
 	for _, k := range sysrqKeys {
@@ -93,13 +95,14 @@ func (m *run) askKernel(ctx context.Context) {
 		cancel()
 		if err != nil {
 			m.log.Warn("sysrq", "key", string(k), "err", err)
-			return
+			return false
 		}
 		m.log.Info("asked the kernel with sysrq", "key", string(k))
 		if _, gone := m.read(ctx, until{max: g.Sysrq, quiet: g.Quiet, gone: true}); gone {
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // explain turns the console's recent lines, with any RCU-tasks stall
