@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config) (event.Bench, error) {
 		Wakeup:  &event.BenchWakeup{Skipped: NotRequested},
 	}
 	r := &runner{cfg: cfg, cpu: b.CPU, order: shuffled(cfg.Candidates, cfg.Seed)}
-	r.readSymbols()
+	r.prepareProfile()
 	var errs []error
 	for _, part := range benchopts.Parts() {
 		if !slices.Contains(cfg.Parts, part) {
@@ -147,10 +147,12 @@ type runner struct {
 	// scaled is the scaling part's result, which the multi part compares
 	// with.
 	scaled *event.BenchScaling
-	// syms names the profiles' stacks, read before any attach; symsErr
-	// says why there are none.
-	syms    *profile.Symbols
-	symsErr string
+	// rules and syms sort and name the profiles' stacks, both read once
+	// before any attach (prepareProfile); profileErr says why there are
+	// none.
+	rules      *profile.Rules
+	syms       *profile.Symbols
+	profileErr string
 }
 
 // shuffled returns cands in an order fixed by seed.

@@ -29,21 +29,25 @@ func (r *runner) profileAt(ns []int, n int) bool {
 	return false
 }
 
-// readSymbols reads kallsyms for the profiles once, before the bench
-// attaches anything: with tens of thousands of BPF images live a read of
-// kallsyms is quadratic in their number (ksyms.EachBeforeBPF) and took
-// minutes. Frames in BPF images attached later are left unnamed (hex).
-func (r *runner) readSymbols() {
-	if r.cfg.Profile == "" || r.cfg.Profile == benchopts.ProfileOff || r.syms != nil {
+// prepareProfile reads what the profiles need once per run: the cost
+// rules, and kallsyms before the bench attaches anything: with tens of
+// thousands of BPF images live a read of kallsyms is quadratic in their
+// number (ksyms.EachBeforeBPF) and took minutes. Frames in BPF images
+// attached later are left unnamed (hex).
+func (r *runner) prepareProfile() {
+	if r.cfg.Profile == "" || r.cfg.Profile == benchopts.ProfileOff {
 		return
 	}
-	syms, err := profile.ReadSymbols("")
-	if err != nil {
-		r.symsErr = err.Error()
-		report.Logf(r.cfg.Emit, "bench: profile: %v", err)
-		return
+	rules, err := profile.DefaultRules()
+	if err == nil {
+		var syms *profile.Symbols
+		if syms, err = profile.ReadSymbols(""); err == nil {
+			r.rules, r.syms = rules, syms
+			return
+		}
 	}
-	r.syms = syms
+	r.profileErr = err.Error()
+	report.Logf(r.cfg.Emit, "bench: profile: %v", err)
 }
 
 // profiled runs op with the kernel profiler on its thread when want, and
@@ -75,14 +79,10 @@ func (r *runner) profiled(want bool, what string, op func() error) (*event.Profi
 
 // attribute names rec's stacks and sorts them into cost centres.
 func (r *runner) attribute(rec *profile.Recording, wall time.Duration) *event.Profile {
-	rules, err := profile.DefaultRules()
-	if err != nil {
-		return &event.Profile{WallSeconds: wall.Seconds(), Error: err.Error()}
+	if r.rules == nil {
+		return &event.Profile{WallSeconds: wall.Seconds(), Error: "no profile: " + r.profileErr}
 	}
-	if r.syms == nil {
-		return &event.Profile{WallSeconds: wall.Seconds(), Error: "no kernel symbols: " + r.symsErr}
-	}
-	p := rules.Attribute(rec, r.syms, wall)
+	p := r.rules.Attribute(rec, r.syms, wall)
 	return &p
 }
 
