@@ -47,6 +47,9 @@ type Conductor struct {
 	held   []hold
 	bpAddr uint64
 	bpSize int
+	// lines are the agent's messages, which a trace reads while it runs
+	// for the untrace that ends it.
+	lines <-chan []byte
 }
 
 // hold is one held vCPU: its number and its gdbstub thread.
@@ -103,6 +106,7 @@ func (c *Conductor) Serve(ctx context.Context) error {
 		c.HoldLimit = DefaultHoldLimit
 	}
 	lines := make(chan []byte)
+	c.lines = lines
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(ch)
@@ -171,6 +175,12 @@ func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(even
 		return c.releaseCPU(ctx, m.CPU, reply)
 	case event.RacePeek:
 		return c.peek(ctx, m, reply)
+	case event.RaceTrace:
+		return c.trace(ctx, m, reply)
+	case event.RaceUntrace:
+		// A trace that ended on its own time already answered.
+		reply(event.RaceMsg{Op: event.RaceUntraced})
+		return nil
 	}
 	reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("unknown op %q", m.Op)})
 	return nil
@@ -372,7 +382,7 @@ func (c *Conductor) stopped(ctx context.Context, m event.RaceMsg, stop gdbstub.S
 		if err != nil || hex.EncodeToString(b) != m.CondWant {
 			// Not the moment asked for: run on, the breakpoint set.
 			c.Stats.CondRuns++
-			return false, c.stepOver(ctx, stop.Thread)
+			return false, c.stepOver(ctx, stop.Thread, c.bpAddr, c.bpSize)
 		}
 	}
 	insn, err := c.gdb.ReadMemory(ctx, stop.Thread, m.Addr, 8)
@@ -402,17 +412,142 @@ func (c *Conductor) stopped(ctx context.Context, m event.RaceMsg, stop gdbstub.S
 // the breakpoint staying armed: QEMU's TCG stops a vCPU resumed at a
 // breakpoint's address again before it executes anything, so, as gdb
 // does, the breakpoint goes for one step of that vCPU alone.
-func (c *Conductor) stepOver(ctx context.Context, thread int) error {
-	if err := c.gdb.ClearBreakpoint(ctx, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
+func (c *Conductor) stepOver(ctx context.Context, thread int, addr uint64, size int) error {
+	if err := c.gdb.ClearBreakpoint(ctx, gdbstub.Hardware, addr, size); err != nil {
 		return err
 	}
 	if _, err := c.gdb.Step(ctx, thread); err != nil {
 		return err
 	}
-	if err := c.gdb.SetBreakpoint(ctx, gdbstub.Hardware, c.bpAddr, c.bpSize); err != nil {
+	if err := c.gdb.SetBreakpoint(ctx, gdbstub.Hardware, addr, size); err != nil {
 		return err
 	}
 	return c.resumeFree(ctx)
+}
+
+// tracePoll is how long a trace waits for a stop before it looks for the
+// agent's untrace.
+const tracePoll = 100 * time.Millisecond
+
+// defaultTraceLimit ends a trace the agent never ends.
+const defaultTraceLimit = 30 * time.Second
+
+// trace records, without holding anyone, every stop at m.Addrs whose
+// register m.CondReg lies in [m.CondAddr, m.CondEnd), with the bytes at
+// m.LookAddr as that vCPU found them, until the agent's untrace (or
+// m.TimeoutMS); the answer to the untrace carries the stops. The vCPUs
+// run free between stops, so the agent goes on with its action while
+// the host watches each write it makes.
+func (c *Conductor) trace(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
+	if m.CondReg == nil || len(m.Addrs) == 0 || m.CondEnd <= m.CondAddr {
+		reply(event.RaceMsg{Op: event.RaceError, Msg: "trace needs addrs, cond_reg and cond_addr < cond_end"})
+		return nil
+	}
+	size := max(m.Size, 1)
+	rctx, cancel, err := c.stop(ctx)
+	defer cancel()
+	if err != nil {
+		return err
+	}
+	for _, a := range m.Addrs {
+		if err := c.gdb.SetBreakpoint(rctx, gdbstub.Hardware, a, size); err != nil {
+			return err
+		}
+	}
+	if err := c.resumeFree(rctx); err != nil {
+		return err
+	}
+	c.Stats.Armed++
+	reply(event.RaceMsg{Op: event.RaceArmed, Addrs: m.Addrs})
+	limit := time.Duration(m.TimeoutMS) * time.Millisecond
+	if limit <= 0 {
+		limit = defaultTraceLimit
+	}
+	end := time.Now().Add(limit)
+	out := event.RaceMsg{Op: event.RaceUntraced}
+	for ended := false; !ended && time.Now().Before(end); {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				ended = true
+				break
+			}
+			var u event.RaceMsg
+			if json.Unmarshal(line, &u) == nil && u.Op == event.RaceUntrace {
+				ended = true
+				break
+			}
+			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("only untrace while a trace runs, not %q", line)})
+		default:
+		}
+		if ended {
+			break
+		}
+		wctx, wcancel := context.WithTimeout(ctx, tracePoll)
+		stop, err := c.gdb.Wait(wctx)
+		wcancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if stop.Exited {
+			return fmt.Errorf("race: the VM exited while traced (%s)", stop.Raw)
+		}
+		sctx, scancel := context.WithTimeout(ctx, requestTimeout)
+		err = c.traced(sctx, m, stop, size, &out)
+		scancel()
+		if err != nil {
+			return err
+		}
+	}
+	dctx, dcancel := context.WithTimeout(ctx, requestTimeout)
+	defer dcancel()
+	if _, err := c.gdb.Interrupt(dctx); err != nil {
+		return err
+	}
+	for _, a := range m.Addrs {
+		if err := c.gdb.ClearBreakpoint(dctx, gdbstub.Hardware, a, size); err != nil {
+			return err
+		}
+	}
+	if err := c.resumeFree(dctx); err != nil {
+		return err
+	}
+	reply(out)
+	return nil
+}
+
+// traced handles one stop of a trace: recorded in out when it is at a
+// traced place with the register in range, and the vCPU stepped on.
+func (c *Conductor) traced(ctx context.Context, m event.RaceMsg, stop gdbstub.Stop, size int, out *event.RaceMsg) error {
+	pc, err := c.gdb.Register(ctx, stop.Thread, c.PCRegister)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(m.Addrs, pc) {
+		// Not a trace stop (an interrupt the stub reported): run on.
+		return c.resumeFree(ctx)
+	}
+	v, err := c.gdb.Register(ctx, stop.Thread, *m.CondReg)
+	if err != nil {
+		return err
+	}
+	if v >= m.CondAddr && v < m.CondEnd {
+		var seen []byte
+		if m.LookLen > 0 {
+			seen, _ = c.gdb.ReadMemory(ctx, stop.Thread, m.LookAddr, m.LookLen)
+		}
+		out.Count++
+		if len(out.Stops) < event.MaxTraceStops {
+			out.Stops = append(out.Stops, event.TraceStop{Addr: pc, CPU: stop.CPU(), Reg: v, Seen: hex.EncodeToString(seen)})
+		}
+		c.Stats.Stopped++
+	} else {
+		c.Stats.CondRuns++
+	}
+	return c.stepOver(ctx, stop.Thread, pc, size)
 }
 
 // disarm stops the VM, removes the breakpoint, and resumes every vCPU

@@ -295,3 +295,57 @@ func TestConductorPeekKeepsTheHold(t *testing.T) {
 	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
 	a.recv(event.RaceReleased)
 }
+
+// A trace holds nobody: hart 1 passes its loop's first instruction once
+// per iteration, so every recorded stop is there, on vCPU 1, with a1 one
+// more than at the stop before; a range a1 never reaches records none
+// and the hart runs on through the unmet condition.
+func TestConductorTraceRecordsEveryStopInRange(t *testing.T) {
+	target, agentConn := start(t)
+	c := serve(t, target, 5*time.Second)
+	a := &agentSide{t: t, c: agentConn, in: bufio.NewReader(agentConn)}
+	a1 := 11
+	for _, tc := range []struct {
+		name     string
+		lo, hi   uint64
+		wantSome bool
+	}{
+		{"every value", 0, 1 << 63, true},
+		{"no value", 1 << 62, 1 << 63, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a.send(event.RaceMsg{Op: event.RaceTrace, Addrs: []uint64{hart1Loop}, Size: 4, CondReg: &a1, CondAddr: tc.lo, CondEnd: tc.hi,
+				LookAddr: hart1Loop, LookLen: 4, TimeoutMS: 10000})
+			a.recv(event.RaceArmed)
+			time.Sleep(400 * time.Millisecond)
+			a.send(event.RaceMsg{Op: event.RaceUntrace})
+			m := a.recv(event.RaceUntraced)
+			if !tc.wantSome {
+				if m.Count != 0 || len(m.Stops) != 0 {
+					t.Fatalf("a range a1 never reaches recorded %d stops", m.Count)
+				}
+				return
+			}
+			if m.Count < 2 || len(m.Stops) != min(m.Count, event.MaxTraceStops) {
+				t.Fatalf("count %d, %d stops: want at least 2 in 400 ms, all kept up to %d", m.Count, len(m.Stops), event.MaxTraceStops)
+			}
+			for i, s := range m.Stops {
+				if s.Addr != hart1Loop || s.CPU != 1 || s.Seen != "93851500" {
+					t.Fatalf("stop %d: %+v, want vCPU 1 at %#x over addi a1,a1,1 (93851500)", i, s, hart1Loop)
+				}
+				if i > 0 && s.Reg != m.Stops[i-1].Reg+1 {
+					t.Fatalf("stop %d: a1 %d after %d: a stop was missed or counted twice", i, s.Reg, m.Stops[i-1].Reg)
+				}
+			}
+		})
+	}
+	// The trace let both harts run: an arm still holds hart 1 after it.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	a.recv(event.RaceReleased)
+	if c.Stats.CondRuns == 0 {
+		t.Errorf("stats %+v: want the unmet range's stops run through", c.Stats)
+	}
+}

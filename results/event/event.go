@@ -231,6 +231,10 @@ const (
 	// OracleDelivery checks that every call reaches every user attached
 	// to the callsite through other users' transitions (stress/deliver).
 	OracleDelivery OracleName = "delivery"
+	// OracleCallsiteOrder checks the order of a CALL_OPS callsite's
+	// writes: a live branch never meets the nop ops in its literal but on
+	// its way to a nop (the race scenario's literal target).
+	OracleCallsiteOrder OracleName = "callsite-order"
 )
 
 // Oracle is the result of an oracle check. Expected and Got are counts for

@@ -29,7 +29,8 @@ const (
 	InjFreedUnderTask = "freed-under-task"
 	// InjWrongState: the INT3 window's patch ended with the callsite in a
 	// state the tracer did not ask for, or the racer's calls through it
-	// failed.
+	// failed; or (the literal target) a write left a CALL_OPS callsite in
+	// a state it must never pass through.
 	InjWrongState = "wrong-state"
 	// InjCrashed is set by the host when the kernel died after a release.
 	InjCrashed = "crashed"
@@ -179,7 +180,33 @@ type RaceMsg struct {
 	// long after the hold.
 	Then   *RaceMsg `json:"then,omitempty"`
 	HoldMS int      `json:"hold_ms,omitempty"`
+	// Addrs are a trace's breakpoints. A trace holds no vCPU: at every
+	// stop there whose register CondReg lies in [CondAddr, CondEnd) the
+	// host reads LookLen bytes at LookAddr and steps the vCPU on, until
+	// the agent says untrace or TimeoutMS passes; the answer to untrace
+	// carries every such stop in order (Stops). The literal target
+	// traces the kernel's text writers, the register their address
+	// argument: every write to one callsite, and the callsite as each
+	// write found it.
+	Addrs   []uint64 `json:"addrs,omitempty"`
+	CondEnd uint64   `json:"cond_end,omitempty"`
+	// Stops are a trace's stops, in order; Count is how many there were
+	// (Stops keeps the first MaxTraceStops).
+	Stops []TraceStop `json:"stops,omitempty"`
+	Count int         `json:"count,omitempty"`
 }
+
+// TraceStop is one stop of a trace: where the vCPU stood, the traced
+// register's value, and the bytes looked at before the vCPU went on.
+type TraceStop struct {
+	Addr uint64 `json:"addr"`
+	CPU  int    `json:"cpu"`
+	Reg  uint64 `json:"reg"`
+	Seen string `json:"seen"`
+}
+
+// MaxTraceStops bounds the stops one untraced answer carries.
+const MaxTraceStops = 256
 
 // The race port's operations.
 const (
@@ -195,6 +222,11 @@ const (
 	// answers RacePeeked with Insn, or with Msg when they cannot be read.
 	RacePeek   = "peek"
 	RacePeeked = "peeked"
+	// RaceTrace starts a trace (Addrs), answered RaceArmed; RaceUntrace
+	// ends it, answered RaceUntraced with its Stops.
+	RaceTrace    = "trace"
+	RaceUntrace  = "untrace"
+	RaceUntraced = "untraced"
 )
 
 // RacePortName is the virtio-serial port of the race control channel.

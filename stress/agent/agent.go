@@ -431,7 +431,7 @@ func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done
 		reasons = append(reasons, fmt.Sprintf("%d injection(s): the kernel freed a trampoline image while a task was preempted inside it", n))
 	}
 	if n := a.race[event.InjWrongState]; n > 0 {
-		reasons = append(reasons, fmt.Sprintf("%d injection(s): an INT3 patch left the callsite in a state the tracer did not ask for, or calls through it failed", n))
+		reasons = append(reasons, fmt.Sprintf("%d injection(s): a patch left the callsite in a state it must never be in (an INT3 patch's end not what the tracer asked for, or calls through it failing; a CALL_OPS branch live over the nop ops)", n))
 	}
 	if len(reasons) > 0 {
 		return event.Done{Reason: strings.Join(reasons, "; ")}

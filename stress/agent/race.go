@@ -276,6 +276,8 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 			err = r.int3Patches(ctx, share(k))
 		case options.RaceCallOps:
 			err = r.callOps(ctx, share(k))
+		case options.RaceLiteral:
+			err = r.literalOrder(ctx, share(k))
 		default:
 			err = r.trampolines(ctx, share(k))
 		}

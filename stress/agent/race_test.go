@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -316,5 +319,55 @@ ffffffffa00001a0 t fth_target_counted	[fth_target]
 	}
 	if _, err := parseInt3Syms(strings.NewReader("ffffffff81000000 T _stext\n")); err == nil || !strings.Contains(err.Error(), "KALLSYMS_ALL") {
 		t.Errorf("a listing without the patcher: %v", err)
+	}
+}
+
+func TestJudgeLiteral(t *testing.T) {
+	const (
+		nopOps  = 0xffffffff80a15c50
+		listOps = 0xffffffff80a15b88
+		opsA    = 0xff60000001234500
+		nop     = 0x00000013 // riscv64's
+		jalr    = 0x0000a0e7
+	)
+	// A look: the literal's 8 bytes, then a 4-byte auipc, then the
+	// branch (riscv64's layout: the branch at +12).
+	look := func(ops uint64, branch uint32) string {
+		b := make([]byte, 16)
+		binary.LittleEndian.PutUint64(b, ops)
+		binary.LittleEndian.PutUint32(b[8:], 0x00000297)
+		binary.LittleEndian.PutUint32(b[12:], branch)
+		return hex.EncodeToString(b)
+	}
+	for _, tc := range []struct {
+		name    string
+		looks   []string
+		actErr  error
+		want    string
+		wantMsg string
+	}{
+		{"make_call: literal, then branch", []string{look(nopOps, nop), look(nopOps, nop), look(opsA, nop), look(opsA, jalr)}, nil, event.InjSurvived, "2 writes: [ftrace_nop_ops/nop ftrace_nop_ops/nop 0xff60000001234500/nop 0xff60000001234500/0000a0e7]"},
+		{"make_call: branch, then literal", []string{look(nopOps, nop), look(nopOps, nop), look(nopOps, jalr), look(opsA, jalr)}, nil, event.InjWrongState, "write 1 of 2 left the branch live with ftrace_nop_ops"},
+		{"make_nop: the nop ops on the way to a nop", []string{look(opsA, jalr), look(opsA, jalr), look(nopOps, jalr), look(nopOps, nop)}, nil, event.InjSurvived, ""},
+		{"modify through the nop ops", []string{look(opsA, jalr), look(opsA, jalr), look(nopOps, jalr), look(listOps, jalr)}, nil, event.InjWrongState, "write 1 of 2"},
+		{"left live over the nop ops", []string{look(opsA, jalr), look(opsA, jalr), look(nopOps, jalr)}, nil, event.InjWrongState, "write 1 of 1"},
+		{"list to one ops, the branch rewritten the same", []string{look(listOps, jalr), look(listOps, jalr), look(opsA, jalr), look(opsA, jalr)}, nil, event.InjSurvived, "ftrace_list_ops/0000a0e7"},
+		{"no write seen", []string{look(opsA, jalr), look(opsA, jalr)}, nil, event.InjMissed, "no write to the callsite was seen"},
+		{"the action failed", []string{look(opsA, jalr), look(opsA, jalr), look(nopOps, jalr)}, errors.New("EBUSY"), event.InjMissed, "action: EBUSY"},
+		{"an unreadable look", []string{look(opsA, jalr), "00"}, nil, event.InjMissed, "want 16 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &event.Injection{Function: "fth_target_counted", Action: "ops-on"}
+			o := judgeLiteral(in, tc.looks, 12, nopOps, listOps, nop, tc.actErr)
+			if in.Outcome != tc.want || !strings.Contains(in.Msg, tc.wantMsg) {
+				t.Fatalf("outcome %q, msg %q; want %q containing %q", in.Outcome, in.Msg, tc.want, tc.wantMsg)
+			}
+			if (o != nil) != (tc.want == event.InjWrongState) {
+				t.Fatalf("oracle failure %+v for outcome %q", o, in.Outcome)
+			}
+			if o != nil && (o.Checks != 0 || o.Title != "callsite out of order: fth_target_counted's branch live with ftrace_nop_ops in its literal during ops-on") {
+				t.Fatalf("oracle %+v: want a titled failure the host heads the cell with", o)
+			}
+		})
 	}
 }

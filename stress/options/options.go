@@ -233,6 +233,13 @@ const (
 	// meanwhile: its ops is freed once ftrace_shutdown()'s RCU-tasks wait
 	// let the task out.
 	RaceCallOps = "callops"
+	// RaceLiteral watches every write to a CALL_OPS callsite (arm64,
+	// riscv64): its ops literal and its branch, each write's state read
+	// through the gdbstub as the kernel's text writer is entered, while
+	// the callsite walks between nop, one ops, the list ops and a direct
+	// call. A live branch must never find the nop ops in its literal
+	// except on its way to a nop. Nothing is preempted.
+	RaceLiteral = "literal"
 	// RaceAuto is the race scenario's trampoline alone, and in the
 	// campaign's race stage every target the arch can be raced at for a
 	// freed-early class (RaceTargets).
@@ -259,6 +266,8 @@ func CheckRaceTargets(target, goarch string) error {
 			return fmt.Errorf("racetarget=%s needs x86's per-ftrace_ops trampolines; %s calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline", t, goarch)
 		case t == RaceCallOps && goarch != "arm64" && goarch != "riscv64":
 			return fmt.Errorf("racetarget=%s needs ftrace_caller's CALL_OPS literal load (arm64, riscv64); %s: use racetarget=trampoline", t, goarch)
+		case t == RaceLiteral && goarch != "arm64" && goarch != "riscv64":
+			return fmt.Errorf("racetarget=%s needs a CALL_OPS literal at the callsite (arm64, riscv64); %s has none (ppc64le 7.3 keeps the ops in an out-of-line stub): use racetarget=trampoline", t, goarch)
 		case t == RaceInt3 && goarch != "amd64":
 			return fmt.Errorf("racetarget=%s needs x86's INT3 patching (smp_text_poke_batch_finish); %s patches a callsite without a breakpoint: use racetarget=callsite or trampoline", t, goarch)
 		}
@@ -267,7 +276,7 @@ func CheckRaceTargets(target, goarch string) error {
 }
 
 // AllRaceTargets is every race target of any arch.
-var AllRaceTargets = []string{RaceTrampoline, RaceOpsTrampoline, RaceCallsite, RaceInt3, RaceCallOps}
+var AllRaceTargets = []string{RaceTrampoline, RaceOpsTrampoline, RaceCallsite, RaceInt3, RaceCallOps, RaceLiteral}
 
 // ArchRaceTargets is every target goarch can be raced at, what racelist
 // lists for racetarget auto.
@@ -276,7 +285,7 @@ func ArchRaceTargets(goarch string) []string {
 	case "amd64":
 		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
 	case "arm64", "riscv64":
-		return []string{RaceTrampoline, RaceCallsite, RaceCallOps}
+		return []string{RaceTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}
 	}
 	return []string{RaceTrampoline}
 }
@@ -286,7 +295,8 @@ func ArchRaceTargets(goarch string) []string {
 // for the campaign's race stage, whose auto is every target the arch has
 // for a class the campaign claims: x86 allocates a trampoline per
 // ftrace_ops and patches through INT3, the CALL_OPS arches call every ops
-// through ftrace_caller and have none to free.
+// through ftrace_caller and have none to free, but write a literal and a
+// branch per callsite, in an order the literal target watches.
 func RaceTargets(target, goarch string, campaign bool) []string {
 	if target == RaceAll {
 		return ArchRaceTargets(goarch)
@@ -294,8 +304,11 @@ func RaceTargets(target, goarch string, campaign bool) []string {
 	if target != RaceAuto {
 		return strings.Split(target, ",")
 	}
-	if campaign && goarch == "amd64" {
+	switch {
+	case campaign && goarch == "amd64":
 		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
+	case campaign && (goarch == "arm64" || goarch == "riscv64"):
+		return []string{RaceTrampoline, RaceLiteral}
 	}
 	return []string{RaceTrampoline}
 }

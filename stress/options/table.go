@@ -161,7 +161,7 @@ var fields = []field{
 	},
 	{
 		name:  "racetarget",
-		usage: "race scenario: `where` the task is preempted, a comma-separated list run in order with the injections shared: \"trampoline\" (each instruction of a BPF trampoline in turn; raceaction races it), \"opstramp\" (x86: each instruction of a function tracer instance's ftrace_ops trampoline; the tracer is switched off meanwhile), \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile), \"int3\" (x86: the patcher held at each step of the INT3 patch of a callsite while a task runs it; a task that traps is held in the handler while the patcher runs on), \"callops\" (arm64, riscv64: each instruction of ftrace_caller from the load of the callsite's ops literal to the call of op->func; the function tracer instance whose ops it is is removed meanwhile), \"auto\" (the trampoline; in the campaign every target the arch has: trampoline,opstramp,int3 on x86_64), or \"all\" (every target the arch has, in the race scenario too: the nightly's full exploration)",
+		usage: "race scenario: `where` the task is preempted, a comma-separated list run in order with the injections shared: \"trampoline\" (each instruction of a BPF trampoline in turn; raceaction races it), \"opstramp\" (x86: each instruction of a function tracer instance's ftrace_ops trampoline; the tracer is switched off meanwhile), \"callsite\" (the second instruction of a disabled function entry; tracing is enabled meanwhile), \"int3\" (x86: the patcher held at each step of the INT3 patch of a callsite while a task runs it; a task that traps is held in the handler while the patcher runs on), \"callops\" (arm64, riscv64: each instruction of ftrace_caller from the load of the callsite's ops literal to the call of op->func; the function tracer instance whose ops it is is removed meanwhile), \"literal\" (arm64, riscv64: every write to the callsite's CALL_OPS literal and branch traced, nothing held, while the callsite walks through nop, one ops, the list ops and a direct call; a live branch over the nop ops fails), \"auto\" (the trampoline; in the campaign trampoline,opstramp,int3 on x86_64, trampoline,literal on arm64 and riscv64), or \"all\" (every target the arch has, in the race scenario too: the nightly's full exploration)",
 		set: func(o *Options, v string) error {
 			if v == RaceAuto || v == RaceAll {
 				o.RaceTarget = v
@@ -169,10 +169,8 @@ var fields = []field{
 			}
 			seen := map[string]bool{}
 			for _, t := range strings.Split(v, ",") {
-				switch t {
-				case RaceTrampoline, RaceCallsite, RaceOpsTrampoline, RaceInt3, RaceCallOps:
-				default:
-					return fmt.Errorf(`%q: want "auto", "all" or a list of "trampoline", "opstramp", "callsite", "int3" and "callops"`, t)
+				if !slices.Contains(AllRaceTargets, t) {
+					return fmt.Errorf(`%q: want "auto", "all" or a list of %q`, t, AllRaceTargets)
 				}
 				if seen[t] {
 					return fmt.Errorf("%q twice", t)

@@ -472,3 +472,56 @@ func raceCallOps(t *testing.T, arch string) {
 		t.Logf("crashed at injection %d, %s (%s): %s", len(inj), last.Symbol, last.Asm, r.result.Title())
 	})
 }
+
+// The literal target: every write to fth_target_counted's CALL_OPS
+// callsite traced through the gdbstub while the callsite walks from nop
+// through one ops, the list ops and a direct call and back. On the
+// correct kernel every transition writes the literal before the branch
+// goes live (10 of 10 survive); with the branch written first
+// (mutants/<arch>-callops-literal-after-branch.patch, which no count of
+// calls can see: only the user being attached loses calls) the first
+// transition, nop to one ops, fails with the title that says so.
+// riscv64 under QEMU 11.1 in make test; arm64 in make test-all.
+func TestRISCV64RaceLiteralOrder(t *testing.T) { raceLiteralOrder(t, "riscv64") }
+
+func TestARM64RaceLiteralOrder(t *testing.T) {
+	requireAll(t)
+	raceLiteralOrder(t, "arm64")
+}
+
+func raceLiteralOrder(t *testing.T, arch string) {
+	out := e2eOut(t)
+	mutant := arch + "-callops-literal-after-branch"
+	r := runCell(t, 40*time.Minute, out, fthBin, "mutate", "--arches", arch, "--mutants", mutant, "--agent-arg", "scenario=race",
+		"--agent-arg", "racetarget=literal", "--require-detected", "--out", out, "--run-id", "m")
+	table := mutationTable(t, filepath.Join(out, "m"))
+	if len(table.Rows) != 2 {
+		t.Fatalf("%d rows, want the unmutated kernel and %s", len(table.Rows), mutant)
+	}
+	const title = "callsite out of order: fth_target_counted's branch live with ftrace_nop_ops in its literal during ops-on"
+	for _, row := range table.Rows {
+		res, err := results.ReadResult(filepath.Join(out, "m", row.Cell, results.ResultFile))
+		if err != nil {
+			t.Fatalf("%s: %v", row.Cell, err)
+		}
+		if row.Mutant == "" {
+			if row.Verdict != results.Pass || len(survivedOnly(res.Injections)) != 10 {
+				t.Errorf("the unmutated kernel: verdict %s (%s), %d of %d transitions survived: want all 10", row.Verdict, row.Reason, len(survivedOnly(res.Injections)), len(res.Injections))
+			}
+			for _, in := range res.Injections {
+				t.Logf("%s: %s: %s", in.Action, in.Outcome, in.Msg)
+			}
+			continue
+		}
+		if !row.Detected || row.Title != title {
+			t.Fatalf("mutant %s: detected %v, verdict %s, title %q; want %q", row.Mutant, row.Detected, row.Verdict, row.Title, title)
+		}
+		if inj := res.Injections; len(inj) == 0 || inj[0].Outcome != event.InjWrongState || inj[0].Action != "ops-on" {
+			t.Errorf("mutant %s: injections %+v; want the first (ops-on) wrong-state", row.Mutant, inj)
+		}
+		t.Logf("mutant %s caught %.1f s after boot: %s", row.Mutant, row.Seconds, row.Title)
+	}
+	if r.exit != 0 && !t.Failed() {
+		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
+	}
+}
