@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/ftrace-harness/fth/stress/ksyms"
 )
 
 // Available is what available_filter_functions lists.
@@ -71,16 +73,15 @@ func isHexAddr(s string) bool {
 // available_filter_functions lists it once.
 func ParseKallsyms(r io.Reader) (map[string]int, error) {
 	counts := make(map[string]int)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 3 {
-			continue // malformed, or a module symbol ("... [mod]")
+	// The built-in symbols come before the modules' and BPF's: what is
+	// after the first BPF image (tens of thousands with a storm live,
+	// each one a walk of the kernel's BPF symbol list) is not read.
+	err := ksyms.EachBeforeBPF(r, func(s ksyms.Sym) {
+		if s.Module == "" {
+			counts[s.Name]++
 		}
-		counts[f[2]]++
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("inventory.ParseKallsyms: %w", err)
 	}
 	return counts, nil
