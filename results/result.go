@@ -282,6 +282,17 @@ type Result struct {
 // (see Headline).
 func (r *Result) Title() string { return r.Headline(false).Title }
 
+// PreemptRefused is the preemption model the cell asked for at boot
+// (preempt=) when the kernel runs another one: a PREEMPT_DYNAMIC kernel
+// that does not offer it boots its default and says so only on the
+// console. "" when the kernel runs what was asked, or nothing was.
+func (r *Result) PreemptRefused() string {
+	if r.Request == nil || r.Request.Preempt == "" || r.PreemptModel == "" || r.PreemptModel == r.Request.Preempt {
+		return ""
+	}
+	return r.Request.Preempt
+}
+
 // CellWriter owns one cell directory and keeps result.json current.
 type CellWriter struct {
 	Dir string

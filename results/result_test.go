@@ -78,3 +78,22 @@ func TestSummaryTable(t *testing.T) {
 		}
 	}
 }
+
+func TestPreemptRefused(t *testing.T) {
+	for _, tc := range []struct {
+		asked, runs, want string
+	}{
+		{"none", "full", "none"},
+		{"full", "full", ""},
+		{"", "full", ""},
+		{"lazy", "", ""},
+	} {
+		r := &Result{Request: &Request{Preempt: tc.asked}, PreemptModel: tc.runs}
+		if got := r.PreemptRefused(); got != tc.want {
+			t.Errorf("asked %q, runs %q: PreemptRefused() = %q, want %q", tc.asked, tc.runs, got, tc.want)
+		}
+	}
+	if (&Result{PreemptModel: "full"}).PreemptRefused() != "" {
+		t.Error("a result without its request refused nothing")
+	}
+}

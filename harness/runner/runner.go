@@ -356,7 +356,11 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		r.Timings.TotalSeconds = time.Since(start).Seconds()
 		r.EndedAt = time.Now().UTC()
 	})
-	return w.Result(), nil
+	res := w.Result()
+	if asked := res.PreemptRefused(); asked != "" {
+		log.Warn("the kernel runs another preemption model than the one asked for: its PREEMPT_DYNAMIC does not offer it", "asked", asked, "runs", res.PreemptModel)
+	}
+	return res, nil
 }
 
 // cellRequest records what c asks for, for `fth repro`.

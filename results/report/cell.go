@@ -70,7 +70,11 @@ func buildCell(ctx context.Context, run *results.Run, c results.Cell, opts Optio
 	if r.CPUs > 0 {
 		add("vCPUs", fmt.Sprint(r.CPUs))
 	}
-	add("preempt", r.PreemptModel)
+	preempt := r.PreemptModel
+	if asked := r.PreemptRefused(); asked != "" {
+		preempt += fmt.Sprintf(" (preempt=%s asked: the kernel does not offer it)", asked)
+	}
+	add("preempt", preempt)
 	add("seed", r.Seed)
 	if r.Timings.TotalSeconds > 0 {
 		add("total", fmt.Sprintf("%.1f s", r.Timings.TotalSeconds))
