@@ -449,10 +449,8 @@ func (c *Conductor) trace(ctx context.Context, m event.RaceMsg, reply func(event
 	if err != nil {
 		return err
 	}
-	for _, a := range m.Addrs {
-		if err := c.gdb.SetBreakpoint(rctx, gdbstub.Hardware, a, size); err != nil {
-			return err
-		}
+	if err := c.breakpoints(rctx, m.Addrs, size, true); err != nil {
+		return err
 	}
 	if err := c.resumeFree(rctx); err != nil {
 		return err
@@ -465,24 +463,7 @@ func (c *Conductor) trace(ctx context.Context, m event.RaceMsg, reply func(event
 	}
 	end := time.Now().Add(limit)
 	out := event.RaceMsg{Op: event.RaceUntraced}
-	for ended := false; !ended && time.Now().Before(end); {
-		select {
-		case line, ok := <-c.lines:
-			if !ok {
-				ended = true
-				break
-			}
-			var u event.RaceMsg
-			if json.Unmarshal(line, &u) == nil && u.Op == event.RaceUntrace {
-				ended = true
-				break
-			}
-			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("only untrace while a trace runs, not %q", line)})
-		default:
-		}
-		if ended {
-			break
-		}
+	for time.Now().Before(end) && !c.untraced(reply) {
 		wctx, wcancel := context.WithTimeout(ctx, tracePoll)
 		stop, err := c.gdb.Wait(wctx)
 		wcancel()
@@ -507,15 +488,47 @@ func (c *Conductor) trace(ctx context.Context, m event.RaceMsg, reply func(event
 	if _, err := c.gdb.Interrupt(dctx); err != nil {
 		return err
 	}
-	for _, a := range m.Addrs {
-		if err := c.gdb.ClearBreakpoint(dctx, gdbstub.Hardware, a, size); err != nil {
-			return err
-		}
+	if err := c.breakpoints(dctx, m.Addrs, size, false); err != nil {
+		return err
 	}
 	if err := c.resumeFree(dctx); err != nil {
 		return err
 	}
 	reply(out)
+	return nil
+}
+
+// untraced reports whether the agent has said untrace (or gone); any
+// other message meanwhile is refused.
+func (c *Conductor) untraced(reply func(event.RaceMsg)) bool {
+	for {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				return true
+			}
+			var u event.RaceMsg
+			if json.Unmarshal(line, &u) == nil && u.Op == event.RaceUntrace {
+				return true
+			}
+			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("only untrace while a trace runs, not %q", line)})
+		default:
+			return false
+		}
+	}
+}
+
+// breakpoints sets (or clears) a hardware breakpoint at each of addrs.
+func (c *Conductor) breakpoints(ctx context.Context, addrs []uint64, size int, set bool) error {
+	for _, a := range addrs {
+		op := c.gdb.ClearBreakpoint
+		if set {
+			op = c.gdb.SetBreakpoint
+		}
+		if err := op(ctx, gdbstub.Hardware, a, size); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
