@@ -424,7 +424,12 @@ func (m *run) agentLine(line string) (Outcome, bool) {
 			p := ev.Phase
 			m.log.Info("phase done", "phase", p.Name, "ok", p.Succeeded, "failed", p.Failed, "median", p.Latency.Median, "p99", p.Latency.P99, "wall", p.Wall)
 		case event.KindOracle:
-			if o := ev.Oracle; !o.OK && o.Skipped == "" {
+			switch o := ev.Oracle; {
+			case o.OK || o.Skipped != "":
+			case o.Checks > 0:
+				// A summary: its failures were logged one by one.
+				m.log.Warn("oracle failed", "oracle", o.Name, "checks", o.Checks, "failures", o.Failures, "msg", o.Msg)
+			default:
 				m.log.Warn("oracle failed", "oracle", o.Name, "function", o.Function, "expected", o.Expected, "got", o.Got, "msg", o.Msg)
 			}
 		case event.KindInventory:
