@@ -158,13 +158,12 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 		return err
 	}
 	defer dropB()
-	loader := &oracle.Loader{Cache: btf.NewCache()}
 	m, err := oracle.NewMap(4)
 	if err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
 	defer m.Close()
-	loader.Map = m
+	loader := &oracle.Loader{Map: m, Cache: btf.NewCache()}
 	ld, err := loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted))
 	if err != nil {
 		return fmt.Errorf("race: load a fentry program on %s: %w", targetCounted, err)
