@@ -230,12 +230,12 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	rec.LogOps(time.Now())
 
 	// 8 spare slots for the exact-count, module and delivery programs.
-	m, err := oracle.NewMap(2*len(hot.Funcs) + 12)
+	loader, err := oracle.NewLoader(2*len(hot.Funcs)+12, cache)
 	if err != nil {
 		return fmt.Errorf("churn: %w", err)
 	}
-	defer m.Close()
-	loader := &oracle.Loader{Map: m, Cache: cache, Addrs: addrs, Serial: &sync.Mutex{}}
+	defer loader.Close()
+	loader.Addrs, loader.Serial = addrs, &sync.Mutex{}
 
 	// Calibrate before any goroutine shares the loader.
 	calFn, calCall := exactFn, func() { _ = unix.Getppid() }

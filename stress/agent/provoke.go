@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
@@ -110,12 +109,11 @@ func writeOrLeave(path, val string, wait time.Duration) error {
 // and commits the bug under it: fexit makes the trampoline call the
 // function, so the function's WARN has the trampoline on its stack.
 func provokeViaTrampoline(name string) error {
-	m, err := oracle.NewMap(1)
+	loader, err := oracle.NewLoader(1, nil)
 	if err != nil {
 		return fmt.Errorf("crash=bug:%s: %w", name, err)
 	}
-	defer m.Close()
-	loader := &oracle.Loader{Map: m, Cache: btf.NewCache()}
+	defer loader.Close()
 	fn := options.BugViaTrampolineFunc
 	ld, err := loader.Load(fn, oracle.FExit, oracle.Key(oracle.FExit, fn))
 	if err != nil {

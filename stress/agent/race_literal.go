@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
@@ -158,12 +157,11 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 		return err
 	}
 	defer dropB()
-	m, err := oracle.NewMap(4)
+	loader, err := oracle.NewLoader(4, nil)
 	if err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
-	defer m.Close()
-	loader := &oracle.Loader{Map: m, Cache: btf.NewCache()}
+	defer loader.Close()
 	ld, err := loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted))
 	if err != nil {
 		return fmt.Errorf("race: load a fentry program on %s: %w", targetCounted, err)

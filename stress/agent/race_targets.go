@@ -38,12 +38,11 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 		report.Logf(r.a.w, "race: %s: %v", jitKallsyms, err)
 	}
 	cache := btf.NewCache()
-	m, err := oracle.NewMap(4)
+	loader, err := oracle.NewLoader(4, cache)
 	if err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
-	defer m.Close()
-	loader := &oracle.Loader{Map: m, Cache: cache}
+	defer loader.Close()
 	ld, err := loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted))
 	if err != nil {
 		return fmt.Errorf("race: load a fentry program on %s: %w", targetCounted, err)

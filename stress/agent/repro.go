@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
@@ -89,12 +88,11 @@ func (a *agent) reproIPModify(ctx context.Context, filterLater bool) error {
 		}
 	}()
 	mod := deliver.Module{Dir: deliver.DefaultDir}
-	m, err := oracle.NewMap(4)
+	loader, err := oracle.NewLoader(4, nil)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
-	defer m.Close()
-	loader := &oracle.Loader{Map: m, Cache: btf.NewCache()}
+	defer loader.Close()
 	var links []int
 	defer func() {
 		for _, fd := range links {

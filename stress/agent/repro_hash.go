@@ -140,12 +140,11 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 	step("reader %s (ip %#x) shares %s's (ip %#x) bucket %d of %d",
 		reader, readerIP, deliver.FuncSeq, freedIP, hashBucket(freedIP, directBits), 1<<directBits)
 
-	m, err := oracle.NewMap(2)
+	loader, err := oracle.NewLoader(2, nil)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
-	defer m.Close()
-	loader := &oracle.Loader{Map: m, Cache: btf.NewCache()}
+	defer loader.Close()
 	var linkFD int = -1
 	defer func() {
 		if linkFD >= 0 {

@@ -36,6 +36,22 @@ type Loader struct {
 	checking bool
 }
 
+// NewLoader returns a loader counting in a new map of slots slots, sharing
+// cache (a new one when nil). Close releases the map.
+func NewLoader(slots int, cache *btf.Cache) (*Loader, error) {
+	m, err := NewMap(slots)
+	if err != nil {
+		return nil, err
+	}
+	if cache == nil {
+		cache = btf.NewCache()
+	}
+	return &Loader{Map: m, Cache: cache}, nil
+}
+
+// Close releases the loader's map; copies from WithAddrs share it.
+func (l *Loader) Close() error { return l.Map.Close() }
+
 // Checking reports whether programs compare addresses: only after a
 // successful calibration.
 func (l *Loader) Checking() bool { return l.checking }
