@@ -189,12 +189,12 @@ func TestInVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMap(8)
+	l, err := NewLoader(8, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	l := &Loader{Map: m, Cache: btf.NewCache(), Addrs: tab}
+	defer l.Close()
+	l.Addrs = tab
 	rec := tally.New(nil, -1)
 	call := func() { _ = unix.Getppid() }
 	o, err := l.Calibrate(context.Background(), fn, call, rec)
