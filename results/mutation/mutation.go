@@ -54,11 +54,17 @@ type Table struct {
 	Rows   []Row   `json:"rows"`
 }
 
-// Summary counts the mutant rows (not the unmutated kernels).
+// judged says whether r's cell ran to a verdict on the kernel: a harness
+// error (a build that failed, a guest that never booted) neither detects
+// nor lets a mutant escape.
+func (r Row) judged() bool { return r.Verdict != results.Error }
+
+// Summary counts the mutant rows judged (not the unmutated kernels, not
+// the cells a harness error ended: NotJudged).
 func (t Table) Summary() (mutants, detected int, median float64) {
 	var secs []float64
 	for _, r := range t.Rows {
-		if r.Mutant == "" {
+		if r.Mutant == "" || !r.judged() {
 			continue
 		}
 		mutants++
@@ -77,6 +83,18 @@ func (t Table) Summary() (mutants, detected int, median float64) {
 	return mutants, detected, median
 }
 
+// NotJudged lists the mutants ("name on arch") whose cell ended in a
+// harness error.
+func (t Table) NotJudged() []string {
+	var out []string
+	for _, r := range t.Rows {
+		if r.Mutant != "" && !r.judged() {
+			out = append(out, r.Mutant+" on "+r.Arch)
+		}
+	}
+	return out
+}
+
 // Print writes the table for a terminal.
 func (t Table) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -88,6 +106,8 @@ func (t Table) Print(w io.Writer) {
 		}
 		if r.Detected {
 			det = "yes"
+		} else if !r.judged() {
+			det = "error"
 		}
 		secs, title := "-", r.Title
 		if r.Detected {
@@ -106,6 +126,9 @@ func (t Table) Print(w io.Writer) {
 	if n > 0 {
 		fmt.Fprintf(w, "\n%d of %d mutants detected (%.0f%%), median time to detect %.1f s, budget %.0f s each, seed %d\n", d, n, 100*float64(d)/float64(n), med, t.Budget, t.Seed)
 	}
+	if nj := t.NotJudged(); len(nj) > 0 {
+		fmt.Fprintf(w, "%d mutant(s) not judged, a harness error ended the cell (neither detected nor escaped, not in the score): %s\n", len(nj), strings.Join(nj, ", "))
+	}
 }
 
 // Err says why the run does not stand: an unmutated kernel that did not
@@ -116,12 +139,15 @@ func (t Table) Err(requireAll bool) error {
 		switch {
 		case r.Mutant == "" && (r.Detected || r.Verdict != results.Pass):
 			bad = append(bad, fmt.Sprintf("%s: %s %s", r.Arch, r.Verdict, r.Reason))
-		case r.Mutant != "" && !r.Detected:
+		case r.Mutant != "" && !r.Detected && r.judged():
 			missed = append(missed, r.Mutant+" on "+r.Arch)
 		}
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w (%s): no detection in this run can be told from noise", ErrControlFailed, strings.Join(bad, "; "))
+	}
+	if nj := t.NotJudged(); len(nj) > 0 {
+		return fmt.Errorf("%w: %s", ErrNotJudged, strings.Join(nj, ", "))
 	}
 	if requireAll && len(missed) > 0 {
 		return fmt.Errorf("%w: %s", ErrUndetected, strings.Join(missed, ", "))
@@ -131,6 +157,10 @@ func (t Table) Err(requireAll bool) error {
 
 // ErrControlFailed: the unmutated kernel failed the mutation scenario.
 var ErrControlFailed = errors.New("the unmutated kernel failed the mutation scenario")
+
+// ErrNotJudged: a mutant's cell ended in a harness error, so the run's
+// score is incomplete.
+var ErrNotJudged = errors.New("mutants not judged (harness errors)")
 
 // ErrUndetected: a mutant got through and the run required every one caught.
 var ErrUndetected = errors.New("mutants not detected")

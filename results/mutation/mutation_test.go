@@ -59,6 +59,8 @@ func TestSummaryAndErr(t *testing.T) {
 		{"odd detections", []Row{control, hit(3), hit(1), hit(2)}, 3, 3, 2, nil, nil},
 		{"even detections and a miss", []Row{control, hit(4), hit(2), miss}, 3, 2, 3, nil, ErrUndetected},
 		{"failed control", []Row{{Arch: "x86_64", Verdict: results.Fail, Detected: true}, hit(1)}, 1, 1, 1, ErrControlFailed, ErrControlFailed},
+		// A build that failed is neither a detection nor an escape.
+		{"harness error", []Row{control, hit(1), {Mutant: "e", Arch: "x86_64", Verdict: results.Error, Reason: "kernel build"}}, 1, 1, 1, ErrNotJudged, ErrNotJudged},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

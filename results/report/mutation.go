@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ftrace-harness/fth/results/mutation"
 )
@@ -30,5 +31,8 @@ func readMutation(dir string) (*mutationView, error) {
 	}
 	n, d, _ := t.Summary()
 	v.Summary = fmt.Sprintf("%d of %d mutants detected; each kernel ran the scenario for at most %.0f s with seed %d; the unmutated kernel ran it too and must pass", d, n, t.Budget, t.Seed)
+	if nj := t.NotJudged(); len(nj) > 0 {
+		v.Summary += fmt.Sprintf("; not judged, a harness error ended the cell: %s", strings.Join(nj, ", "))
+	}
 	return v, nil
 }
