@@ -43,6 +43,9 @@ type Fragment struct {
 // on: one line of kconfigs/versions.
 type Gate struct {
 	Symbol string
+	// Fragment, when set, limits the gate to that fragment's setting
+	// ("arch/arm64"): a symbol one arch gains later than the others.
+	Fragment string
 	// From is the first kernel series asked, "6.14".
 	From string
 	// Why is the line's reason, said wherever the setting is left out.
@@ -94,8 +97,9 @@ func ParseFragment(name string, text []byte) (Fragment, error) {
 	return f, sc.Err()
 }
 
-// gateRe is one line of kconfigs/versions: SYMBOL, the first series, why.
-var gateRe = regexp.MustCompile(`^([A-Z0-9_]+)\s+([0-9]+\.[0-9]+)\s+(\S.*)$`)
+// gateRe is one line of kconfigs/versions: SYMBOL, optionally @fragment,
+// the first series, why.
+var gateRe = regexp.MustCompile(`^([A-Z0-9_]+)(?:@([a-z0-9_/-]+))?\s+([0-9]+\.[0-9]+)\s+(\S.*)$`)
 
 // LoadGates reads dir's GatesFile; no file is no gates.
 func LoadGates(dir string) ([]Gate, error) {
@@ -116,9 +120,9 @@ func LoadGates(dir string) ([]Gate, error) {
 		origin := fmt.Sprintf("%s:%d", GatesFile, n)
 		m := gateRe.FindStringSubmatch(line)
 		if m == nil || strings.HasPrefix(m[1], "CONFIG_") {
-			return nil, fmt.Errorf("%w: %s: %q is not \"SYMBOL X.Y reason\" (the fragments ask for CONFIG_SYMBOL from Linux X.Y on)", ErrBadFragment, origin, line)
+			return nil, fmt.Errorf("%w: %s: %q is not \"SYMBOL[@fragment] X.Y reason\" (the fragments, or that one, ask for CONFIG_SYMBOL from Linux X.Y on)", ErrBadFragment, origin, line)
 		}
-		gates = append(gates, Gate{Symbol: m[1], From: m[2], Why: m[3], Origin: origin})
+		gates = append(gates, Gate{Symbol: m[1], Fragment: m[2], From: m[3], Why: m[4], Origin: origin})
 	}
 	return gates, sc.Err()
 }
@@ -147,7 +151,7 @@ func ForVersion(frags []Fragment, gates []Gate, version string) ([]Fragment, []G
 		var keep []Setting
 		f.Left = nil
 		for _, s := range f.Settings {
-			g, ok := gateFor(gates, s.Symbol)
+			g, ok := gateFor(gates, s.Symbol, f.Name)
 			if ok && !versionAtLeast(version, g.From) {
 				f.Left = append(f.Left, Gated{Setting: s, Gate: g})
 				continue
@@ -161,9 +165,9 @@ func ForVersion(frags []Fragment, gates []Gate, version string) ([]Fragment, []G
 	return out, left
 }
 
-func gateFor(gates []Gate, symbol string) (Gate, bool) {
+func gateFor(gates []Gate, symbol, fragment string) (Gate, bool) {
 	for _, g := range gates {
-		if g.Symbol == symbol {
+		if g.Symbol == symbol && (g.Fragment == "" || g.Fragment == fragment) {
 			return g, true
 		}
 	}

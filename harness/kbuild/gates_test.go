@@ -65,11 +65,37 @@ func TestForVersion(t *testing.T) {
 	}
 }
 
+// A gate scoped to one fragment leaves only that fragment's setting out.
+func TestForVersionScoped(t *testing.T) {
+	var frags []Fragment
+	for _, name := range []string{"arch/x86_64", "arch/arm64"} {
+		f, err := ParseFragment(name, []byte("CONFIG_LIVEPATCH=y\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		frags = append(frags, f)
+	}
+	gates, err := LoadGates(writeGates(t, "LIVEPATCH@arch/arm64 6.16 arm64 has no HAVE_LIVEPATCH before\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gates) != 1 || gates[0].Fragment != "arch/arm64" || gates[0].From != "6.16" {
+		t.Fatalf("gates = %+v", gates)
+	}
+	got, left := ForVersion(frags, gates, "6.12.117")
+	if len(left) != 1 || left[0].Origin != "arch/arm64:1" || len(got[0].Settings) != 1 || len(got[1].Settings) != 0 {
+		t.Errorf("6.12: left %v, x86_64 %v, arm64 %v", left, got[0].Settings, got[1].Settings)
+	}
+	if _, left := ForVersion(frags, gates, "7.3.4"); len(left) != 0 {
+		t.Errorf("7.3: left %v", left)
+	}
+}
+
 func TestLoadGatesErrors(t *testing.T) {
 	if g, err := LoadGates(t.TempDir()); err != nil || g != nil {
 		t.Errorf("no file: %v, %v; want no gates", g, err)
 	}
-	for _, text := range []string{"FPROBE 6.14\n", "FPROBE six reason\n", "CONFIG_FPROBE 6.14 reason\n"} {
+	for _, text := range []string{"FPROBE 6.14\n", "FPROBE six reason\n", "CONFIG_FPROBE 6.14 reason\n", "FPROBE@ 6.14 reason\n", "FPROBE@Arch/X 6.14 reason\n"} {
 		if _, err := LoadGates(writeGates(t, text)); err == nil || !strings.Contains(err.Error(), "versions:1") {
 			t.Errorf("%q: err = %v, want one naming versions:1", text, err)
 		}
@@ -87,7 +113,7 @@ func TestShippedGates(t *testing.T) {
 	if len(gates) == 0 {
 		t.Fatal("kconfigs/versions has no gates")
 	}
-	set := map[string]bool{}
+	set, setIn := map[string]bool{}, map[string]bool{}
 	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(path, ".md") || filepath.Base(path) == GatesFile {
 			return err
@@ -103,6 +129,7 @@ func TestShippedGates(t *testing.T) {
 		}
 		for _, s := range f.Settings {
 			set[s.Symbol] = true
+			setIn[rel+" "+s.Symbol] = true
 		}
 		return nil
 	})
@@ -110,8 +137,8 @@ func TestShippedGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range gates {
-		if !set[g.Symbol] {
-			t.Errorf("%s: no fragment sets CONFIG_%s", g.Origin, g.Symbol)
+		if !set[g.Symbol] || (g.Fragment != "" && !setIn[g.Fragment+" "+g.Symbol]) {
+			t.Errorf("%s: no fragment sets CONFIG_%s (scope %q)", g.Origin, g.Symbol, g.Fragment)
 		}
 	}
 }

@@ -162,9 +162,12 @@ func (e *Env) request(ctx context.Context, dir string, a arch.Arch, frags []stri
 const GuestModuleDir = "/lib/modules/fth"
 
 // projectModules are the project's own module source directories, one
-// module each: fth_target (the trace targets and injected bugs) and
-// fth_deliver (the delivery oracle's callers and counting users).
-func projectModules() []string { return []string{"stress/kmod", "stress/kmod-deliver"} }
+// module each: fth_target (the trace targets and injected bugs),
+// fth_deliver (the delivery oracle's callers and counting users) and
+// fth_klp (its livepatch user, which needs a module of its own).
+func projectModules() []string {
+	return []string{"stress/kmod", "stress/kmod-deliver", "stress/kmod-klp"}
+}
 
 // scaleModule is fth_scale's source (options.ScaleModuleName): 32,768
 // functions take half a minute to compile, so only cells that ask for it

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -19,6 +20,7 @@ import (
 	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/livepatch"
 	"github.com/ftrace-harness/fth/stress/options"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/report"
@@ -110,8 +112,14 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 			skip[u] += ": known finding " + f.ID + " (docs/findings.md): " + f.Title
 		}
 	}
+	external := map[string]deliver.External{}
+	if why := livepatchUser(); why != "" {
+		skip[deliver.UserLivepatch] = why
+	} else {
+		external[deliver.UserLivepatch] = klpUser{a: a, ctx: ctx, rec: rec}
+	}
 	res, err := deliver.Churn(ctx, deliver.Config{
-		Mod: mod, Counted: counted, Toggles: toggles, Groups: groups, Skip: skip,
+		Mod: mod, Counted: counted, Toggles: toggles, External: external, Groups: groups, Skip: skip,
 		Rng: rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
 		Fail: func(o event.Oracle) {
 			if emitted++; emitted <= maxDeliveryEvents {
@@ -294,3 +302,47 @@ func (t tracerToggle) On() error {
 }
 
 func (t tracerToggle) Off() error { return t.fs.SetTracer(tracefs.Nop) }
+
+// klpModule is the delivery oracle's livepatch (stress/kmod-klp).
+const klpModule = "fth_klp"
+
+// livepatchUser says why the livepatch user cannot run here ("" if it
+// can): no module file, or a kernel without CONFIG_LIVEPATCH.
+func livepatchUser() string {
+	if _, err := os.Stat(filepath.Join(kmods.DefaultDir, klpModule+".ko")); err != nil {
+		return klpModule + ".ko is not in the image"
+	}
+	return livepatch.Supported(livepatch.DefaultDir)
+}
+
+// klpUser attaches the livepatch user by loading fth_klp.ko and detaches
+// it by disabling the patch and unloading the module, each waiting out
+// the per-task transition (up to a minute: a task is switched only when
+// the patched function is off its stack).
+type klpUser struct {
+	a   *agent
+	ctx context.Context
+	rec *tally.Recorder
+}
+
+func (k klpUser) patch() livepatch.Patch {
+	return livepatch.Patch{
+		Dir: livepatch.DefaultDir, Name: klpModule, Timeout: time.Minute,
+		Load: func() error {
+			return k.rec.Time(kmods.OpLoad, klpModule, func() error {
+				return kmods.Load(filepath.Join(kmods.DefaultDir, klpModule+".ko"), "")
+			})
+		},
+		Unload: func() error { return kmods.UnloadRetry(k.rec, klpModule, 50) },
+	}
+}
+
+func (k klpUser) Attach() error {
+	if err := k.patch().Enable(k.ctx); err != nil {
+		return err
+	}
+	k.a.logModule(klpModule)
+	return nil
+}
+
+func (k klpUser) Detach() error { return k.patch().Disable(context.WithoutCancel(k.ctx)) }

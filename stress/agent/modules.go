@@ -57,9 +57,9 @@ const (
 
 // notCycled are modules the loop never loads: ftrace-ops runs a benchmark
 // in its init (the overhead measurement's job, not the churn's); the
-// delivery oracle owns fth_deliver; fth_scale, when present, holds the
+// delivery oracle owns fth_deliver and its livepatch fth_klp; fth_scale, when present, holds the
 // scale run's candidates and stays loaded.
-var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true, deliver.ModuleName: true, options.ScaleModuleName: true}
+var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true, deliver.ModuleName: true, klpModule: true, options.ScaleModuleName: true}
 
 // modStats counts what the module companions did, for the summary.
 type modStats struct {

@@ -36,6 +36,15 @@ type Updater interface {
 	Update() error
 }
 
+// External attaches and detaches a user of the module that another module
+// carries (livepatch: loading fth_klp.ko enables its patch, disabling and
+// unloading it detaches). The module judges it like its own users; Churn
+// brackets each call with the module's halves (Module.External).
+type External interface {
+	Attach() error
+	Detach() error
+}
+
 // Toggle is a user that changes the callsite but counts nothing the
 // oracle can read: a function or function_graph tracer in an instance
 // filtered to FuncSeq (its ring buffer drops under this load).
@@ -63,6 +72,8 @@ func ModuleUsers() map[string]Group {
 		"kprobe": GroupKprobe, "kretprobe": GroupKprobe, "fprobe": GroupFgraph,
 		// One direct call per function: it excludes the BPF trampoline.
 		"direct": GroupDirect,
+		// fth_klp.ko's patch: klp's own IPMODIFY ops, one per function.
+		"livepatch": "livepatch",
 	}
 }
 
@@ -107,8 +118,11 @@ type Config struct {
 	// Counted and Toggles are the agent's users by name, with groups.
 	Counted map[string]Counted
 	Toggles map[string]Toggle
-	Groups  map[string]Group
-	Rng     *rand.Rand
+	// External drives the module's external users by name; one without a
+	// driver here is skipped.
+	External map[string]External
+	Groups   map[string]Group
+	Rng      *rand.Rand
 	// Pause is the time between steps, so that calls are made in every
 	// state (default 10ms).
 	Pause time.Duration
@@ -183,7 +197,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	}
 	var names []string
 	for _, u := range users {
-		if why := cmp.Or(u.Skip, cfg.Skip[u.Name]); why != "" {
+		if why := skipReason(u, cfg); why != "" {
 			c.res.Skipped[u.Name] = why
 			continue
 		}
@@ -242,6 +256,17 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	return c.res, rerr
+}
+
+// skipReason says why the churn leaves module user u out, "" if it does
+// not: the kernel cannot provide it, the agent was told to, or it is
+// external with no driver.
+func skipReason(u User, cfg Config) string {
+	noDriver := ""
+	if u.External && cfg.External[u.Name] == nil {
+		noDriver = "carried by another module, which this agent does not drive"
+	}
+	return cmp.Or(u.Skip, cfg.Skip[u.Name], noDriver)
 }
 
 // pick chooses the next user to change. Half the time it takes a change
@@ -379,6 +404,8 @@ func (c *churn) toggle(name string) {
 	switch {
 	case c.cfg.Counted[name] != nil:
 		err = c.countedToggle(name, on)
+	case c.cfg.External[name] != nil:
+		err = c.externalToggle(name, on)
 	case c.cfg.Toggles[name] != nil:
 		err = c.agentTransition(name, on, func() error {
 			if on {
@@ -444,6 +471,39 @@ func (c *churn) agentTransition(name string, on bool, fn func() error) error {
 		err = fmt.Errorf("log the transition's end: %w", eerr)
 	}
 	return err
+}
+
+// externalToggle attaches or detaches an external user between the
+// module's halves. A failed attach is aborted (nothing attached); a failed
+// detach still ends: the module judges the window up to the detach's
+// start, and a patch that stays applied shows as calls after it.
+func (c *churn) externalToggle(name string, on bool) error {
+	u := c.cfg.External[name]
+	if on {
+		if err := c.cfg.Mod.External(name, "attach-begin"); err != nil {
+			return err
+		}
+		if err := u.Attach(); err != nil {
+			if aerr := c.cfg.Mod.External(name, "attach-abort"); aerr != nil {
+				c.cfg.Logf("deliver: %s: %v", name, aerr)
+			}
+			return err
+		}
+		return c.cfg.Mod.External(name, "attach-end")
+	}
+	if err := c.cfg.Mod.External(name, "detach-begin"); err != nil {
+		return err
+	}
+	err := u.Detach()
+	if eerr := c.cfg.Mod.External(name, "detach-end"); eerr != nil && err == nil {
+		err = eerr
+	}
+	if err != nil {
+		// Judged and closed in the module: no longer attached for the walk.
+		c.record(name, false)
+		return err
+	}
+	return nil
 }
 
 // totals reads a counting user's running totals.

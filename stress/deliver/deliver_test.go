@@ -1,12 +1,20 @@
 package deliver
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
 )
@@ -64,11 +72,11 @@ func TestParseTransitionsCallsUsers(t *testing.T) {
 	if _, err := ParseCalls("1 50 49\n"); err == nil {
 		t.Error("calls out of order parsed")
 	}
-	users, err := ParseUsers("ops live=1 mask=1 attaches=3 checked=900 failed=0 dropped=0 noargs=0 skip=-\nfprobe live=0 mask=1 attaches=0 checked=0 failed=0 dropped=0 noargs=0 skip=no CONFIG_FPROBE\n")
+	users, err := ParseUsers("ops live=1 external=0 mask=1 attaches=3 checked=900 failed=0 dropped=0 noargs=0 skip=-\nfprobe live=0 mask=1 attaches=0 checked=0 failed=0 dropped=0 noargs=0 skip=no CONFIG_FPROBE\nlivepatch live=0 external=1 mask=1 attaches=0 checked=0 failed=0 dropped=0 noargs=0 skip=-\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(users) != 2 || !users[0].Live || users[0].Attaches != 3 || users[0].Checked != 900 || users[0].Skip != "" || users[1].Skip != "no CONFIG_FPROBE" {
+	if len(users) != 3 || !users[0].Live || users[0].External || users[0].Attaches != 3 || users[0].Checked != 900 || users[0].Skip != "" || users[1].Skip != "no CONFIG_FPROBE" || !users[2].External {
 		t.Errorf("users = %+v", users)
 	}
 }
@@ -199,6 +207,119 @@ func TestPickCoversEdges(t *testing.T) {
 			if c.res.Edges[e] == 0 {
 				t.Fatalf("seed %d: %d steps never went %s: %v", seed, steps, e, c.res.Edges)
 			}
+		}
+	}
+}
+
+// fakeExternal is an external user whose attach and detach fail on demand.
+type fakeExternal struct{ attachErr, detachErr error }
+
+func (f fakeExternal) Attach() error { return f.attachErr }
+func (f fakeExternal) Detach() error { return f.detachErr }
+
+// ctlRecorder stands in for the module's ctl file: a FIFO held open for
+// reading and writing by the test itself, so that every writer's open
+// succeeds at once and no write meets a closed pipe.
+func ctlRecorder(t *testing.T) (dir string, got func() string) {
+	t.Helper()
+	dir = t.TempDir()
+	path := filepath.Join(dir, "ctl")
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var b strings.Builder
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			b.Write(buf[:n])
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { f.Close() })
+	return dir, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return b.String()
+	}
+}
+
+// An external user's attach and detach are bracketed by the module's
+// halves; a failed attach is aborted and refused, a failed detach still
+// ends (the module judged the window) and leaves the user detached.
+func TestExternalToggle(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		name         string
+		ext          fakeExternal
+		wantCmds     []string
+		wantAttached bool
+		wantRefused  int
+	}{
+		{"attach, detach", fakeExternal{},
+			[]string{"attach-begin livepatch", "attach-end livepatch", "detach-begin livepatch", "detach-end livepatch"}, false, 0},
+		{"attach refused", fakeExternal{attachErr: boom},
+			[]string{"attach-begin livepatch", "attach-abort livepatch"}, false, 1},
+		{"detach fails", fakeExternal{detachErr: boom},
+			[]string{"attach-begin livepatch", "attach-end livepatch", "detach-begin livepatch", "detach-end livepatch"}, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, got := ctlRecorder(t)
+			var logged []string
+			c := &churn{
+				cfg: Config{Mod: Module{Dir: dir}, External: map[string]External{UserLivepatch: tt.ext},
+					Groups: ModuleUsers(), Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }},
+				attached: map[string]bool{}, groups: map[Group]int{},
+				res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}},
+			}
+			c.toggle(UserLivepatch)
+			if c.attached[UserLivepatch] {
+				c.toggle(UserLivepatch)
+			}
+			// A pipe may join writes: compare the stream, once read.
+			want := strings.Join(tt.wantCmds, "")
+			for end := time.Now().Add(2 * time.Second); len(got()) < len(want) && time.Now().Before(end); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if cmds := got(); cmds != want {
+				t.Errorf("ctl got %q, want %q", cmds, tt.wantCmds)
+			}
+			if c.attached[UserLivepatch] != tt.wantAttached || c.res.Refused[UserLivepatch] != tt.wantRefused {
+				t.Errorf("attached %v refused %d, want %v %d", c.attached[UserLivepatch], c.res.Refused[UserLivepatch], tt.wantAttached, tt.wantRefused)
+			}
+			if (tt.ext.attachErr != nil || tt.ext.detachErr != nil) != (len(logged) > 0) {
+				t.Errorf("logged %q", logged)
+			}
+		})
+	}
+}
+
+func TestSkipReason(t *testing.T) {
+	drv := Config{External: map[string]External{UserLivepatch: fakeExternal{}}}
+	for _, tt := range []struct {
+		name string
+		u    User
+		cfg  Config
+		want string
+	}{
+		{"module user", User{Name: "ops"}, Config{}, ""},
+		{"kernel cannot", User{Name: "fprobe", Skip: "no CONFIG_FPROBE"}, Config{}, "no CONFIG_FPROBE"},
+		{"told to", User{Name: "ops"}, Config{Skip: map[string]string{"ops": "left out"}}, "left out"},
+		{"external driven", User{Name: UserLivepatch, External: true}, drv, ""},
+		{"external, kernel cannot", User{Name: UserLivepatch, External: true, Skip: "no CONFIG_LIVEPATCH in this kernel"}, drv, "no CONFIG_LIVEPATCH in this kernel"},
+		{"external without a driver", User{Name: UserLivepatch, External: true}, Config{}, "carried by another module, which this agent does not drive"},
+	} {
+		if got := skipReason(tt.u, tt.cfg); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }

@@ -25,6 +25,9 @@ const (
 	// ops user's filter change adds and removes (ops-multi always has it).
 	FuncSeq   = "fth_deliver_seq"
 	FuncOther = "fth_deliver_other"
+	// UserLivepatch is the module's external user that fth_klp.ko's
+	// livepatch of FuncSeq reports to.
+	UserLivepatch = "livepatch"
 )
 
 // Module is a loaded fth_deliver.ko, reached through its debugfs files.
@@ -58,6 +61,13 @@ func (m Module) Attach(user string) error { return m.ctl("attach " + user) }
 
 // Detach detaches user; the module judges its window as it does.
 func (m Module) Detach(user string) error { return m.ctl("detach " + user) }
+
+// External runs one half of an external user's attach or detach (a user
+// another module carries, which the agent loads and unloads: livepatch):
+// half is "attach-begin", "attach-end", "attach-abort", "detach-begin" or
+// "detach-end". The module opens the user's window at attach-end and
+// closes it at detach-begin, as it does around its own users' attaches.
+func (m Module) External(user, half string) error { return m.ctl(half + " " + user) }
 
 // Filter adds FuncOther to an ops user's filter, or removes it.
 func (m Module) Filter(user string, add bool) error {
@@ -152,8 +162,11 @@ func ParseCalls(s string) (Calls, error) {
 
 // User is a line of the module's users file.
 type User struct {
-	Name     string
-	Live     bool
+	Name string
+	Live bool
+	// External says another module carries the user: the agent attaches
+	// it between External's halves, never with Attach.
+	External bool
 	Attaches uint64
 	// Checked counts the calls judged at detach; Failed the windows with
 	// a finding.
@@ -191,6 +204,8 @@ func ParseUsers(s string) ([]User, error) {
 			switch k {
 			case "live":
 				u.Live = v == "1"
+			case "external":
+				u.External = v == "1"
 			case "attaches":
 				u.Attaches = n
 			case "checked":

@@ -164,7 +164,16 @@ static void track(struct fth_track *t, unsigned long n)
 	WRITE_ONCE(t->seen, t->seen + 1);
 }
 
-enum fth_kind { K_OPS, K_KPROBE, K_KRETPROBE, K_FPROBE, K_DIRECT };
+/*
+ * K_EXTERNAL: a user another module carries (livepatch: fth_klp.ko, which
+ * the agent loads and unloads). The agent brackets its attach and detach
+ * with attach-begin/attach-end and detach-begin/detach-end; the user
+ * records through fth_deliver_record_livepatch().
+ */
+enum fth_kind { K_OPS, K_KPROBE, K_KRETPROBE, K_FPROBE, K_DIRECT, K_EXTERNAL };
+
+/* An external user's transition in flight. */
+enum fth_phase { P_NONE, P_ATTACHING, P_DETACHING };
 
 struct fth_user {
 	const char *name;
@@ -191,6 +200,10 @@ struct fth_user {
 	unsigned int judging;
 	/* K_DIRECT: the trampoline the direct call reaches now. */
 	unsigned long direct_addr;
+	/* K_EXTERNAL: the transition in flight, and the detach's window end. */
+	enum fth_phase phase;
+	unsigned long tid;
+	unsigned long done_at[FTH_MAX_CALLERS];
 	const char *skip;
 };
 
@@ -437,7 +450,29 @@ static struct fth_user users[] = {
 	{ .name = "kretprobe", .kind = K_KRETPROBE },
 	{ .name = "fprobe", .kind = K_FPROBE },
 	{ .name = "direct", .kind = K_DIRECT },
+	/*
+	 * A real livepatch (fth_klp.ko) replacing fth_deliver_seq with a copy
+	 * that counts: klp's own IPMODIFY ops, its per-task transition, and
+	 * the module's load and unload, all on the callsite the others share.
+	 */
+	{ .name = "livepatch", .kind = K_EXTERNAL },
 };
+
+static struct fth_user *livepatch_user;
+
+/*
+ * fth_deliver_record_livepatch is fth_klp.ko's replacement of
+ * fth_deliver_seq reporting a call. fth_klp gets it with symbol_get(), so
+ * it builds alone and holds this module while it is loaded.
+ */
+void fth_deliver_record_livepatch(unsigned long caller, unsigned long n);
+
+void fth_deliver_record_livepatch(unsigned long caller, unsigned long n)
+{
+	record(livepatch_user, FN_SEQ, caller, n);
+	WRITE_ONCE(sink, READ_ONCE(sink) + (caller ^ n));
+}
+EXPORT_SYMBOL_GPL(fth_deliver_record_livepatch);
 
 #ifdef FTH_HAVE_DIRECT
 static struct fth_user *direct_user;
@@ -794,12 +829,13 @@ static int user_modify(struct fth_user *u)
 #endif
 }
 
-static int user_on(struct fth_user *u)
+/*
+ * An attach in two halves, so that an external user's attach (the agent
+ * loading a module) can run between them: the window opens at the end.
+ */
+static int user_on_begin(struct fth_user *u)
 {
 	char name[FTH_NAME];
-	unsigned long id;
-	unsigned int fn;
-	int ret;
 
 	if (u->skip)
 		return -EOPNOTSUPP;
@@ -809,40 +845,121 @@ static int user_on(struct fth_user *u)
 	memset(u->t, 0, sizeof(u->t));
 	smp_wmb();
 	WRITE_ONCE(u->live, true);
-	id = transition_begin(name);
-	ret = attach(u);
-	transition_end_id(id);
+	u->tid = transition_begin(name);
+	return 0;
+}
+
+static void user_on_end(struct fth_user *u, int ret)
+{
+	unsigned int fn;
+
+	transition_end_id(u->tid);
 	if (ret) {
 		WRITE_ONCE(u->live, false);
-		return ret;
+		return;
 	}
 	u->attaches++;
 	for (fn = 0; fn < FN_COUNT; fn++)
 		if (u->mask & BIT(fn))
 			window_open(u, fn);
-	return 0;
 }
 
-static int user_off(struct fth_user *u)
+static int user_on(struct fth_user *u)
 {
-	unsigned long done[FTH_MAX_CALLERS], id;
+	int ret;
+
+	if (u->kind == K_EXTERNAL)
+		return -EOPNOTSUPP;
+	ret = user_on_begin(u);
+	if (ret)
+		return ret;
+	ret = attach(u);
+	user_on_end(u, ret);
+	return ret;
+}
+
+/* A detach in two halves: the window closes at the beginning. */
+static int user_off_begin(struct fth_user *u)
+{
 	char name[FTH_NAME];
-	unsigned int fn;
 
 	if (!u->live)
 		return -EINVAL;
 	snprintf(name, sizeof(name), "detach %s", u->name);
 	set_judging(u, 0);
-	snap_done(done);
-	id = transition_begin(name);
-	detach(u);
-	transition_end_id(id);
+	snap_done(u->done_at);
+	u->tid = transition_begin(name);
+	return 0;
+}
+
+static void user_off_end(struct fth_user *u)
+{
+	unsigned int fn;
+
+	transition_end_id(u->tid);
 	WRITE_ONCE(u->live, false);
 	for (fn = 0; fn < FN_COUNT; fn++)
 		if (u->mask & BIT(fn))
-			window_check(u, fn, done);
+			window_check(u, fn, u->done_at);
 	user_check_strays(u);
+}
+
+static int user_off(struct fth_user *u)
+{
+	int ret;
+
+	if (u->kind == K_EXTERNAL)
+		return -EOPNOTSUPP;
+	ret = user_off_begin(u);
+	if (ret)
+		return ret;
+	detach(u);
+	user_off_end(u);
 	return 0;
+}
+
+/*
+ * user_external runs one half of an external user's attach or detach:
+ * "attach-begin", "attach-end" (the attach worked), "attach-abort" (it
+ * failed: nothing attached), "detach-begin", "detach-end".
+ */
+static int user_external(struct fth_user *u, const char *cmd)
+{
+	int ret;
+
+	if (u->kind != K_EXTERNAL)
+		return -EOPNOTSUPP;
+	if (!strcmp(cmd, "attach-begin")) {
+		if (u->phase != P_NONE)
+			return -EBUSY;
+		ret = user_on_begin(u);
+		if (!ret)
+			u->phase = P_ATTACHING;
+		return ret;
+	}
+	if (!strcmp(cmd, "attach-end") || !strcmp(cmd, "attach-abort")) {
+		if (u->phase != P_ATTACHING)
+			return -EINVAL;
+		u->phase = P_NONE;
+		user_on_end(u, cmd[7] == 'e' ? 0 : -ECANCELED);
+		return 0;
+	}
+	if (!strcmp(cmd, "detach-begin")) {
+		if (u->phase != P_NONE)
+			return -EBUSY;
+		ret = user_off_begin(u);
+		if (!ret)
+			u->phase = P_DETACHING;
+		return ret;
+	}
+	if (!strcmp(cmd, "detach-end")) {
+		if (u->phase != P_DETACHING)
+			return -EINVAL;
+		u->phase = P_NONE;
+		user_off_end(u);
+		return 0;
+	}
+	return -EINVAL;
 }
 
 /*
@@ -939,6 +1056,9 @@ static ssize_t ctl_write(struct file *file, const char __user *ubuf, size_t coun
 	} else if ((!strcmp(cmd, "attach") || !strcmp(cmd, "detach")) && fields == 2) {
 		u = user_by_name(arg);
 		ret = !u ? -ENOENT : cmd[0] == 'a' ? user_on(u) : user_off(u);
+	} else if (!strncmp(cmd, "attach-", 7) || !strncmp(cmd, "detach-", 7)) {
+		u = fields == 2 ? user_by_name(arg) : NULL;
+		ret = !u ? -ENOENT : user_external(u, cmd);
 	} else if (!strcmp(cmd, "modify") && fields == 2) {
 		u = user_by_name(arg);
 		ret = !u ? -ENOENT : user_modify(u);
@@ -981,8 +1101,8 @@ static int users_show(struct seq_file *m, void *v)
 	for (i = 0; i < ARRAY_SIZE(users); i++) {
 		struct fth_user *u = &users[i];
 
-		seq_printf(m, "%s live=%d mask=%u attaches=%lu checked=%lu failed=%lu dropped=%ld noargs=%ld skip=%s\n",
-			   u->name, u->live, u->mask, u->attaches, u->checked, u->failed,
+		seq_printf(m, "%s live=%d external=%d mask=%u attaches=%lu checked=%lu failed=%lu dropped=%ld noargs=%ld skip=%s\n",
+			   u->name, u->live, u->kind == K_EXTERNAL, u->mask, u->attaches, u->checked, u->failed,
 			   atomic_long_read(&u->dropped), atomic_long_read(&u->noargs),
 			   u->skip ? u->skip : "-");
 	}
@@ -1144,6 +1264,7 @@ static int __init fth_deliver_init(void)
 #ifdef FTH_HAVE_DIRECT
 	direct_user = user_by_name("direct");
 #endif
+	livepatch_user = user_by_name("livepatch");
 	for (i = 0; i < ARRAY_SIZE(users); i++) {
 		struct fth_user *u = &users[i];
 
@@ -1191,6 +1312,13 @@ static int __init fth_deliver_init(void)
 #ifndef CONFIG_KRETPROBES
 		if (u->kind == K_KRETPROBE)
 			u->skip = "no CONFIG_KRETPROBES";
+#endif
+#if !defined(CONFIG_HAVE_LIVEPATCH)
+		if (u == livepatch_user)
+			u->skip = "no livepatch on this arch (no HAVE_LIVEPATCH)";
+#elif !defined(CONFIG_LIVEPATCH)
+		if (u == livepatch_user)
+			u->skip = "no CONFIG_LIVEPATCH in this kernel";
 #endif
 	}
 	for_each_online_cpu(cpu) {

@@ -5,10 +5,13 @@
  * CPU cannot push the #UD frame, nor the #SS frame that follows, and #SS
  * during #SS is a double fault, delivered on its own IST stack, where the
  * kernel prints "PANIC: double fault". objtool rejects the stack switch,
- * so this file is built without it (Kbuild).
+ * so this file is built without it (Kbuild); where objtool runs on the
+ * linked module instead (x86_64 with LIVEPATCH selects KLP_BUILD, which
+ * delays objtool to the link), the function is marked as non-standard.
  */
 #include <linux/errno.h>
 #include <linux/compiler.h>
+#include <linux/objtool.h>
 
 #include "bugs.h"
 
@@ -21,3 +24,4 @@ noinline int fth_bug_double_fault(void)
 	return -EOPNOTSUPP;
 #endif
 }
+STACK_FRAME_NON_STANDARD(fth_bug_double_fault);

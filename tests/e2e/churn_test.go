@@ -10,6 +10,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/deliver"
 )
 
 // stableModules are the modules the short churn cycles: every sample but
@@ -163,8 +164,15 @@ func TestX86DeliveryChurn(t *testing.T) {
 			t.Errorf("user %s never attached (%d refused)", u.Name, u.Refused)
 		}
 	}
-	if len(d.Users) < 13 {
-		t.Errorf("%d users, want the module's 9, fentry, fexit and two tracers: %+v", len(d.Users), d.Users)
+	if len(d.Users) < 14 {
+		t.Errorf("%d users, want the module's 10, fentry, fexit and two tracers: %+v", len(d.Users), d.Users)
+	}
+	// x86_64 has livepatch: a real klp patch (fth_klp.ko) must have been
+	// applied and removed, never skipped.
+	for _, u := range d.Users {
+		if u.Name == deliver.UserLivepatch && (u.Skipped != "" || u.Attaches == 0) {
+			t.Errorf("livepatch: %+v, want it applied at least once", u)
+		}
 	}
 	for _, e := range event.DeliveryEdges() {
 		if d.Edges[e] == 0 {
