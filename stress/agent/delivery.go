@@ -120,7 +120,8 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	}
 	res, err := deliver.Churn(ctx, deliver.Config{
 		Mod: mod, Counted: counted, Toggles: toggles, External: external, Groups: groups, Skip: skip,
-		Rng: rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
+		Opening: deliver.Opening(),
+		Rng:     rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
 		Fail: func(o event.Oracle) {
 			if emitted++; emitted <= maxDeliveryEvents {
 				_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})

@@ -77,6 +77,15 @@ func ModuleUsers() map[string]Group {
 	}
 }
 
+// AgentUsers are the users the agent attaches itself: the BPF programs
+// (Counted) and the tracers (Toggle).
+func AgentUsers() []string { return []string{"fentry", "fexit", "function-tracer", "graph-tracer"} }
+
+// UserNames are every user the delivery churn knows, sorted.
+func UserNames() []string {
+	return slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(ModuleUsers())), AgentUsers()...)))
+}
+
 // State names the callsite's dispatch state for the set of groups
 // attached: nop; one ops (the CALL_OPS literal's single ops, or an x86 ops
 // trampoline); the list (ftrace_ops_list_func); a direct call alone; a
@@ -126,6 +135,12 @@ type Config struct {
 	// Pause is the time between steps, so that calls are made in every
 	// state (default 10ms).
 	Pause time.Duration
+	// Opening are changes made in this order before the walk, each held
+	// for OpeningHold (default 300ms) so that calls run in every state it
+	// passes through; a user the churn leaves out is passed over. Opening
+	// gives the sequences a bug is known to need (Opening's doc).
+	Opening     []string
+	OpeningHold time.Duration
 	// Fail receives every failed check as it is found, from one
 	// goroutine at a time.
 	Fail func(event.Oracle)
@@ -206,8 +221,14 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 			c.filtered[u.Name] = true
 		}
 	}
-	names = append(names, slices.Sorted(maps.Keys(cfg.Counted))...)
-	names = append(names, slices.Sorted(maps.Keys(cfg.Toggles))...)
+	// The agent's own users are left out as the module's are.
+	for _, n := range append(slices.Sorted(maps.Keys(cfg.Counted)), slices.Sorted(maps.Keys(cfg.Toggles))...) {
+		if why := cfg.Skip[n]; why != "" {
+			c.res.Skipped[n] = why
+			continue
+		}
+		names = append(names, n)
+	}
 	c.res.States[State(c.groups)]++
 	if err := cfg.Mod.Run(true); err != nil {
 		return c.res, fmt.Errorf("deliver: start callers: %w", err)
@@ -232,6 +253,18 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}()
 	defer func() { stop(); wg.Wait() }()
+	if cfg.OpeningHold <= 0 {
+		cfg.OpeningHold = 300 * time.Millisecond
+	}
+	for _, n := range cfg.Opening {
+		if ctx.Err() != nil || !slices.Contains(names, n) {
+			continue
+		}
+		c.toggle(n)
+		c.drain()
+		c.res.Steps++
+		sleep(ctx, cfg.OpeningHold)
+	}
 	for ctx.Err() == nil {
 		c.step(c.pick(names))
 		c.drain()
@@ -256,6 +289,28 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	return c.res, rerr
+}
+
+// Opening is the churn's default opening: both ways of the sharing
+// handshake between an IPMODIFY ops and a BPF trampoline that calls the
+// original, each made and unmade with calls running. A fexit attached
+// before the livepatch is asked to share (its image rebuilt to call the
+// original through the moved return address); a livepatch detached beside
+// it is asked to stop; a fexit attached beside the livepatch shares from
+// the start. A random walk makes these orders only by luck, and in the
+// campaign, with thousands of trampolines live, it makes a few dozen
+// changes at most.
+func Opening() []string {
+	return []string{"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // skipReason says why the churn leaves module user u out, "" if it does

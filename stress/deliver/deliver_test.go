@@ -1,6 +1,7 @@
 package deliver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -321,5 +322,70 @@ func TestSkipReason(t *testing.T) {
 		if got := skipReason(tt.u, tt.cfg); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// oplog records the attaches and detaches of fake users, in order.
+type oplog struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+func (l *oplog) add(s string) { l.mu.Lock(); l.ops = append(l.ops, s); l.mu.Unlock() }
+
+type logExternal struct {
+	name string
+	log  *oplog
+}
+
+func (e logExternal) Attach() error { e.log.add("+" + e.name); return nil }
+func (e logExternal) Detach() error { e.log.add("-" + e.name); return nil }
+
+type logCounted struct {
+	logExternal
+}
+
+func (logCounted) Hits() (uint64, error)   { return 0, nil }
+func (logCounted) Missed() (uint64, error) { return 0, nil }
+
+// The opening runs first and in order, passing over users the churn
+// leaves out (here fentry, skipped), before the walk starts.
+func TestChurnOpening(t *testing.T) {
+	dir, _ := ctlRecorder(t)
+	for name, text := range map[string]string{
+		"users":       "livepatch live=0 external=1 mask=1 attaches=0 checked=0 failed=0 dropped=0 noargs=0 skip=-\n",
+		"calls":       "0 0 0\n",
+		"findings":    "",
+		"transitions": "",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := &oplog{}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := Churn(ctx, Config{
+		Mod:      Module{Dir: dir},
+		Counted:  map[string]Counted{"fexit": logCounted{logExternal{"fexit", log}}, "fentry": logCounted{logExternal{"fentry", log}}},
+		External: map[string]External{UserLivepatch: logExternal{UserLivepatch, log}},
+		Groups:   map[string]Group{"fexit": GroupDirect, "fentry": GroupDirect, UserLivepatch: "livepatch"},
+		Skip:     map[string]string{"fentry": "left out"},
+		Rng:      rand.New(rand.NewPCG(1, 2)),
+		Opening:  []string{"fexit", "fentry", UserLivepatch, UserLivepatch, "fexit"}, OpeningHold: time.Millisecond,
+		Fail: func(o event.Oracle) { t.Errorf("finding %+v", o) },
+		Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"+fexit", "+livepatch", "-livepatch", "-fexit"}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.ops) < len(want) || !slices.Equal(log.ops[:len(want)], want) {
+		t.Errorf("first changes %v, want %v", log.ops, want)
+	}
+	if slices.Contains(log.ops, "+fentry") {
+		t.Errorf("fentry, left out, was attached: %v", log.ops)
 	}
 }

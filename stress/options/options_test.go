@@ -141,6 +141,16 @@ func TestParse(t *testing.T) {
 				}
 			},
 		},
+		{name: "deliverskip typo", cmdline: "fth.deliverskip=ops,livepach", wantErr: `no delivery-oracle user "livepach": the users are direct, fentry, fexit`},
+		{
+			name:    "deliverskip",
+			cmdline: "fth.deliverskip=livepatch,fentry",
+			check: func(t *testing.T, o Options) {
+				if !slices.Equal(o.DeliverSkip, []string{"livepatch", "fentry"}) {
+					t.Errorf("DeliverSkip = %q", o.DeliverSkip)
+				}
+			},
+		},
 		{name: "bad crash", cmdline: "fth.crash=sysrq-b", wantErr: `fth.crash="sysrq-b": want "none", "sysrq-c", "hung-task", "rt-inversion", "lkdtm:<TYPE>"`},
 		{
 			name:    "crash lkdtm",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/bench/benchopts"
+	"github.com/ftrace-harness/fth/stress/deliver"
 )
 
 // The option table: one row per option, read by flags, the kernel
@@ -432,6 +433,9 @@ var fields = []field{
 			o.DeliverSkip = nil
 			for _, f := range strings.Split(v, ",") {
 				if f = strings.TrimSpace(f); f != "" {
+					if !slices.Contains(deliver.UserNames(), f) {
+						return fmt.Errorf("no delivery-oracle user %q: the users are %s", f, strings.Join(deliver.UserNames(), ", "))
+					}
 					o.DeliverSkip = append(o.DeliverSkip, f)
 				}
 			}
