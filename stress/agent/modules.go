@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/internal/ctxsleep"
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/attach"
@@ -183,7 +184,7 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 			tracer(true)
 		}
 		if rec.Time(kmods.OpLoad, targetModule, func() error { return kmods.Load(path, "nthreads=2") }) != nil {
-			sleep(ctx, 200*time.Millisecond)
+			ctxsleep.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
 		a.logModule(targetModule)
@@ -211,7 +212,7 @@ func (a *agent) targetChecks(ctx context.Context, loader *oracle.Loader, rec *ta
 	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetHot, targetCounted})
 	if err != nil || len(addrs) < 2 {
 		st.skip(fmt.Sprintf("no kallsyms addresses for %s (%v)", targetModule, err))
-		sleep(ctx, a.opts.ModHold/4)
+		ctxsleep.Sleep(ctx, a.opts.ModHold/4)
 		return
 	}
 	ml := loader.WithAddrs(addrs)
@@ -240,7 +241,7 @@ func (a *agent) targetChecks(ctx context.Context, loader *oracle.Loader, rec *ta
 	}
 
 	hold := a.opts.ModHold/4 + time.Duration(rng.Int64N(int64(a.opts.ModHold-a.opts.ModHold/4)+1))
-	sleep(ctx, hold)
+	ctxsleep.Sleep(ctx, hold)
 
 	if link >= 0 {
 		_ = rec.Time(opModDetach, targetHot, func() error { return unix.Close(link) })
@@ -294,15 +295,6 @@ func (st *modStats) summary(calls int) event.Oracle {
 		why = "no window completed: " + st.skipped
 	}
 	return exactSummary(targetCounted, calls, st.windows, st.failures, why)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // logModule records where a module's text was loaded: the address a hung

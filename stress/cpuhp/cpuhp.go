@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/internal/ctxsleep"
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/tally"
 )
@@ -101,30 +102,19 @@ func (t *Toggler) Run(ctx context.Context, every time.Duration, rng *rand.Rand) 
 	}
 	half := every / 2
 	for {
-		if !sleep(ctx, half) {
+		if !ctxsleep.Sleep(ctx, half) {
 			return
 		}
 		cpu := t.CPUs[rng.IntN(len(t.CPUs))]
 		if err := t.Rec.Time(OpOffline, strconv.Itoa(cpu), func() error { return t.set(cpu, false) }); err != nil {
 			continue
 		}
-		sleep(ctx, half)
+		ctxsleep.Sleep(ctx, half)
 		// Back online even when ctx is done: a CPU left offline would
 		// change every later run on this boot.
 		_ = t.Rec.Time(OpOnline, strconv.Itoa(cpu), func() error { return t.set(cpu, true) })
 		if ctx.Err() != nil {
 			return
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return true
 	}
 }

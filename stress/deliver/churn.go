@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ftrace-harness/fth/internal/ctxsleep"
 	"github.com/ftrace-harness/fth/results/event"
 )
 
@@ -263,7 +264,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		c.toggle(n)
 		c.drain()
 		c.res.Steps++
-		sleep(ctx, cfg.OpeningHold)
+		ctxsleep.Sleep(ctx, cfg.OpeningHold)
 	}
 	for ctx.Err() == nil {
 		c.step(c.pick(names))
@@ -302,15 +303,6 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 // changes at most.
 func Opening() []string {
 	return []string{"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // skipReason says why the churn leaves module user u out, "" if it does

@@ -405,6 +405,61 @@ static int fp_entry(struct fprobe *fp, unsigned long entry_ip, unsigned long ret
 	"	jr	t0\n"						\
 	"	.size " #name ", .-" #name "\n"
 #define FTH_HAVE_DIRECT
+#elif defined(CONFIG_PPC64) && defined(CONFIG_PPC64_ELF_ABI_V2)
+/*
+ * samples/ftrace/ftrace-direct.c's powerpc trampoline, keeping both
+ * arguments (r3, r4) in its frame: the callsite's LR is in r0 and the
+ * traced function's return address in LR (the direct call's convention);
+ * out of line (PPC_FTRACE_OUT_OF_LINE) the trampoline returns to the stub
+ * with blr, inline it returns to the function through CTR. The TOC is the
+ * module's, loaded from a quadword after the code.
+ */
+#include <asm/ppc_asm.h>
+#define FTH_PPC_FRAME "(" __stringify(STACK_FRAME_MIN_SIZE) " + 16)"
+#ifndef CONFIG_PPC_KERNEL_PCREL
+#define FTH_PPC_TOC_SAVE						\
+	"	std	2, 24(1)\n"					\
+	"	bcl	20, 31, 1f\n"					\
+	"1:	mflr	12\n"						\
+	"	ld	2, (99f - 1b)(12)\n"
+#define FTH_PPC_TOC_RESTORE "	ld	2, 24(1)\n"
+#define FTH_PPC_TOC "	.balign 8\n99:	.quad	.TOC.@tocbase\n"
+#else
+#define FTH_PPC_TOC_SAVE ""
+#define FTH_PPC_TOC_RESTORE ""
+#define FTH_PPC_TOC ""
+#endif
+#ifdef CONFIG_PPC_FTRACE_OUT_OF_LINE
+#define FTH_PPC_RESTORE_LR "	ld	0, " __stringify(PPC_LR_STKOFF) "(1)\n	mtlr	0\n"
+#define FTH_PPC_RET "	blr\n"
+#else
+#define FTH_PPC_RESTORE_LR "	ld	0, " __stringify(PPC_LR_STKOFF) "(1)\n	mtctr	0\n"
+#define FTH_PPC_RET "	mtlr	0\n	bctr\n"
+#endif
+#define FTH_DIRECT_TRAMP(name)						\
+	"	.type " #name ", @function\n"				\
+	"	.globl " #name "\n"					\
+	#name ":\n"							\
+	"	std	0, " __stringify(PPC_LR_STKOFF) "(1)\n"		\
+	"	stdu	1, -" __stringify(STACK_FRAME_MIN_SIZE) "(1)\n"	\
+	"	mflr	0\n"						\
+	"	std	0, " __stringify(PPC_LR_STKOFF) "(1)\n"		\
+	"	stdu	1, -" FTH_PPC_FRAME "(1)\n"			\
+	FTH_PPC_TOC_SAVE						\
+	"	std	3, " __stringify(STACK_FRAME_MIN_SIZE) "(1)\n"	\
+	"	std	4, (" __stringify(STACK_FRAME_MIN_SIZE) " + 8)(1)\n"	\
+	"	bl	fth_direct_func\n"				\
+	"	ld	3, " __stringify(STACK_FRAME_MIN_SIZE) "(1)\n"	\
+	"	ld	4, (" __stringify(STACK_FRAME_MIN_SIZE) " + 8)(1)\n"	\
+	FTH_PPC_TOC_RESTORE						\
+	"	addi	1, 1, " FTH_PPC_FRAME "\n"			\
+	FTH_PPC_RESTORE_LR						\
+	"	addi	1, 1, " __stringify(STACK_FRAME_MIN_SIZE) "\n"	\
+	"	ld	0, " __stringify(PPC_LR_STKOFF) "(1)\n"		\
+	FTH_PPC_RET							\
+	FTH_PPC_TOC							\
+	"	.size " #name ", .-" #name "\n"
+#define FTH_HAVE_DIRECT
 #endif
 #endif
 
@@ -1302,7 +1357,7 @@ static int __init fth_deliver_init(void)
 #ifndef FTH_HAVE_DIRECT
 		if (u->kind == K_DIRECT)
 			u->skip = IS_ENABLED(CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS) ?
-				"no counting direct trampoline written for this arch (x86_64, arm64, riscv64 have one)" :
+				"no counting direct trampoline written for this arch (x86_64, arm64, riscv64, ppc64le have one)" :
 				"no DYNAMIC_FTRACE_WITH_DIRECT_CALLS";
 #endif
 #ifndef CONFIG_FPROBE

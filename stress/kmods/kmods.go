@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/internal/ctxsleep"
 	"github.com/ftrace-harness/fth/stress/tally"
 )
 
@@ -131,14 +132,14 @@ func (c *Cycler) Run(ctx context.Context, rng *rand.Rand) error {
 		p := c.Paths[rng.IntN(len(c.Paths))]
 		name := Name(p)
 		if err := c.Rec.Time(OpLoad, name, func() error { return Load(p, c.Params[name]) }); err != nil {
-			sleep(ctx, 100*time.Millisecond)
+			ctxsleep.Sleep(ctx, 100*time.Millisecond)
 			continue
 		}
 		if c.OnLoad != nil {
 			c.OnLoad(name)
 		}
 		hold := c.Hold/4 + time.Duration(rng.Int64N(int64(c.Hold-c.Hold/4)+1))
-		sleep(ctx, hold)
+		ctxsleep.Sleep(ctx, hold)
 		if err := c.unload(name); err != nil {
 			return err
 		}
@@ -167,13 +168,4 @@ func UnloadRetry(rec *tally.Recorder, name string, tries int) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("kmods: %s still busy after %d unload tries: %w", name, tries, err)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
