@@ -88,18 +88,7 @@ func TestX86TenThousandTrampolines(t *testing.T) {
 		"--agent-arg", "scenario=bench", "--agent-arg", "benchparts=scaling",
 		"--agent-arg", fmt.Sprintf("scalingn=%d", n), "--agent-arg", "profile=off",
 		"--agent-arg", "fexitevery=4")
-	r.mustCell(t)
-	if r.exit != 0 {
-		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
-	}
-	b := r.result.Bench
-	if b == nil || b.Scaling == nil || len(b.Scaling.Points) != 1 {
-		t.Fatalf("no scaling point in result.json: %+v", b)
-	}
-	p := b.Scaling.Points[0]
-	if p.N != n || p.Loaded != n || p.Attached != n || p.Detached != n {
-		t.Errorf("N %d: loaded %d, attached %d, detached %d, errnos %v; want all %d", p.N, p.Loaded, p.Attached, p.Detached, p.Errnos, n)
-	}
+	p := everyOneAttached(t, r, n)
 	t.Logf("N=%d: attach %.1f s, detach %.1f s, guest memory %d KiB", n, p.AttachSeconds, p.DetachSeconds, p.MemoryKB)
 }
 
@@ -118,18 +107,7 @@ func TestX86FortyThousandTrampolines(t *testing.T) {
 		"--agent-arg", "scenario=bench", "--agent-arg", "benchparts=scaling",
 		"--agent-arg", fmt.Sprintf("scalingn=%d", n), "--agent-arg", "profile=largest",
 		"--agent-arg", "scalemod=true", "--agent-arg", "fexitevery=4")
-	r.mustCell(t)
-	if r.exit != 0 {
-		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
-	}
-	b := r.result.Bench
-	if b == nil || b.Scaling == nil || len(b.Scaling.Points) != 1 {
-		t.Fatalf("no scaling point in result.json: %+v", b)
-	}
-	p := b.Scaling.Points[0]
-	if p.N != n || p.Loaded != n || p.Attached != n || p.Detached != n {
-		t.Errorf("N %d: loaded %d, attached %d, detached %d, errnos %v; want all %d", p.N, p.Loaded, p.Attached, p.Detached, p.Errnos, n)
-	}
+	p := everyOneAttached(t, r, n)
 	for what, pr := range map[string]*event.Profile{"attach": p.AttachProfile, "detach": p.DetachProfile} {
 		if pr == nil || !pr.AddsUp {
 			t.Errorf("%s profile at %d does not add up: %+v", what, n, pr)
@@ -165,4 +143,24 @@ func TestX86FortyThousandCampaign(t *testing.T) {
 			t.Errorf("phase %s = %+v, want all %d and no failure", ph, p, n)
 		}
 	}
+}
+
+// everyOneAttached checks that r, a bench cell with one scaling point,
+// passed and loaded, attached and detached all n trampolines, and returns
+// the point.
+func everyOneAttached(t *testing.T, r fthRun, n int) event.BenchScalingPoint {
+	t.Helper()
+	r.mustCell(t)
+	if r.exit != 0 {
+		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
+	}
+	b := r.result.Bench
+	if b == nil || b.Scaling == nil || len(b.Scaling.Points) != 1 {
+		t.Fatalf("no scaling point in result.json: %+v", b)
+	}
+	p := b.Scaling.Points[0]
+	if p.N != n || p.Loaded != n || p.Attached != n || p.Detached != n {
+		t.Errorf("N %d: loaded %d, attached %d, detached %d, errnos %v; want all %d", p.N, p.Loaded, p.Attached, p.Detached, p.Errnos, n)
+	}
+	return p
 }
