@@ -242,6 +242,13 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 		return Kernel{}, err
 	}
 	out := filepath.Join(entry, "build")
+	size, err := treeSize(bk.BuildDir)
+	if err != nil {
+		return Kernel{}, fmt.Errorf("kbuild: size of the unpatched build: %w", err)
+	}
+	if err := checkSpace(filepath.Dir(entry), size); err != nil {
+		return Kernel{}, err
+	}
 	log.Info("copying the unpatched build", "from", bk.BuildDir, "to", out)
 	if err := copyTree(ctx, bk.BuildDir, out); err != nil {
 		return Kernel{}, err
