@@ -231,3 +231,40 @@ func TestFindingPPC64LERegsCallerRestoresR13(t *testing.T) {
 		}
 	})
 }
+
+// docs/findings.md 11: on ppc64le 7.3 a BPF fexit trampoline is not called
+// while a livepatch of its function is applied (ftrace_regs_exit takes the
+// livepatch handler before the direct call). The delivery churn with only
+// fexit and the livepatch user must fail with fexit's missed calls; the
+// control, fexit alone, must pass. Both on the r13 fix of Finding 5, so
+// the runs live long enough to be judged. make test-all.
+func TestFindingPPC64LEFexitBypassedByLivepatch(t *testing.T) {
+	requireAll(t)
+	others := []string{"ops", "ops-regs", "ops-ipmodify", "ops-recursion", "ops-multi", "kprobe", "kretprobe", "fprobe", "direct", "function-tracer", "graph-tracer", "fentry"}
+	churn := func(skip ...string) []string {
+		return []string{"--n", "0", "--qemu", "11.1", "--patch", "results/known/fixes/ppc64-ftrace-regs-caller-keep-r13.patch",
+			"--agent-arg", "scenario=churn", "--agent-arg", "churn=90s", "--agent-arg", "preemptevery=0", "--agent-arg", "modules=false",
+			"--agent-arg", "deliverskip=" + strings.Join(skip, ",")}
+	}
+	t.Run("fexit beside the livepatch", func(t *testing.T) {
+		r := runFthArch(t, "ppc64le", 30*time.Minute, churn(others...)...)
+		r.mustCell(t)
+		misses := 0
+		for _, o := range r.result.Oracles {
+			if !o.OK && strings.HasPrefix(o.Msg, "missed call: fexit on fth_deliver_seq") {
+				misses++
+			}
+		}
+		if r.result.Verdict != results.Fail || misses == 0 {
+			t.Fatalf("verdict %s (%s), %d fexit misses: fexit must miss calls while the livepatch is applied (docs/findings.md 11)", r.result.Verdict, r.result.Reason, misses)
+		}
+		t.Logf("reproduced: %d windows of fexit lost calls; headline %q", misses, r.result.Reason)
+	})
+	t.Run("fexit alone", func(t *testing.T) {
+		r := runFthArch(t, "ppc64le", 30*time.Minute, churn(append(others, "livepatch")...)...)
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): fexit alone must lose nothing", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
+}
