@@ -56,19 +56,13 @@ func cmdBenchCell(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		*seed = time.Now().UnixNano()&0x7fffffff | 1
 	}
 	def := matrix.DefaultParams()
-	variants := []cellVariant{{"default", maps.Clone(def.Agent)}}
-	if len(base) > 0 {
-		agent := maps.Clone(def.Agent)
-		maps.Copy(agent, base)
-		variants = append([]cellVariant{{"baseline", agent}}, variants...)
-	}
+	variants := benchCellVariants(def, base, *seed)
 	log := newLogger(stderr, b.verbose)
 	env := b.env(log, repo)
 	runID := "bench-cell-" + newRunID()
 	runDir := filepath.Join(*out, runID)
 	var rows []results.Result
 	for _, v := range variants {
-		v.agent["seed"] = fmt.Sprint(*seed)
 		c := runner.Cell{
 			Name: v.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: def.Scenario, AgentArgs: v.agent,
 			Accel: def.Accel, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Deadline: def.Deadline, Silence: def.Silence,
@@ -89,6 +83,26 @@ func cmdBenchCell(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	printCellBench(stdout, variants, rows)
 	fmt.Fprintf(stdout, "\nresults: %s\n", runDir)
 	return nil
+}
+
+// benchCellVariants are the cells bench cell runs: the baseline (the
+// default with base's agent options), when base has any, then the default,
+// both with seed. Each names its scenario in its agent options: the agent
+// runs what they say, not the cell's label, and without it the "default
+// cell" ran the storm alone.
+func benchCellVariants(def matrix.Params, base map[string]string, seed int64) []cellVariant {
+	agent := func(extra map[string]string) map[string]string {
+		a := maps.Clone(def.Agent)
+		a["scenario"] = string(def.Scenario)
+		maps.Copy(a, extra)
+		a["seed"] = fmt.Sprint(seed)
+		return a
+	}
+	variants := []cellVariant{{"default", agent(nil)}}
+	if len(base) > 0 {
+		variants = append([]cellVariant{{"baseline", agent(base)}}, variants...)
+	}
+	return variants
 }
 
 // printCellBench writes one column per variant and, with two, their ratio.

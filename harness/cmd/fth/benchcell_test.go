@@ -1,33 +1,36 @@
 package main
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 
-	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/harness/matrix"
 )
 
-// The churn's transitions and the delivery oracle's checks are rates over
-// the churn stage, so that a baseline without the oracle shows its cost.
-func TestPrintCellBenchChurnRates(t *testing.T) {
-	mk := func(transitions int, checked uint64, delivery bool) results.Result {
-		r := results.Result{
-			Stages:      []results.StageRecord{{Name: event.StageStorm, Seconds: 50}, {Name: event.StageChurn, Seconds: 60}},
-			Transitions: map[string]*event.Phase{"ftrace_on": {Succeeded: transitions / 2}, "fentry_first": {Succeeded: transitions / 2}},
+// Both cells run the default cell's scenario (the campaign) unless the
+// baseline's options name another, with the one seed.
+func TestBenchCellVariants(t *testing.T) {
+	def := matrix.DefaultParams()
+	for _, tt := range []struct {
+		name      string
+		base      map[string]string
+		wantNames []string
+		wantScen  []string
+	}{
+		{"default alone", nil, []string{"default"}, []string{"campaign"}},
+		{"delivery off", map[string]string{"delivery": "false"}, []string{"baseline", "default"}, []string{"campaign", "campaign"}},
+		{"storm baseline", map[string]string{"scenario": "storm"}, []string{"baseline", "default"}, []string{"storm", "campaign"}},
+	} {
+		vs := benchCellVariants(def, tt.base, 42)
+		if len(vs) != len(tt.wantNames) {
+			t.Fatalf("%s: %d variants, want %d", tt.name, len(vs), len(tt.wantNames))
 		}
-		if delivery {
-			r.Delivery = &event.Delivery{Checked: checked}
+		for i, v := range vs {
+			if v.name != tt.wantNames[i] || v.agent["scenario"] != tt.wantScen[i] || v.agent["seed"] != "42" || v.agent["n"] != def.Agent["n"] {
+				t.Errorf("%s: variant %d = %s %v, want %s with scenario %s, seed 42", tt.name, i, v.name, v.agent, tt.wantNames[i], tt.wantScen[i])
+			}
 		}
-		return r
-	}
-	var b bytes.Buffer
-	printCellBench(&b, []cellVariant{{name: "baseline"}, {name: "default"}}, []results.Result{mk(600, 0, false), mk(480, 6_000_000, true)})
-	out := b.String()
-	for _, want := range []string{"churn transitions", "10.0", "8.0", "0.80×", "delivery calls checked", "100000.0"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+		if tt.base["delivery"] != "" && vs[0].agent["delivery"] != "false" {
+			t.Errorf("%s: the baseline lost its option: %v", tt.name, vs[0].agent)
 		}
 	}
 }
