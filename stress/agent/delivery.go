@@ -307,10 +307,13 @@ func (t tracerToggle) Off() error { return t.fs.SetTracer(tracefs.Nop) }
 // klpModule is the delivery oracle's livepatch (stress/kmod-klp).
 const klpModule = "fth_klp"
 
+// klpPath is klpModule's file in the image.
+const klpPath = kmods.DefaultDir + "/" + klpModule + ".ko"
+
 // livepatchUser says why the livepatch user cannot run here ("" if it
 // can): no module file, or a kernel without CONFIG_LIVEPATCH.
 func livepatchUser() string {
-	if _, err := os.Stat(filepath.Join(kmods.DefaultDir, klpModule+".ko")); err != nil {
+	if _, err := os.Stat(klpPath); err != nil {
 		return klpModule + ".ko is not in the image"
 	}
 	return livepatch.Supported(livepatch.DefaultDir)
@@ -331,7 +334,7 @@ func (k klpUser) patch() livepatch.Patch {
 		Dir: livepatch.DefaultDir, Name: klpModule, Timeout: time.Minute,
 		Load: func() error {
 			return k.rec.Time(kmods.OpLoad, klpModule, func() error {
-				return kmods.Load(filepath.Join(kmods.DefaultDir, klpModule+".ko"), "")
+				return kmods.Load(klpPath, "")
 			})
 		},
 		Unload: func() error { return kmods.UnloadRetry(k.rec, klpModule, 50) },

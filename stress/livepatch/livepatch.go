@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ftrace-harness/fth/internal/ctxsleep"
 )
 
 // DefaultDir is the kernel's livepatch sysfs directory.
@@ -62,10 +64,8 @@ func (p Patch) wait(ctx context.Context, what string, done func() (bool, error))
 		if time.Now().After(deadline) {
 			return fmt.Errorf("livepatch %s: %s not done after %s", p.Name, what, p.Timeout)
 		}
-		select {
-		case <-ctx.Done():
+		if !ctxsleep.Sleep(ctx, poll) {
 			return fmt.Errorf("livepatch %s: %s: %w", p.Name, what, ctx.Err())
-		case <-time.After(poll):
 		}
 	}
 }
