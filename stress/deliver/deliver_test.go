@@ -36,6 +36,11 @@ func TestParseFindings(t *testing.T) {
 		{"foreign and late", "foreign ops-regs 4 0xffffffffc0201004\nlate fprobe 1\n",
 			[]Finding{{Kind: KindForeign, User: "ops-regs", Count: 4, IP: 0xffffffffc0201004}, {Kind: KindLate, User: "fprobe", Count: 1}}, ""},
 		{"lost", "lost 9\n", []Finding{{Kind: KindLost, Count: 9}}, ""},
+		{"miss with its callsite", "miss ops fth_deliver_seq 1 1205 1207 1100 1300\nsite ops fth_deliver_seq 1 1205 aa1e03e9.94001234 ftrace_caller ftrace_list_ops\n",
+			[]Finding{{Kind: KindMiss, User: "ops", Func: FuncSeq, Caller: 1, From: 1205, To: 1207, WinFrom: 1100, WinTo: 1300,
+				Site: &Site{Call: 1205, Insn: "aa1e03e9.94001234", Target: "ftrace_caller", Literal: "ftrace_list_ops"}}}, ""},
+		{"site of another user", "miss ops fth_deliver_seq 1 1205 1207 1100 1300\nsite kprobe fth_deliver_seq 1 1205 0f1f440000 nop -\n", nil, "follows no miss"},
+		{"site alone", "site ops fth_deliver_seq 1 1205 0f1f440000 nop -\n", nil, "follows no miss"},
 		{"short line", "miss ops fth_deliver_seq 1 2\n", nil, "findings line"},
 		{"not a number", "miss ops fth_deliver_seq x 1 2 3 4\n", nil, "findings line"},
 	} {
@@ -120,6 +125,25 @@ func TestAttributeAndTitle(t *testing.T) {
 				t.Errorf("oracle = %+v", o)
 			}
 		})
+	}
+}
+
+// A miss says what the callsite held when the missed call was made; an
+// arch without a literal (x86_64) does not name one.
+func TestFindingSite(t *testing.T) {
+	for _, tt := range []struct {
+		site Site
+		want string
+	}{
+		{Site{Call: 1205, Insn: "aa1e03e9.94001234", Target: "ftrace_caller", Literal: "fth_deliver:ops-regs"},
+			"; callsite just before call 1205: aa1e03e9.94001234 (ftrace_caller), ops literal fth_deliver:ops-regs; enabled_functions now: x"},
+		{Site{Call: 9, Insn: "cc1f440000", Target: "int3", Literal: "-"},
+			"; callsite just before call 9: cc1f440000 (int3); enabled_functions now: x"},
+	} {
+		f := Finding{Kind: KindMiss, User: "ops", Func: FuncSeq, From: 9, To: 9, Site: &tt.site, Callsite: "x"}
+		if o := f.Oracle(); !strings.HasSuffix(o.Msg, tt.want) {
+			t.Errorf("msg = %q, want it to end %q", o.Msg, tt.want)
+		}
 	}
 }
 

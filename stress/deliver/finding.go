@@ -47,6 +47,9 @@ type Finding struct {
 	// Callsite is the function's enabled_functions line when the finding
 	// was reported.
 	Callsite string
+	// Site is the callsite as the caller saw it just before a missed
+	// call (the module's "site" line), when the module kept it.
+	Site *Site
 	// Window is a counting user's window per caller, (BeginDone,
 	// EndStarted] read as (after its attach, before its detach].
 	Window []Span
@@ -55,65 +58,103 @@ type Finding struct {
 	Transitions []string
 }
 
-// ParseFindings parses the module's findings file.
+// Site is a callsite read by the caller just before call Call: the
+// patched instructions (Insn: x86_64 bytes; 32-bit words elsewhere,
+// ppc64le's "branch>stub words"), what the live one calls (Target: a
+// symbol, "nop", "int3" or "?") and the CALL_OPS literal's ops (Literal:
+// "fth_deliver:<user>", a symbol, an address for an ops without one, "-"
+// where the arch has no literal).
+type Site struct {
+	Call                  uint64
+	Insn, Target, Literal string
+}
+
+func (s Site) String() string {
+	out := fmt.Sprintf("callsite just before call %d: %s (%s)", s.Call, s.Insn, s.Target)
+	if s.Literal != "-" {
+		out += ", ops literal " + s.Literal
+	}
+	return out
+}
+
+// ParseFindings parses the module's findings file. A "site" line belongs
+// to the miss before it.
 func ParseFindings(s string) ([]Finding, error) {
 	var out []Finding
 	for _, line := range lines(s) {
 		f := strings.Fields(line)
-		bad := fmt.Errorf("deliver: findings line %q", line)
-		nums := func(from int) ([]uint64, error) {
-			var n []uint64
-			for _, x := range f[from:] {
-				v, err := strconv.ParseUint(x, 0, 64)
-				if err != nil {
-					return nil, bad
-				}
-				n = append(n, v)
+		if len(f) == 8 && f[0] == "site" {
+			n, err := strconv.ParseUint(f[4], 10, 64)
+			last := len(out) - 1
+			if err != nil || last < 0 || out[last].Kind != KindMiss || out[last].User != f[1] ||
+				out[last].Func != f[2] || strconv.Itoa(out[last].Caller) != f[3] {
+				return nil, fmt.Errorf("deliver: findings line %q follows no miss of its user", line)
 			}
-			return n, nil
+			out[last].Site = &Site{Call: n, Insn: f[5], Target: f[6], Literal: f[7]}
+			continue
 		}
-		switch {
-		case len(f) == 8 && (f[0] == KindMiss || f[0] == KindDup):
-			n, err := nums(3)
-			if err != nil {
-				return nil, err
-			}
-			x := Finding{Kind: f[0], User: f[1], Func: f[2], Caller: int(n[0]), WinFrom: n[3], WinTo: n[4]}
-			if f[0] == KindMiss {
-				x.From, x.To = n[1], n[2]
-			} else {
-				x.From, x.To, x.Count = n[1], n[1], n[2]
-			}
-			out = append(out, x)
-		case len(f) == 7 && f[0] == KindGaps:
-			n, err := nums(3)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, Finding{Kind: KindGaps, User: f[1], Func: f[2], Caller: int(n[0]), Count: n[1], WinFrom: n[2], WinTo: n[3]})
-		case len(f) == 4 && f[0] == KindForeign:
-			n, err := nums(2)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, Finding{Kind: KindForeign, User: f[1], Count: n[0], IP: n[1]})
-		case len(f) == 3 && f[0] == KindLate:
-			n, err := nums(2)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, Finding{Kind: KindLate, User: f[1], Count: n[0]})
-		case len(f) == 2 && f[0] == KindLost:
-			n, err := nums(1)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, Finding{Kind: KindLost, Count: n[0]})
-		default:
-			return nil, bad
+		x, err := parseFinding(f, line)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, x)
 	}
 	return out, nil
+}
+
+// parseFinding parses one finding line but a "site" line.
+func parseFinding(f []string, line string) (Finding, error) {
+	bad := fmt.Errorf("deliver: findings line %q", line)
+	nums := func(from int) ([]uint64, error) {
+		var n []uint64
+		for _, x := range f[from:] {
+			v, err := strconv.ParseUint(x, 0, 64)
+			if err != nil {
+				return nil, bad
+			}
+			n = append(n, v)
+		}
+		return n, nil
+	}
+	switch {
+	case len(f) == 8 && (f[0] == KindMiss || f[0] == KindDup):
+		n, err := nums(3)
+		if err != nil {
+			return Finding{}, err
+		}
+		x := Finding{Kind: f[0], User: f[1], Func: f[2], Caller: int(n[0]), WinFrom: n[3], WinTo: n[4]}
+		if f[0] == KindMiss {
+			x.From, x.To = n[1], n[2]
+		} else {
+			x.From, x.To, x.Count = n[1], n[1], n[2]
+		}
+		return x, nil
+	case len(f) == 7 && f[0] == KindGaps:
+		n, err := nums(3)
+		if err != nil {
+			return Finding{}, err
+		}
+		return Finding{Kind: KindGaps, User: f[1], Func: f[2], Caller: int(n[0]), Count: n[1], WinFrom: n[2], WinTo: n[3]}, nil
+	case len(f) == 4 && f[0] == KindForeign:
+		n, err := nums(2)
+		if err != nil {
+			return Finding{}, err
+		}
+		return Finding{Kind: KindForeign, User: f[1], Count: n[0], IP: n[1]}, nil
+	case len(f) == 3 && f[0] == KindLate:
+		n, err := nums(2)
+		if err != nil {
+			return Finding{}, err
+		}
+		return Finding{Kind: KindLate, User: f[1], Count: n[0]}, nil
+	case len(f) == 2 && f[0] == KindLost:
+		n, err := nums(1)
+		if err != nil {
+			return Finding{}, err
+		}
+		return Finding{Kind: KindLost, Count: n[0]}, nil
+	}
+	return Finding{}, bad
 }
 
 // Attribute fills f.Transitions with the transitions, other than the
@@ -217,6 +258,9 @@ func (f Finding) Oracle() event.Oracle {
 	msg := f.Title() + ": " + f.Detail()
 	if len(f.Transitions) > 1 {
 		msg += "; in flight: " + strings.Join(f.Transitions, ", ")
+	}
+	if f.Site != nil {
+		msg += "; " + f.Site.String()
 	}
 	if f.Callsite != "" {
 		msg += "; enabled_functions now: " + f.Callsite

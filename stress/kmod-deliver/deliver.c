@@ -39,6 +39,8 @@
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
+#include <linux/unaligned.h>
+#include <linux/kallsyms.h>
 
 #define FTH_MAX_CALLERS 8
 #define FTH_GAPS 8
@@ -76,9 +78,32 @@ noinline void fth_deliver_other(unsigned long caller, unsigned long n)
 	WRITE_ONCE(sink, READ_ONCE(sink) - (caller ^ n));
 }
 
+/*
+ * A callsite as a caller saw it just before one call: the patched
+ * instructions and, under CALL_OPS, the ops literal ftrace_caller loads.
+ * x86_64: the 5-byte call at ip. arm64, riscv64: the two instructions
+ * ending at ip (MOV X9, LR / AUIPC; then BL / JALR), the literal at
+ * ALIGN_DOWN(ip - 12, 8). ppc64le (out-of-line stubs): the branch at ip
+ * and, when it branches, the stub's first three instructions (mflr r0,
+ * bl, mtlr r0) and the literal at the stub's start - 8. Each is the
+ * arch's own layout (arch/<arch>/kernel/ftrace.c: ftrace_rec_set_ops).
+ */
+struct fth_site {
+	u32 w[4];
+	unsigned long literal, stub;
+};
+
+/*
+ * FTH_SITES: how many of a caller's last calls keep their callsite
+ * snapshot, so that a gap seen at the next call can say what the callsite
+ * was when the first missed call was made.
+ */
+#define FTH_SITES 64
+
 struct fth_caller {
 	struct task_struct *task;
 	unsigned long started, done;
+	struct fth_site site[2][FTH_SITES];
 };
 
 static struct fth_caller callers[FTH_MAX_CALLERS];
@@ -87,6 +112,36 @@ static bool running;
 
 /* The callsite addresses ftrace hands ops callbacks, learnt at load. */
 static unsigned long fn_ip[FN_COUNT];
+
+/* site_snap reads fn's callsite; it runs before every call, so it is cheap. */
+static void site_snap(struct fth_site *s, unsigned int fn)
+{
+	unsigned long ip = fn_ip[fn];
+
+	if (!ip)
+		return;
+#if defined(CONFIG_X86)
+	memcpy(s->w, (void *)ip, 8);
+#elif defined(CONFIG_ARM64) || defined(CONFIG_RISCV)
+	s->w[0] = READ_ONCE(*(u32 *)(ip - 4));
+	s->w[1] = READ_ONCE(*(u32 *)ip);
+	s->literal = READ_ONCE(*(unsigned long *)ALIGN_DOWN(ip - 12, 8));
+#elif defined(CONFIG_PPC64)
+	s->w[0] = READ_ONCE(*(u32 *)ip);
+	s->stub = 0;
+	s->literal = 0;
+	/* An unconditional branch without link (b): to the OOL stub. */
+	if ((s->w[0] >> 26) == 18 && !(s->w[0] & 3)) {
+		unsigned long stub = ip + sign_extend64(s->w[0] & 0x03fffffc, 25);
+
+		s->stub = stub;
+		s->w[1] = READ_ONCE(*(u32 *)stub);
+		s->w[2] = READ_ONCE(*(u32 *)(stub + 4));
+		s->w[3] = READ_ONCE(*(u32 *)(stub + 8));
+		s->literal = READ_ONCE(*(unsigned long *)(stub - 8));
+	}
+#endif
+}
 
 static void snap_started(unsigned long *out)
 {
@@ -121,7 +176,9 @@ static int caller_fn(void *arg)
 			n = c->started + 1;
 			WRITE_ONCE(c->started, n);
 			smp_mb();
+			site_snap(&c->site[FN_SEQ][n % FTH_SITES], FN_SEQ);
 			fth_deliver_seq(id, n);
+			site_snap(&c->site[FN_OTHER][n % FTH_SITES], FN_OTHER);
 			fth_deliver_other(id, n);
 			smp_mb();
 			WRITE_ONCE(c->done, n);
@@ -136,24 +193,50 @@ struct fth_track {
 	unsigned long first, last, seen, dups, dup_n;
 	unsigned int ngaps;
 	unsigned long gap_from[FTH_GAPS], gap_to[FTH_GAPS];
+	/*
+	 * The callsite when a missed call was made (gap_site_n: which one, 0
+	 * for none kept), per gap and before the first call seen.
+	 */
+	struct fth_site gap_site[FTH_GAPS], first_site;
+	unsigned long gap_site_n[FTH_GAPS], first_site_n;
 	/* What a checkpoint has judged already: gaps, and the first call. */
 	unsigned int judged;
 	bool first_judged;
 };
 
-static void track(struct fth_track *t, unsigned long n)
+/*
+ * keep_site copies caller's snapshot before call k of fn, if the ring
+ * still holds it: track runs on the caller's own thread, inside call n,
+ * so calls n - FTH_SITES + 1 .. n are there and final.
+ */
+static unsigned long keep_site(struct fth_site *dst, unsigned int fn, unsigned long caller,
+			       unsigned long k, unsigned long n)
+{
+	if (!k || n - k >= FTH_SITES)
+		return 0;
+	*dst = callers[caller].site[fn][k % FTH_SITES];
+	return k;
+}
+
+static void track(struct fth_track *t, unsigned int fn, unsigned long caller, unsigned long n)
 {
 	if (t->seen && n <= t->last) {
 		t->dups++;
 		t->dup_n = n;
 		return;
 	}
-	if (!t->seen)
+	if (!t->seen) {
 		t->first = n;
-	else if (n != t->last + 1) {
+		t->first_site_n = keep_site(&t->first_site, fn, caller, n - 1, n);
+	} else if (n != t->last + 1) {
 		if (t->ngaps < FTH_GAPS) {
-			t->gap_from[t->ngaps] = t->last + 1;
-			t->gap_to[t->ngaps] = n - 1;
+			unsigned int g = t->ngaps;
+
+			t->gap_from[g] = t->last + 1;
+			t->gap_to[g] = n - 1;
+			/* The first missed call, or the last when the ring lost it. */
+			t->gap_site_n[g] = keep_site(&t->gap_site[g], fn, caller, t->last + 1, n) ?:
+					   keep_site(&t->gap_site[g], fn, caller, n - 1, n);
 		}
 		/* A checkpoint reads a gap only once it is whole. */
 		smp_wmb();
@@ -222,7 +305,7 @@ static void record(struct fth_user *u, unsigned int fn, unsigned long caller, un
 		atomic_long_inc(&u->dropped);
 		return;
 	}
-	track(&u->t[fn][caller], n);
+	track(&u->t[fn][caller], fn, caller, n);
 }
 
 /*
@@ -665,6 +748,136 @@ static void window_open(struct fth_user *u, unsigned int fn)
  * detach started; the detach has ended since).
  */
 /*
+ * sym_name names addr as kallsyms does ("sym", "sym+0x1c" inside one, the
+ * address when none), without the size and the module suffix.
+ */
+static void sym_name(char *buf, size_t n, unsigned long addr)
+{
+	char *end;
+	size_t len;
+
+	snprintf(buf, n, "%pS", (void *)addr);
+	end = strpbrk(buf, "/ ");
+	if (end)
+		*end = '\0';
+	len = strlen(buf);
+	if (len > 4 && !strcmp(buf + len - 4, "+0x0"))
+		buf[len - 4] = '\0';
+}
+
+/*
+ * target_name names what a callsite calls: kallsyms does not look ftrace's
+ * per-ops trampolines (x86_64) up by address, so one of this module's
+ * users' trampolines is named here, as it is now (a trampoline freed and
+ * reallocated since the call would be misnamed).
+ */
+static void target_name(char *buf, size_t n, unsigned long addr)
+{
+	unsigned int i;
+
+#if defined(CONFIG_PPC64)
+	/* A module's callsites reach ftrace through its own stubs. */
+	if (addr == THIS_MODULE->arch.tramp) {
+		snprintf(buf, n, "module-stub-to-ftrace_caller");
+		return;
+	}
+	if (addr == THIS_MODULE->arch.tramp_regs) {
+		snprintf(buf, n, "module-stub-to-ftrace_regs_caller");
+		return;
+	}
+#endif
+	for (i = 0; i < ARRAY_SIZE(users); i++) {
+		unsigned long t = READ_ONCE(users[i].ops.trampoline);
+
+		if (t && addr >= t && addr < t + READ_ONCE(users[i].ops.trampoline_size)) {
+			snprintf(buf, n, "trampoline-of-fth_deliver:%s", users[i].name);
+			return;
+		}
+	}
+	sym_name(buf, n, addr);
+}
+
+/* ops_name names an ops literal: one of this module's users, or kallsyms's. */
+static void ops_name(char *buf, size_t n, unsigned long ops)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(users); i++)
+		if (ops == (unsigned long)&users[i].ops) {
+			snprintf(buf, n, "fth_deliver:%s", users[i].name);
+			return;
+		}
+	sym_name(buf, n, ops);
+}
+
+/*
+ * site_finding follows a miss with the callsite just before call k: its
+ * instruction words (x86_64: bytes), what the live instruction calls, and
+ * the ops literal ("-" where the arch has none):
+ * "site <user> <fn> <caller> <k> <hex> <target> <literal>".
+ */
+static void site_finding(struct fth_user *u, unsigned int fn, unsigned int c, unsigned long k,
+			 const struct fth_site *s)
+{
+	unsigned long ip = fn_ip[fn], target = 0;
+	char hex[48], to[KSYM_NAME_LEN], lit[KSYM_NAME_LEN];
+	const char *what = NULL;
+
+	if (!k)
+		return;
+	strscpy(lit, "-", sizeof(lit));
+#if defined(CONFIG_X86)
+	{
+		const u8 *b = (const u8 *)s->w;
+		static const u8 nop5[] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+		snprintf(hex, sizeof(hex), "%5phN", b);
+		if (b[0] == 0xe8 || b[0] == 0xe9)
+			target = ip + 5 + (s32)get_unaligned((const u32 *)(b + 1));
+		else if (!memcmp(b, nop5, 5))
+			what = "nop";
+		else if (b[0] == 0xcc)
+			what = "int3";
+	}
+#elif defined(CONFIG_ARM64) || defined(CONFIG_RISCV)
+	snprintf(hex, sizeof(hex), "%08x.%08x", s->w[0], s->w[1]);
+	ops_name(lit, sizeof(lit), s->literal);
+#if defined(CONFIG_ARM64)
+	if (s->w[1] == 0xd503201f)
+		what = "nop";
+	else if ((s->w[1] & 0xfc000000) == 0x94000000)
+		target = ip + sign_extend64((u64)(s->w[1] & 0x03ffffff) << 2, 27);
+#else
+	if (s->w[1] == 0x00000013)
+		what = "nop";
+	else if ((s->w[0] & 0x7f) == 0x17 && (s->w[1] & 0x7f) == 0x67)
+		target = ip - 4 + (long)(s32)(s->w[0] & 0xfffff000) + sign_extend64(s->w[1] >> 20, 11);
+#endif
+#elif defined(CONFIG_PPC64)
+	if (s->stub) {
+		snprintf(hex, sizeof(hex), "%08x>%08x.%08x.%08x", s->w[0], s->w[1], s->w[2], s->w[3]);
+		ops_name(lit, sizeof(lit), s->literal);
+		/* The stub's second instruction: bl or nop. */
+		if (s->w[2] == 0x60000000)
+			what = "nop";
+		else if ((s->w[2] >> 26) == 18 && (s->w[2] & 3) == 1)
+			target = s->stub + 4 + sign_extend64(s->w[2] & 0x03fffffc, 25);
+	} else {
+		snprintf(hex, sizeof(hex), "%08x", s->w[0]);
+		if (s->w[0] == 0x60000000)
+			what = "nop";
+	}
+#else
+	strscpy(hex, "-", sizeof(hex));
+#endif
+	if (target)
+		target_name(to, sizeof(to), target);
+	else
+		strscpy(to, what ?: "?", sizeof(to));
+	finding("site %s %s %u %lu %s %s %s", u->name, fn_names[fn], c, k, hex, to, lit);
+}
+
+/*
  * judge_gaps reports the gaps of t in the window (a, d] that no earlier
  * judgement reported, and whether the first call came late. A gap is
  * final once recorded (a later call was seen), so a checkpoint can judge
@@ -682,6 +895,7 @@ static bool judge_gaps(struct fth_user *u, unsigned int fn, unsigned int c, stru
 		if (t->first > a + 1) {
 			finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, a + 1,
 				min(t->first - 1, d), a, d);
+			site_finding(u, fn, c, t->first_site_n, &t->first_site);
 			bad = true;
 		}
 	}
@@ -692,6 +906,7 @@ static bool judge_gaps(struct fth_user *u, unsigned int fn, unsigned int c, stru
 
 		if (f <= e) {
 			finding("miss %s %s %u %lu %lu %lu %lu", u->name, fn_names[fn], c, f, e, a, d);
+			site_finding(u, fn, c, t->gap_site_n[g], &t->gap_site[g]);
 			bad = true;
 		}
 	}
@@ -827,6 +1042,9 @@ static int attach(struct fth_user *u)
 		ret = register_fprobe(&u->fp, fn_names[FN_SEQ], NULL);
 #endif
 		break;
+	case K_EXTERNAL:
+		/* Its own module attaches it: user_external. */
+		break;
 	}
 	return ret;
 }
@@ -852,6 +1070,8 @@ static void detach(struct fth_user *u)
 #ifdef FTH_HAVE_DIRECT
 		unregister_ftrace_direct(&u->ops, u->direct_addr, true);
 #endif
+		break;
+	case K_EXTERNAL:
 		break;
 	}
 }

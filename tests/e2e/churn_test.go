@@ -133,8 +133,26 @@ func TestOraclesCatchSabotage(t *testing.T) {
 			if len(r.result.Findings) != 0 {
 				t.Errorf("the console has findings %+v: the sabotage must trip the oracle alone", r.result.Findings)
 			}
+			if tt.mode == "drop-call" {
+				missWithSite(t, r.result)
+			}
 		})
 	}
+}
+
+// missWithSite asks that a missed call of a module user say what the
+// callsite held when it was made (instruction bytes; CALL_OPS arches: the
+// ops literal), read by the caller just before the call.
+func missWithSite(t *testing.T, r results.Result) {
+	t.Helper()
+	for _, o := range r.Oracles {
+		if o.Name == event.OracleDelivery && strings.HasPrefix(o.Title, "missed call: ops") &&
+			strings.Contains(o.Msg, "; callsite just before call ") {
+			t.Logf("a miss: %s", o.Msg)
+			return
+		}
+	}
+	t.Errorf("no missed call of an ops user says its callsite: %+v", r.Oracles)
 }
 
 // The delivery oracle on the correct kernel: 3 minutes of the churn with
