@@ -348,6 +348,9 @@ func (r *raceAgent) recv(d time.Duration) (event.RaceMsg, error) {
 // run beside the window while the task is held. checkFreed has the host
 // read the target's bytes at the end of the window (trampolines, which a
 // correct kernel never changes under a task inside them).
+// stackDelay is how long into the window the held task's stack is read.
+const stackDelay = 100 * time.Millisecond
+
 func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action func() error, checkFreed bool) error {
 	r.seq++
 	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", addr)
@@ -412,6 +415,17 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	// waits for RCU-tasks), and the window must end regardless.
 	acted := make(chan error, 1)
 	go func() { acted <- action() }()
+	// Where the held task is, in its own kernel stack: the proof that it
+	// was preempted inside the target's caller and not, on a kernel
+	// without preemption, on its way back to user space. The task stays
+	// where it is for the whole window, so the read (up to 200 ms under
+	// TCG) runs beside it, once the released vCPU has had time to take
+	// the preemptor's wakeup.
+	stack := make(chan []string, 1)
+	go func() {
+		time.Sleep(min(stackDelay, r.window/4))
+		stack <- taskStack(tid)
+	}()
 	var actErr error
 	select {
 	case actErr = <-acted:
@@ -422,10 +436,7 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	if rest := r.window - time.Since(released); rest > 0 {
 		time.Sleep(rest)
 	}
-	// Where the held task is, in its own kernel stack: the proof that it
-	// was preempted inside the target's caller and not, on a kernel
-	// without preemption, on its way back to user space.
-	in.Stack = taskStack(tid)
+	in.Stack = <-stack
 	look := func() error {
 		after, err := r.peek(addr)
 		var unreadable errUnreadable
