@@ -552,6 +552,10 @@ func (c *Conductor) traced(ctx context.Context, m event.RaceMsg, stop gdbstub.St
 		if m.LookLen > 0 {
 			seen, _ = c.gdb.ReadMemory(ctx, stop.Thread, m.LookAddr, m.LookLen)
 		}
+		if m.Look2Len > 0 && len(seen) == m.LookLen {
+			second, _ := c.gdb.ReadMemory(ctx, stop.Thread, m.Look2Addr, m.Look2Len)
+			seen = append(seen, second...)
+		}
 		out.Count++
 		if len(out.Stops) < event.MaxTraceStops {
 			out.Stops = append(out.Stops, event.TraceStop{Addr: pc, CPU: stop.CPU(), Reg: v, Seen: hex.EncodeToString(seen)})

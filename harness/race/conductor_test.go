@@ -298,7 +298,7 @@ func TestConductorPeekKeepsTheHold(t *testing.T) {
 
 // A trace holds nobody: hart 1 passes its loop's first instruction once
 // per iteration, so every recorded stop is there, on vCPU 1, with a1 one
-// more than at the stop before; a range a1 never reaches records none
+// more than at the stop before, and both looks read; a range a1 never reaches records none
 // and the hart runs on through the unmet condition.
 func TestConductorTraceRecordsEveryStopInRange(t *testing.T) {
 	target, agentConn := start(t)
@@ -315,7 +315,7 @@ func TestConductorTraceRecordsEveryStopInRange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a.send(event.RaceMsg{Op: event.RaceTrace, Addrs: []uint64{hart1Loop}, Size: 4, CondReg: &a1, CondAddr: tc.lo, CondEnd: tc.hi,
-				LookAddr: hart1Loop, LookLen: 4, TimeoutMS: 10000})
+				LookAddr: hart1Loop, LookLen: 4, Look2Addr: hart1Loop + 4, Look2Len: 4, TimeoutMS: 10000})
 			a.recv(event.RaceArmed)
 			time.Sleep(400 * time.Millisecond)
 			a.send(event.RaceMsg{Op: event.RaceUntrace})
@@ -330,8 +330,8 @@ func TestConductorTraceRecordsEveryStopInRange(t *testing.T) {
 				t.Fatalf("count %d, %d stops: want at least 2 in 400 ms, all kept up to %d", m.Count, len(m.Stops), event.MaxTraceStops)
 			}
 			for i, s := range m.Stops {
-				if s.Addr != hart1Loop || s.CPU != 1 || s.Seen != "93851500" {
-					t.Fatalf("stop %d: %+v, want vCPU 1 at %#x over addi a1,a1,1 (93851500)", i, s, hart1Loop)
+				if s.Addr != hart1Loop || s.CPU != 1 || s.Seen != "938515006ff0dfff" {
+					t.Fatalf("stop %d: %+v, want vCPU 1 at %#x over addi a1,a1,1 (93851500), then the second look's j .-4 (6ff0dfff)", i, s, hart1Loop)
 				}
 				if i > 0 && s.Reg != m.Stops[i-1].Reg+1 {
 					t.Fatalf("stop %d: a1 %d after %d: a stop was missed or counted twice", i, s.Reg, m.Stops[i-1].Reg)

@@ -170,7 +170,12 @@ type RaceMsg struct {
 	// while the patcher is held.
 	LookAddr uint64 `json:"look_addr,omitempty"`
 	LookLen  int    `json:"look_len,omitempty"`
-	Seen     string `json:"seen,omitempty"`
+	// Look2Addr and Look2Len are a trace's second place to read, its
+	// bytes appended to the first's in Seen: ppc64le's callsite branch,
+	// away from the out-of-line stub that holds its literal and bl.
+	Look2Addr uint64 `json:"look2_addr,omitempty"`
+	Look2Len  int    `json:"look2_len,omitempty"`
+	Seen      string `json:"seen,omitempty"`
 	// Then is an arm the host makes itself the moment this one holds its
 	// vCPU, for an agent that runs on the vCPU it had held (the INT3
 	// window's patcher): when Then's vCPU stops, or times out, the first

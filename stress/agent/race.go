@@ -20,6 +20,7 @@ import (
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/options"
 	"github.com/ftrace-harness/fth/stress/report"
 )
@@ -281,6 +282,15 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 		default:
 			err = r.trampolines(ctx, share(k))
 		}
+		var why errUnreachable
+		if errors.As(err, &why) {
+			// A kernel without the window: listed with the reason,
+			// and the other targets run.
+			report.Logf(a.w, "race: %s: unreachable: %s", t, why)
+			_ = a.w.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &event.RaceWindow{Target: t, Arch: runtime.GOARCH, Unreachable: string(why)}})
+			err = nil
+			continue
+		}
 		if err != nil {
 			break
 		}
@@ -288,6 +298,19 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 	a.race = countOutcomes(r.outcomes)
 	report.Logf(a.w, "race: outcomes %v", a.race)
 	return err
+}
+
+// errUnreachable is a target's reason it has no window on the running
+// kernel though the arch has it (checked before any build,
+// options.CheckRaceTargets): arm64's no-call-ops variant has no ops
+// literal.
+type errUnreachable string
+
+func (e errUnreachable) Error() string { return string(e) }
+
+// noCallOps is the CALL_OPS targets' reason on a kernel built without it.
+func noCallOps() errUnreachable {
+	return errUnreachable(fmt.Sprintf("this kernel has no DYNAMIC_FTRACE_WITH_CALL_OPS (%s, which it defines, is not in %s): no ops literal to load or write", ftraceNopOps, ksyms.DefaultPath))
 }
 
 // send writes one message on the race port.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -52,15 +53,90 @@ type literalArch struct {
 	addrReg int
 	// nop is the branch slot's nop, little-endian as in memory.
 	nop uint32
+	// outOfLine: the literal and the bl are in the callsite's
+	// out-of-line stub, the callsite a branch to it (ppc64le 7.3).
+	outOfLine bool
 }
 
-// literalArches are the arches with a CALL_OPS literal at the callsite.
-// arm64 writes the literal with aarch64_insn_write_literal_u64() and the
-// branch with aarch64_insn_patch_text_nosync(); riscv64 writes both
-// through __patch_insn_write() (patch_text_nosync, patch_insn_write).
+// literalArches are the arches with a CALL_OPS literal. arm64 writes the
+// literal with aarch64_insn_write_literal_u64() and the branch with
+// aarch64_insn_patch_text_nosync(); riscv64 writes both through
+// __patch_insn_write() (patch_text_nosync, patch_insn_write); ppc64le
+// writes the literal with patch_ulong() and the branches with
+// patch_instruction() (ftrace_replace_code).
 var literalArches = map[string]literalArch{
 	"arm64":   {writers: []string{"aarch64_insn_write_literal_u64", "aarch64_insn_patch_text_nosync"}, addrReg: 0, nop: 0xd503201f},
 	"riscv64": {writers: []string{"__patch_insn_write"}, addrReg: 10, nop: 0x00000013},
+	"ppc64le": {writers: []string{"patch_ulong", "patch_instruction"}, addrReg: 3, nop: 0x60000000, outOfLine: true},
+}
+
+// literalSite is where one callsite's literal and branch are, and how a
+// look at it reads.
+type literalSite struct {
+	// ip is the callsite (rec->ip), lit its literal.
+	ip, lit uint64
+	// look bytes are read from lit; look2Len more from look2 after them.
+	look     int
+	look2    uint64
+	look2Len int
+	// condLo..condHi holds every address a write to this callsite
+	// passes its writer.
+	condLo, condHi uint64
+	parse          func(h string) (literalState, error)
+}
+
+// inlineSite is arm64's and riscv64's callsite (ftrace_rec_set_ops):
+// rec->ip is the branch, the function's second instruction; the literal
+// is ALIGN_DOWN(ip - 12, 8).
+func inlineSite(fn uint64) literalSite {
+	ip := fn + 4
+	lit := (ip - 12) &^ 7
+	look := int(ip + 4 - lit)
+	branchOff := int(ip - lit)
+	return literalSite{ip: ip, lit: lit, look: look, condLo: lit, condHi: lit + uint64(look),
+		parse: func(h string) (literalState, error) { return parseLiteralLook(h, branchOff) }}
+}
+
+// oolSite is ppc64le's callsite with its out-of-line stub at stub: the
+// literal at stub - 8, then the stub's mflr r0 and bl; the callsite's
+// branch to the stub, away from it. A look is the stub's 16 bytes, then
+// the callsite's 4. The callsite is live when both the branch and the
+// stub's bl are: its branch state is the bl then, a nop otherwise.
+func oolSite(ip, stub uint64, nop uint32) literalSite {
+	lit := stub - 8
+	return literalSite{ip: ip, lit: lit, look: 16, look2: ip, look2Len: 4,
+		condLo: min(lit, ip), condHi: max(stub+8, ip+4),
+		parse: func(h string) (literalState, error) {
+			b, err := hex.DecodeString(h)
+			if err != nil || len(b) != 20 {
+				return literalState{}, fmt.Errorf("race: literal look %q: want 20 bytes (the stub's 16, the callsite's 4)", h)
+			}
+			st := literalState{ops: binary.LittleEndian.Uint64(b), branch: binary.LittleEndian.Uint32(b[12:])}
+			if site := binary.LittleEndian.Uint32(b[16:]); site == nop {
+				st.branch = nop
+			}
+			return st, nil
+		}}
+}
+
+// ppcBranchTarget decodes an unconditional relative branch without link
+// (b) at ip: its target, or false.
+func ppcBranchTarget(ip uint64, insn uint32) (uint64, bool) {
+	if insn>>26 != 18 || insn&3 != 0 {
+		return 0, false
+	}
+	off := int64(int32(insn&0x03fffffc<<6) >> 6)
+	return uint64(int64(ip) + off), true
+}
+
+// ppcLocalEntry is where calls from inside the kernel enter fn: past
+// its TOC setup (addis r2,r12 / addi r2,r2), which only calls through
+// the global entry run.
+func ppcLocalEntry(fn uint64, first uint32) uint64 {
+	if first>>16 == 0x3c4c {
+		return fn + 8
+	}
+	return fn
 }
 
 // ftraceNopOps is the ops a callsite's literal names while no ops is
@@ -95,16 +171,29 @@ func parseLiteralLook(h string, branchOff int) (literalState, error) {
 
 // misordered returns the first of states[1:] (states[0] is the callsite
 // before the transition, judged with the one before) whose branch is live
-// with the nop ops in its literal while the next state's branch is not
-// a nop, or the last state is: ftrace_caller reached, for a callsite that
-// stays live, through an ops that calls nothing. -1 when there is none.
+// with the nop ops in its literal and that does not go on to a nop with
+// the nop ops kept until then, or the last state is: ftrace_caller
+// reached, for a callsite that stays live, through an ops that calls
+// nothing. The way to a nop may take more than one write (ppc64le: the
+// stub's bl back to ftrace_caller, then the callsite's branch). -1 when
+// there is none.
 func misordered(states []literalState, nopOps uint64, nop uint32) int {
 	for k := 1; k < len(states); k++ {
 		s := states[k]
 		if s.branch == nop || s.ops != nopOps {
 			continue
 		}
-		if k == len(states)-1 || states[k+1].branch != nop {
+		toNop := false
+		for _, next := range states[k+1:] {
+			if next.branch == nop {
+				toNop = true
+				break
+			}
+			if next.ops != nopOps {
+				break
+			}
+		}
+		if !toNop {
 			return k
 		}
 	}
@@ -122,36 +211,42 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 	if err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
+	nopOps, ok := tab.Addr(ftraceNopOps)
+	if !ok {
+		return noCallOps()
+	}
 	var writers []uint64
 	for _, w := range la.writers {
 		a, ok := tab.Addr(w)
 		if !ok {
 			return fmt.Errorf("race: %s has no single %s: the literal target needs the arch's text writers (CONFIG_KALLSYMS)", ksyms.DefaultPath, w)
 		}
+		if la.outOfLine {
+			first, err := r.peekWord(a)
+			if err != nil {
+				return err
+			}
+			a = ppcLocalEntry(a, first)
+		}
 		writers = append(writers, a)
-	}
-	nopOps, ok := tab.Addr(ftraceNopOps)
-	if !ok {
-		return fmt.Errorf("race: %s has no %s (CONFIG_KALLSYMS_ALL, CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS)", ksyms.DefaultPath, ftraceNopOps)
 	}
 	listOps, _ := tab.Addr(ftraceListOps)
 	fn, err := targetCountedAddr()
 	if err != nil {
 		return err
 	}
-	// The kernel's own arithmetic (ftrace_rec_set_ops): rec->ip is the
-	// branch, the function's second instruction; the literal is
-	// ALIGN_DOWN(ip - 12, 8).
-	ip := fn + 4
-	lit := (ip - 12) &^ 7
-	look := int(ip + 4 - lit)
-	branchOff := int(ip - lit)
-
 	a, dropA, err := targetInstance("fth_race_literal_a")
 	if err != nil {
 		return err
 	}
 	defer dropA()
+	// The kernel's own arithmetic (ftrace_rec_set_ops).
+	site := inlineSite(fn)
+	if la.outOfLine {
+		if site, err = r.oolLiteralSite(a, la.nop); err != nil {
+			return err
+		}
+	}
 	b, dropB, err := targetInstance("fth_race_literal_b")
 	if err != nil {
 		return err
@@ -215,8 +310,8 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 		return nil
 	}
 	report.Logf(r.a.w, "race: literal: every write to %s's callsite traced at %v (literal %#x, branch %#x, %s %#x, %s %#x)",
-		targetCounted, la.writers, lit, ip, ftraceNopOps, nopOps, ftraceListOps, listOps)
-	prev, err := r.peekN(lit, look)
+		targetCounted, la.writers, site.lit, site.ip, ftraceNopOps, nopOps, ftraceListOps, listOps)
+	prev, err := r.lookLiteral(site)
 	if err != nil {
 		return err
 	}
@@ -225,16 +320,16 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 		st := steps[w.pos%len(steps)]
 		in := &event.Injection{Target: options.RaceLiteral, Symbol: fmt.Sprintf("%s+%#x", targetCounted, 4), Offset: 4, Function: targetCounted, Action: st.name}
 		r.seq++
-		in.Seq, in.Addr = r.seq, fmt.Sprintf("%#x", ip)
+		in.Seq, in.Addr = r.seq, fmt.Sprintf("%#x", site.ip)
 		in.Outcome = event.InjReleased
 		r.emit(*in)
-		seen, final, took, actErr, err := r.traceWrites(la, writers, lit, look, st.do)
+		seen, final, took, actErr, err := r.traceWrites(la, writers, site, st.do)
 		if err != nil {
 			return err
 		}
 		in.ActionDone, in.ActionMS = actErr == nil, float64(took.Microseconds())/1000
 		in.Insn, in.InsnAfter = prev, final
-		o := judgeLiteral(in, append([]string{prev}, append(seen, final)...), branchOff, nopOps, listOps, la.nop, actErr)
+		o := judgeLiteral(in, append([]string{prev}, append(seen, final)...), site.parse, nopOps, listOps, la.nop, actErr)
 		sum.Checks++
 		if o != nil {
 			sum.Failures++
@@ -251,12 +346,64 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 	return nil
 }
 
-// traceWrites runs action with every write to [lit, lit+look) traced: the
+// oolLiteralSite finds ppc64le's out-of-line stub of fth_target_counted's
+// callsite: rec->ip from tracefs, the stub from the branch the callsite
+// holds while inst's tracer is on (off again before the walk starts).
+func (r *raceAgent) oolLiteralSite(inst tracefs.FS, nop uint32) (literalSite, error) {
+	ips, err := recordIPs(filepath.Join(tracefs.DefaultRoot, "available_filter_functions_addrs"))
+	if err != nil {
+		return literalSite{}, fmt.Errorf("race: the literal target needs the callsite's address: %w", err)
+	}
+	ip, ok := ips[targetCounted]
+	if !ok {
+		return literalSite{}, fmt.Errorf("race: %s is not in available_filter_functions_addrs", targetCounted)
+	}
+	if err := inst.SetTracer(tracefs.Function); err != nil {
+		return literalSite{}, fmt.Errorf("race: tracer on to find the out-of-line stub: %w", err)
+	}
+	insn, err := r.peekWord(ip)
+	if offErr := inst.SetTracer(tracefs.Nop); err == nil {
+		err = offErr
+	}
+	if err != nil {
+		return literalSite{}, err
+	}
+	stub, ok := ppcBranchTarget(ip, insn)
+	if !ok {
+		return literalSite{}, fmt.Errorf("race: %s's callsite at %#x holds %08x while traced, not a branch to an out-of-line stub (CONFIG_PPC_FTRACE_OUT_OF_LINE)", targetCounted, ip, insn)
+	}
+	return oolSite(ip, stub, nop), nil
+}
+
+// peekWord reads the 32-bit word at addr through the host.
+func (r *raceAgent) peekWord(addr uint64) (uint32, error) {
+	h, err := r.peekN(addr, 4)
+	if err != nil {
+		return 0, err
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != 4 {
+		return 0, fmt.Errorf("race: read at %#x: %q", addr, h)
+	}
+	return binary.LittleEndian.Uint32(b), nil
+}
+
+// lookLiteral reads the callsite as a trace stop does: both looks.
+func (r *raceAgent) lookLiteral(site literalSite) (string, error) {
+	h, err := r.peekN(site.lit, site.look)
+	if err != nil || site.look2Len == 0 {
+		return h, err
+	}
+	h2, err := r.peekN(site.look2, site.look2Len)
+	return h + h2, err
+}
+
+// traceWrites runs action with every write to the callsite traced: the
 // callsite as each write found it, in order, and after the action.
-func (r *raceAgent) traceWrites(la literalArch, writers []uint64, lit uint64, look int, action func() error) (seen []string, final string, took time.Duration, actErr, err error) {
+func (r *raceAgent) traceWrites(la literalArch, writers []uint64, site literalSite, action func() error) (seen []string, final string, took time.Duration, actErr, err error) {
 	reg := la.addrReg
-	tr := event.RaceMsg{Op: event.RaceTrace, Addrs: writers, Size: insnSize(), CondReg: &reg, CondAddr: lit, CondEnd: lit + uint64(look),
-		LookAddr: lit, LookLen: look, TimeoutMS: int(literalTraceLimit.Milliseconds())}
+	tr := event.RaceMsg{Op: event.RaceTrace, Addrs: writers, Size: insnSize(), CondReg: &reg, CondAddr: site.condLo, CondEnd: site.condHi,
+		LookAddr: site.lit, LookLen: site.look, Look2Addr: site.look2, Look2Len: site.look2Len, TimeoutMS: int(literalTraceLimit.Milliseconds())}
 	if err := r.send(tr); err != nil {
 		return nil, "", 0, nil, err
 	}
@@ -279,7 +426,7 @@ func (r *raceAgent) traceWrites(la literalArch, writers []uint64, lit uint64, lo
 	if m.Count > len(m.Stops) {
 		return nil, "", took, actErr, fmt.Errorf("race: %d writes to one callsite in one transition, more than the %d kept", m.Count, len(m.Stops))
 	}
-	final, err = r.peekN(lit, look)
+	final, err = r.lookLiteral(site)
 	return seen, final, took, actErr, err
 }
 
@@ -291,10 +438,10 @@ const literalTraceLimit = 20 * time.Second
 // callsite live with the nop ops in its literal other than on its way to
 // a nop, and the oracle failure that titles it; missed when no write was
 // seen, which every step of the walk makes.
-func judgeLiteral(in *event.Injection, looks []string, branchOff int, nopOps, listOps uint64, nop uint32, actErr error) *event.Oracle {
+func judgeLiteral(in *event.Injection, looks []string, parse func(string) (literalState, error), nopOps, listOps uint64, nop uint32, actErr error) *event.Oracle {
 	states := make([]literalState, len(looks))
 	for i, h := range looks {
-		s, err := parseLiteralLook(h, branchOff)
+		s, err := parse(h)
 		if err != nil {
 			in.Outcome, in.Msg = event.InjMissed, err.Error()
 			return nil

@@ -479,9 +479,12 @@ func (r *raceAgent) callOps(ctx context.Context, n int) error {
 	if err := options.CheckRaceTargets(options.RaceCallOps, runtime.GOARCH); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
-	tab, err := ksyms.Read(ksyms.DefaultPath, []string{ftraceCaller})
+	tab, err := ksyms.Read(ksyms.DefaultPath, []string{ftraceCaller, ftraceNopOps})
 	if err != nil {
 		return fmt.Errorf("race: %w", err)
+	}
+	if _, ok := tab.Addr(ftraceNopOps); !ok {
+		return noCallOps()
 	}
 	addr, ok := tab.Addr(ftraceCaller)
 	if !ok {

@@ -358,7 +358,7 @@ func TestJudgeLiteral(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := &event.Injection{Function: "fth_target_counted", Action: "ops-on"}
-			o := judgeLiteral(in, tc.looks, 12, nopOps, listOps, nop, tc.actErr)
+			o := judgeLiteral(in, tc.looks, inlineSite(0x1000).parse, nopOps, listOps, nop, tc.actErr)
 			if in.Outcome != tc.want || !strings.Contains(in.Msg, tc.wantMsg) {
 				t.Fatalf("outcome %q, msg %q; want %q containing %q", in.Outcome, in.Msg, tc.want, tc.wantMsg)
 			}
@@ -367,6 +367,72 @@ func TestJudgeLiteral(t *testing.T) {
 			}
 			if o != nil && (o.Checks != 0 || o.Title != "callsite out of order: fth_target_counted's branch live with ftrace_nop_ops in its literal during ops-on") {
 				t.Fatalf("oracle %+v: want a titled failure the host heads the cell with", o)
+			}
+		})
+	}
+}
+
+// ppc64le's callsite is a branch to its out-of-line stub, which holds the
+// literal (at its start - 8), mflr r0 and the bl: live only when both
+// the branch and the bl are, and judged as the inline arches are.
+func TestOOLSite(t *testing.T) {
+	const (
+		ip, stub = 0xc008000000a60010, 0xc008000000a61430
+		nop      = 0x60000000
+		b        = 0x48001420 // b stub, from ip
+		bl       = 0x4bfffce5 // bl to the module's ftrace stub
+		direct   = 0x480fe35d // bl to a BPF trampoline
+		mflr     = 0x7c0802a6
+		nopOps   = 0xc000000003660000
+		opsA     = 0xc000000012345600
+	)
+	if got, ok := ppcBranchTarget(ip, b); !ok || got != stub {
+		t.Fatalf("b %08x at %#x: %#x %v, want %#x", uint32(b), uint64(ip), got, ok, uint64(stub))
+	}
+	if _, ok := ppcBranchTarget(ip, bl); ok {
+		t.Error("a bl taken for the branch to a stub")
+	}
+	if got, ok := ppcBranchTarget(ip, 0x4bfffff0); !ok || got != ip-16 {
+		t.Errorf("a backward b: %#x %v", got, ok)
+	}
+	if ppcLocalEntry(0x1000, 0x3c4c0123) != 0x1008 || ppcLocalEntry(0x1000, 0x7c0802a6) != 0x1000 {
+		t.Error("local entry: past addis r2,r12 only")
+	}
+	s := oolSite(ip, stub, nop)
+	if s.lit != stub-8 || s.look2 != ip || s.condLo != ip || s.condHi != stub+8 {
+		t.Fatalf("site %+v", s)
+	}
+	look := func(ops uint64, stubBL, site uint32) string {
+		buf := make([]byte, 20)
+		binary.LittleEndian.PutUint64(buf, ops)
+		binary.LittleEndian.PutUint32(buf[8:], mflr)
+		binary.LittleEndian.PutUint32(buf[12:], stubBL)
+		binary.LittleEndian.PutUint32(buf[16:], site)
+		return hex.EncodeToString(buf)
+	}
+	for _, tc := range []struct {
+		name  string
+		looks []string
+		want  string
+	}{
+		// ftrace_replace_code's order: the literal, the stub's bl, the
+		// callsite's branch.
+		{"make_call in the kernel's order", []string{look(nopOps, nop, nop), look(nopOps, nop, nop), look(opsA, nop, nop), look(opsA, bl, nop), look(opsA, bl, b)}, event.InjSurvived},
+		{"the bl first is still not live", []string{look(nopOps, nop, nop), look(nopOps, nop, nop), look(nopOps, bl, nop), look(opsA, bl, nop), look(opsA, bl, b)}, event.InjSurvived},
+		{"make_call with the literal last", []string{look(nopOps, nop, nop), look(nopOps, nop, nop), look(nopOps, bl, nop), look(nopOps, bl, b), look(opsA, bl, b)}, event.InjWrongState},
+		{"make_nop: the bl, the literal, the branch", []string{look(opsA, bl, b), look(opsA, bl, b), look(opsA, nop, b), look(nopOps, nop, b), look(nopOps, nop, nop)}, event.InjSurvived},
+		// 7.3.4 taking a direct call off (fentry-off): the literal, the
+		// stub's bl back to ftrace_caller (its idle state), then the
+		// callsite's branch: live over the nop ops for two writes, on
+		// its way to a nop.
+		{"direct call off in two steps to a nop", []string{look(opsA, direct, b), look(opsA, direct, b), look(nopOps, direct, b), look(nopOps, bl, b), look(nopOps, bl, nop)}, event.InjSurvived},
+		{"live over the nop ops, then another ops", []string{look(nopOps, bl, nop), look(nopOps, bl, nop), look(nopOps, bl, b), look(nopOps, direct, b), look(opsA, direct, b)}, event.InjWrongState},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &event.Injection{Function: "fth_target_counted", Action: "ops-on"}
+			judgeLiteral(in, tc.looks, s.parse, nopOps, 0, nop, nil)
+			if in.Outcome != tc.want {
+				t.Fatalf("outcome %q (%s), want %q", in.Outcome, in.Msg, tc.want)
 			}
 		})
 	}

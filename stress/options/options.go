@@ -234,7 +234,8 @@ const (
 	// let the task out.
 	RaceCallOps = "callops"
 	// RaceLiteral watches every write to a CALL_OPS callsite (arm64,
-	// riscv64): its ops literal and its branch, each write's state read
+	// riscv64; ppc64le, whose literal and bl are in the callsite's
+	// out-of-line stub): its ops literal and its branch, each write's state read
 	// through the gdbstub as the kernel's text writer is entered, while
 	// the callsite walks between nop, one ops, the list ops and a direct
 	// call. A live branch must never find the nop ops in its literal
@@ -266,8 +267,8 @@ func CheckRaceTargets(target, goarch string) error {
 			return fmt.Errorf("racetarget=%s needs x86's per-ftrace_ops trampolines; %s calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline", t, goarch)
 		case t == RaceCallOps && goarch != "arm64" && goarch != "riscv64":
 			return fmt.Errorf("racetarget=%s needs ftrace_caller's CALL_OPS literal load (arm64, riscv64); %s: use racetarget=trampoline", t, goarch)
-		case t == RaceLiteral && goarch != "arm64" && goarch != "riscv64":
-			return fmt.Errorf("racetarget=%s needs a CALL_OPS literal at the callsite (arm64, riscv64); %s has none (ppc64le 7.3 keeps the ops in an out-of-line stub): use racetarget=trampoline", t, goarch)
+		case t == RaceLiteral && goarch != "arm64" && goarch != "riscv64" && goarch != "ppc64le":
+			return fmt.Errorf("racetarget=%s needs a CALL_OPS literal (arm64, riscv64, ppc64le); %s has none: use racetarget=trampoline", t, goarch)
 		case t == RaceInt3 && goarch != "amd64":
 			return fmt.Errorf("racetarget=%s needs x86's INT3 patching (smp_text_poke_batch_finish); %s patches a callsite without a breakpoint: use racetarget=callsite or trampoline", t, goarch)
 		}
@@ -286,6 +287,8 @@ func ArchRaceTargets(goarch string) []string {
 		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
 	case "arm64", "riscv64":
 		return []string{RaceTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}
+	case "ppc64le":
+		return []string{RaceTrampoline, RaceLiteral}
 	}
 	return []string{RaceTrampoline}
 }
@@ -307,7 +310,7 @@ func RaceTargets(target, goarch string, campaign bool) []string {
 	switch {
 	case campaign && goarch == "amd64":
 		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
-	case campaign && (goarch == "arm64" || goarch == "riscv64"):
+	case campaign && (goarch == "arm64" || goarch == "riscv64" || goarch == "ppc64le"):
 		return []string{RaceTrampoline, RaceLiteral}
 	}
 	return []string{RaceTrampoline}
