@@ -489,6 +489,13 @@ func TestARM64RaceLiteralOrder(t *testing.T) {
 	raceLiteralOrder(t, "arm64")
 }
 
+// ppc64le's literal and bl are in the callsite's out-of-line stub, its
+// branch at the callsite: the same walk, the same rule (make test-all).
+func TestPPC64LERaceLiteralOrder(t *testing.T) {
+	requireAll(t)
+	raceLiteralOrder(t, "ppc64le")
+}
+
 func raceLiteralOrder(t *testing.T, arch string) {
 	out := e2eOut(t)
 	mutant := arch + "-callops-literal-after-branch"
