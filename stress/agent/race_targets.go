@@ -186,6 +186,14 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 		return err
 	}
 	defer drop()
+	// The callsite as a disable leaves it, not as the module load's
+	// ftrace_init_nop() did: the two can differ (a kernel that nops the
+	// whole pair on disable but only the second slot at load).
+	if !r.a.opts.RaceList {
+		if err := inst.SetTracer(tracefs.Function); err != nil {
+			return fmt.Errorf("race: tracer on once before the callsite injections: %w", err)
+		}
+	}
 	var w *insnWindow
 	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
 		if err := inst.SetTracer(tracefs.Nop); err != nil {

@@ -532,3 +532,42 @@ func raceLiteralOrder(t *testing.T, arch string) {
 		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
 	}
 }
+
+// The callsite window's mutant on 7.3: riscv64's callsite patched as 6.12
+// patched it (the AUIPC a nop while disabled, written back before the
+// JALR). The correct kernel survives five injections between the two
+// slots; the mutant jumps through a stale t0 at the first, on the
+// callsite as a disable left it. make test (riscv64 under QEMU 11.1).
+func TestRISCV64RaceCallsiteMutant(t *testing.T) {
+	out := e2eOut(t)
+	const mutant = "riscv64-callsite-auipc-repatched"
+	r := runCell(t, 40*time.Minute, out, fthBin, "mutate", "--arches", "riscv64", "--campaign=false", "--mutants", mutant,
+		"--agent-arg", "scenario=race", "--agent-arg", "racetarget=callsite", "--agent-arg", "injections=5",
+		"--require-detected", "--out", out, "--run-id", "m")
+	table := mutationTable(t, filepath.Join(out, "m"))
+	if len(table.Rows) != 2 {
+		t.Fatalf("%d rows, want the unmutated kernel and %s", len(table.Rows), mutant)
+	}
+	for _, row := range table.Rows {
+		res, err := results.ReadResult(filepath.Join(out, "m", row.Cell, results.ResultFile))
+		if err != nil {
+			t.Fatalf("%s: %v", row.Cell, err)
+		}
+		if row.Mutant == "" {
+			if row.Verdict != results.Pass || len(res.Injections) != 5 || len(survivedOnly(res.Injections)) != 5 {
+				t.Errorf("the unmutated kernel: verdict %s (%s), %d of %d injections survived: want 5 of 5", row.Verdict, row.Reason, len(survivedOnly(res.Injections)), len(res.Injections))
+			}
+			continue
+		}
+		if !row.Detected {
+			t.Fatalf("mutant %s not detected: verdict %s (%s)", row.Mutant, row.Verdict, row.Reason)
+		}
+		if inj := res.Injections; len(inj) == 0 || inj[0].Outcome != event.InjCrashed || inj[0].Symbol != "fth_target_counted+0x4" {
+			t.Errorf("mutant %s: injections %+v; want the first, at fth_target_counted+0x4, crashed", row.Mutant, inj)
+		}
+		t.Logf("mutant %s caught %.1f s after boot: %s", row.Mutant, row.Seconds, row.Title)
+	}
+	if r.exit != 0 && !t.Failed() {
+		t.Errorf("fth mutate exited %d with every row as wanted", r.exit)
+	}
+}
