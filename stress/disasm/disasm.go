@@ -193,9 +193,11 @@ func locked(x x86asm.Inst) bool {
 // OpsCall decodes code, ftrace_caller from its symbol, and returns the
 // instructions during which a task holds a CALL_OPS callsite's ftrace_ops
 // pointer: from the first load (the ops literal) to the first call through
-// a register (to op->func), both included. arm64 and riscv64 only.
+// a register (to op->func), both included. arm64, riscv64 and ppc64le
+// (whose literal is in the callsite's out-of-line stub, read through the
+// return address).
 func OpsCall(goarch string, addr uint64, code []byte) ([]Insn, error) {
-	if goarch != "arm64" && goarch != "riscv64" {
+	if goarch != "arm64" && goarch != "riscv64" && goarch != "ppc64le" {
 		return nil, fmt.Errorf("ops call of %s: %w", goarch, ErrUnknownArch)
 	}
 	var out []Insn
@@ -234,6 +236,12 @@ func opsCallKind(goarch string, b []byte) (load, call bool) {
 		load = x.Op == riscv64asm.LD || x.Op == riscv64asm.C_LD
 		call = (x.Op == riscv64asm.JALR || x.Op == riscv64asm.C_JALR) && !linkless(x)
 		return load, call
+	case "ppc64le":
+		x, err := ppc64asm.Decode(b, binary.LittleEndian)
+		if err != nil {
+			return false, false
+		}
+		return x.Op == ppc64asm.LD, x.Op == ppc64asm.BCCTRL
 	}
 	return false, false
 }

@@ -160,6 +160,8 @@ func TestOpsCall(t *testing.T) {
 		{"arm64", "arm64-ftrace_caller-7.3.4.hex", 0xffff8000800247f8, "ldur x11, [x11,#-16]", "blr x4", 25},
 		// t1 = op (the direct-call check), then a2 = op, ra = op->func.
 		{"riscv64", "riscv64-ftrace_caller-7.3.4.hex", 0xffffffff80010948, "ld x6,-16(x5)", "jalr x1", 30},
+		// r12 = op (the direct-call check), then r5 = op, ctr = op->func.
+		{"ppc64le", "ppc64le-ftrace_caller-7.3.4.hex", 0xc000000000060330, "ld r12,-16(r11)", "bctrl", 43},
 	} {
 		code := readHex(t, tc.file)
 		insns, err := OpsCall(tc.goarch, tc.addr, code)

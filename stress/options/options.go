@@ -228,7 +228,7 @@ const (
 	RaceInt3 = "int3"
 	// RaceCallOps preempts a task at each instruction in turn of
 	// ftrace_caller between the load of its callsite's ops literal and the
-	// call of op->func (CALL_OPS: arm64, riscv64), a function tracer
+	// call of op->func (CALL_OPS: arm64, riscv64, ppc64le), a function tracer
 	// instance's ops the callsite's only one, and removes the instance
 	// meanwhile: its ops is freed once ftrace_shutdown()'s RCU-tasks wait
 	// let the task out.
@@ -265,8 +265,8 @@ func CheckRaceTargets(target, goarch string) error {
 			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", t, goarch)
 		case t == RaceOpsTrampoline && goarch != "amd64":
 			return fmt.Errorf("racetarget=%s needs x86's per-ftrace_ops trampolines; %s calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline", t, goarch)
-		case t == RaceCallOps && goarch != "arm64" && goarch != "riscv64":
-			return fmt.Errorf("racetarget=%s needs ftrace_caller's CALL_OPS literal load (arm64, riscv64); %s: use racetarget=trampoline", t, goarch)
+		case t == RaceCallOps && goarch != "arm64" && goarch != "riscv64" && goarch != "ppc64le":
+			return fmt.Errorf("racetarget=%s needs ftrace_caller's CALL_OPS literal load (arm64, riscv64, ppc64le); %s: use racetarget=trampoline", t, goarch)
 		case t == RaceLiteral && goarch != "arm64" && goarch != "riscv64" && goarch != "ppc64le":
 			return fmt.Errorf("racetarget=%s needs a CALL_OPS literal (arm64, riscv64, ppc64le); %s has none: use racetarget=trampoline", t, goarch)
 		case t == RaceInt3 && goarch != "amd64":
@@ -288,7 +288,7 @@ func ArchRaceTargets(goarch string) []string {
 	case "arm64", "riscv64":
 		return []string{RaceTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}
 	case "ppc64le":
-		return []string{RaceTrampoline, RaceLiteral}
+		return []string{RaceTrampoline, RaceCallOps, RaceLiteral}
 	}
 	return []string{RaceTrampoline}
 }
