@@ -100,6 +100,17 @@ struct fth_site {
  */
 #define FTH_SITES 64
 
+/*
+ * fn_addr is fn's address. Filters are set by address, not by name: a
+ * name is matched against every ftrace record with a kallsyms lookup
+ * each, linear in a module's symbols, which with fth_scale.ko's 32,768
+ * functions loaded held ftrace_lock for minutes under TCG.
+ */
+static unsigned long fn_addr(unsigned int fn)
+{
+	return fn == FN_SEQ ? (unsigned long)fth_deliver_seq : (unsigned long)fth_deliver_other;
+}
+
 struct fth_caller {
 	struct task_struct *task;
 	unsigned long started, done;
@@ -1019,8 +1030,7 @@ static int attach(struct fth_user *u)
 #ifdef FTH_HAVE_DIRECT
 		/* register_ftrace_direct() wants an ops it never saw. */
 		memset(&u->ops, 0, sizeof(u->ops));
-		ret = ftrace_set_filter(&u->ops, (unsigned char *)fn_names[FN_SEQ],
-					strlen(fn_names[FN_SEQ]), 1);
+		ret = ftrace_set_filter_ip(&u->ops, fn_addr(FN_SEQ), 0, 1);
 		if (ret)
 			break;
 		u->direct_addr = (unsigned long)fth_direct_tramp1;
@@ -1039,7 +1049,11 @@ static int attach(struct fth_user *u)
 #ifdef CONFIG_FPROBE
 		memset(&u->fp, 0, sizeof(u->fp));
 		u->fp.entry_handler = fp_entry;
-		ret = register_fprobe(&u->fp, fn_names[FN_SEQ], NULL);
+		{
+			unsigned long addr = fn_addr(FN_SEQ);
+
+			ret = register_fprobe_ips(&u->fp, &addr, 1);
+		}
 #endif
 		break;
 	case K_EXTERNAL:
@@ -1246,7 +1260,7 @@ static int user_external(struct fth_user *u, const char *cmd)
 static int user_filter(struct fth_user *u, bool add)
 {
 	unsigned long done[FTH_MAX_CALLERS], id;
-	char name[FTH_NAME], pat[FTH_NAME];
+	char name[FTH_NAME];
 	int ret;
 
 	if (u->kind != K_OPS)
@@ -1254,7 +1268,6 @@ static int user_filter(struct fth_user *u, bool add)
 	if (add == !!(u->mask & BIT(FN_OTHER)))
 		return -EALREADY;
 	snprintf(name, sizeof(name), "filter %s %s %s", add ? "add" : "remove", fn_names[FN_OTHER], u->name);
-	snprintf(pat, sizeof(pat), "%s%s", add ? "" : "!", fn_names[FN_OTHER]);
 	if (!add)
 		set_judging(u, u->judging & ~BIT(FN_OTHER));
 	snap_done(done);
@@ -1264,7 +1277,7 @@ static int user_filter(struct fth_user *u, bool add)
 		WRITE_ONCE(u->mask, u->mask | BIT(FN_OTHER));
 	}
 	id = transition_begin(name);
-	ret = ftrace_set_filter(&u->ops, pat, strlen(pat), 0);
+	ret = ftrace_set_filter_ip(&u->ops, fn_addr(FN_OTHER), !add, 0);
 	transition_end_id(id);
 	if (ret) {
 		if (add)
@@ -1479,7 +1492,7 @@ static int learn_ip(unsigned int fn)
 	struct ftrace_ops ops = { .func = learn_func };
 	int ret;
 
-	ret = ftrace_set_filter(&ops, (unsigned char *)fn_names[fn], strlen(fn_names[fn]), 1);
+	ret = ftrace_set_filter_ip(&ops, fn_addr(fn), 0, 1);
 	if (ret)
 		return ret;
 	WRITE_ONCE(learnt, 0);
@@ -1551,11 +1564,9 @@ static int __init fth_deliver_init(void)
 				redirect_user = u;
 			}
 			u->ops.flags = u->ops_flags;
-			ret = ftrace_set_filter(&u->ops, (unsigned char *)fn_names[FN_SEQ],
-						strlen(fn_names[FN_SEQ]), 1);
+			ret = ftrace_set_filter_ip(&u->ops, fn_addr(FN_SEQ), 0, 1);
 			if (!ret && !strcmp(u->name, "ops-multi")) {
-				ret = ftrace_set_filter(&u->ops, (unsigned char *)fn_names[FN_OTHER],
-							strlen(fn_names[FN_OTHER]), 0);
+				ret = ftrace_set_filter_ip(&u->ops, fn_addr(FN_OTHER), 0, 0);
 				u->mask |= BIT(FN_OTHER);
 			}
 			if (ret)

@@ -140,19 +140,21 @@ func TestOraclesCatchSabotage(t *testing.T) {
 	}
 }
 
-// missWithSite asks that a missed call of a module user say what the
-// callsite held when it was made (instruction bytes; CALL_OPS arches: the
-// ops literal), read by the caller just before the call.
+// missWithSite asks that a missed call of a module user (every user the
+// sabotage drops calls of is one) say what the callsite held when it was
+// made (instruction bytes; CALL_OPS arches: the ops literal), read by the
+// caller just before the call. Which users a 15-s churn draws is the
+// seed's: any of them will do.
 func missWithSite(t *testing.T, r results.Result) {
 	t.Helper()
 	for _, o := range r.Oracles {
-		if o.Name == event.OracleDelivery && strings.HasPrefix(o.Title, "missed call: ops") &&
+		if o.Name == event.OracleDelivery && strings.HasPrefix(o.Title, "missed call: ") &&
 			strings.Contains(o.Msg, "; callsite just before call ") {
 			t.Logf("a miss: %s", o.Msg)
 			return
 		}
 	}
-	t.Errorf("no missed call of an ops user says its callsite: %+v", r.Oracles)
+	t.Errorf("no missed call says its callsite: %+v", r.Oracles)
 }
 
 // The delivery oracle on the correct kernel: 3 minutes of the churn with
