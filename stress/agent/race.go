@@ -367,13 +367,13 @@ func (r *raceAgent) recv(d time.Duration) (event.RaceMsg, error) {
 	return m, nil
 }
 
+// stackDelay is how long into the window the held task's stack is read.
+const stackDelay = 100 * time.Millisecond
+
 // inject runs one injection at addr: the steps 1 to 5 above, with action
 // run beside the window while the task is held. checkFreed has the host
 // read the target's bytes at the end of the window (trampolines, which a
 // correct kernel never changes under a task inside them).
-// stackDelay is how long into the window the held task's stack is read.
-const stackDelay = 100 * time.Millisecond
-
 func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action func() error, checkFreed bool) error {
 	r.seq++
 	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", addr)
