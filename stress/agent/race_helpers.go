@@ -131,28 +131,47 @@ func nameThreads(comm string) {
 }
 
 // setProcessCPUs gives every thread of the process the CPU set and, with
-// prio > 0, SCHED_FIFO at prio.
+// prio > 0, SCHED_FIFO at prio. It lists the threads again until a pass
+// finds none it has not set: a thread the runtime starts from one not yet
+// set, between a listing and that thread's turn, inherits nothing (a
+// racer whose writing thread was such a one called from CPU 0 for a whole
+// CI run, every injection missed). A thread started after a pass that
+// found nothing new was started by one already set, and inherits.
 func setProcessCPUs(set *unix.CPUSet, prio int) error {
-	tids, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, t := range tids {
-		tid, err := strconv.Atoi(t.Name())
+	done := map[int]bool{}
+	for pass := 0; ; pass++ {
+		tids, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			continue
+			return err
 		}
-		if err := unix.SchedSetaffinity(tid, set); err != nil {
-			return fmt.Errorf("pin thread %d to %d CPU(s): %w", tid, set.Count(), err)
-		}
-		if prio > 0 {
-			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
-			if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
-				return fmt.Errorf("thread %d SCHED_FIFO %d: %w", tid, prio, err)
+		fresh := 0
+		for _, t := range tids {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil || done[tid] {
+				continue
 			}
+			fresh++
+			if err := unix.SchedSetaffinity(tid, set); err != nil {
+				if errors.Is(err, unix.ESRCH) {
+					continue // gone since the listing
+				}
+				return fmt.Errorf("pin thread %d to %d CPU(s): %w", tid, set.Count(), err)
+			}
+			if prio > 0 {
+				attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+				if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
+					return fmt.Errorf("thread %d SCHED_FIFO %d: %w", tid, prio, err)
+				}
+			}
+			done[tid] = true
+		}
+		if fresh == 0 {
+			return nil
+		}
+		if pass == 100 {
+			return fmt.Errorf("pin %d CPU(s): the process kept starting threads through %d passes", set.Count(), pass)
 		}
 	}
-	return nil
 }
 
 // racerMain is `agent racer <cpu> <path> [<read-path>]`. Its answer also
