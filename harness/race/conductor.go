@@ -121,6 +121,7 @@ func (c *Conductor) Serve(ctx context.Context) error {
 	defer c.finish()
 	enc := json.NewEncoder(ch)
 	reply := func(m event.RaceMsg) {
+		c.Log.Debug("race: to the agent", "op", m.Op, "cpu", m.CPU, "addr", fmt.Sprintf("%#x", m.Addr), "msg", m.Msg)
 		if err := enc.Encode(m); err != nil {
 			c.Log.Warn("race: reply to the agent", "op", m.Op, "err", err)
 		}
@@ -255,8 +256,20 @@ func (c *Conductor) stop(ctx context.Context) (context.Context, context.CancelFu
 // when Then's vCPU stops, or never does, the first is let go, and Then's
 // is held HoldMS more and let go too. An arm with HoldMS and no Then is
 // let go by the host HoldMS after it held.
+//
+// A third arm (Then.Then) must be on the first's vCPU: the first is let
+// go once the second holds, and HoldMS of the second's later the third's
+// breakpoint is set and the second let go in one stop; the third is held
+// its HoldMS. That is for a first (a writer) that frees what the second (a
+// reader) holds and then waits for the reader's CPU (an IPI), with its
+// next write still to come: the reader runs into the freed memory while
+// the writer, let go by the reader's CPU, is stopped before that write.
 func (c *Conductor) armChain(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) error {
-	held, err := c.arm(ctx, m, reply)
+	if m.Then != nil && m.Then.Then != nil && (m.Then.Then.CPU != m.CPU || m.Then.Then.Then != nil) {
+		reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("a third arm must be on the first's vCPU %d, and the last: got vCPU %d", m.CPU, m.Then.Then.CPU)})
+		return nil
+	}
+	held, err := c.arm(ctx, m, -1, reply)
 	if err != nil || !held || (m.Then == nil && m.HoldMS == 0) {
 		return err
 	}
@@ -264,14 +277,26 @@ func (c *Conductor) armChain(ctx context.Context, m event.RaceMsg, reply func(ev
 		return c.releaseAfter(ctx, m.HoldMS, m.CPU, reply)
 	}
 	next := *m.Then
-	held, err = c.arm(ctx, next, reply)
+	held, err = c.arm(ctx, next, -1, reply)
 	if err != nil {
 		return err
 	}
 	if err := c.releaseCPU(ctx, m.CPU, reply); err != nil || !held {
 		return err
 	}
-	return c.releaseAfter(ctx, next.HoldMS, next.CPU, reply)
+	if next.Then == nil {
+		return c.releaseAfter(ctx, next.HoldMS, next.CPU, reply)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(time.Duration(next.HoldMS) * time.Millisecond):
+	}
+	last := *next.Then
+	if held, err = c.arm(ctx, last, next.CPU, reply); err != nil || !held {
+		return err
+	}
+	return c.releaseAfter(ctx, last.HoldMS, last.CPU, reply)
 }
 
 // releaseAfter lets vCPU cpu go ms milliseconds from now, unless ctx ends
@@ -299,9 +324,10 @@ func (c *Conductor) releaseCPU(ctx context.Context, cpu int, reply func(event.Ra
 	return nil
 }
 
-// arm sets the breakpoint, lets the VM run (every vCPU not held), and
-// waits for the stop; held says the vCPU asked for is held there.
-func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.RaceMsg)) (held bool, err error) {
+// arm sets the breakpoint, lets the VM run (every vCPU not held, and the
+// held vCPU letGo when it is not -1), and waits for the stop; held says
+// the vCPU asked for is held there.
+func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, letGo int, reply func(event.RaceMsg)) (held bool, err error) {
 	// After a release the VM runs: stop it to set the breakpoint.
 	rctx, cancel, err := c.stop(ctx)
 	defer cancel()
@@ -316,8 +342,16 @@ func (c *Conductor) arm(ctx context.Context, m event.RaceMsg, reply func(event.R
 		return false, err
 	}
 	c.bpAddr, c.bpSize = m.Addr, size
+	let := c.heldIndex(letGo)
+	if let >= 0 {
+		c.held = slices.Delete(c.held, let, let+1)
+	}
 	if err := c.resumeFree(rctx); err != nil {
 		return false, err
+	}
+	if let >= 0 {
+		c.Stats.Released++
+		reply(event.RaceMsg{Op: event.RaceReleased, CPU: letGo})
 	}
 	c.Stats.Armed++
 	reply(event.RaceMsg{Op: event.RaceArmed, Addr: m.Addr, CPU: m.CPU})

@@ -257,6 +257,36 @@ func TestConductorHoldsTwoAndConditions(t *testing.T) {
 	if m := a.recv(event.RaceReleased); m.CPU != 1 {
 		t.Errorf("release after the chained timeout %+v", m)
 	}
+	// Three arms: the first vCPU is let go when the second holds; the
+	// third, on the first's vCPU, is armed as the second is let go.
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000,
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: hart0Loop, Size: 4, CPU: 0, TimeoutMS: 5000, HoldMS: 100,
+			Then: &event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000, HoldMS: 100}}})
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.recv(event.RaceArmed)
+	if m := a.recv(event.RaceStopped); m.CPU != 0 {
+		t.Errorf("second hold %+v", m)
+	}
+	if m := a.recv(event.RaceReleased); m.CPU != 1 {
+		t.Errorf("the first let go once the second held: %+v", m)
+	}
+	if m := a.recv(event.RaceReleased); m.CPU != 0 {
+		t.Errorf("the second let go as the third is armed: %+v", m)
+	}
+	a.recv(event.RaceArmed)
+	if m := a.recv(event.RaceStopped); m.CPU != 1 || m.Addr != hart1Loop {
+		t.Errorf("third hold %+v, want vCPU 1 at %#x again", m, hart1Loop)
+	}
+	if m := a.recv(event.RaceReleased); m.CPU != 1 {
+		t.Errorf("the last release %+v", m)
+	}
+	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000,
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: hart0Loop, Size: 4, CPU: 0, TimeoutMS: 5000,
+			Then: &event.RaceMsg{Op: event.RaceArm, Addr: hart0Loop, Size: 4, CPU: 0}}})
+	if m := a.recv(event.RaceError); !strings.Contains(m.Msg, "third arm") {
+		t.Errorf("a third arm on the second's vCPU: %+v", m)
+	}
 	// HoldMS alone: the host lets the vCPU go itself.
 	a.send(event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000, HoldMS: 100})
 	a.recv(event.RaceArmed)

@@ -182,7 +182,12 @@ type RaceMsg struct {
 	// is released; Then's stays held HoldMS more. The host answers each
 	// step as it happens: armed, stopped or timeout, released, released.
 	// HoldMS on an arm with no Then has the host let its vCPU go that
-	// long after the hold.
+	// long after the hold. Then's own Then, on the first's vCPU, is armed
+	// HoldMS of Then's after the first was let go, in the same stop that
+	// lets Then's vCPU go (answers: released for the first, released for
+	// the second, armed, stopped or timeout, released): a writer that
+	// waits for the held reader's CPU is stopped at its next step while
+	// the reader runs.
 	Then   *RaceMsg `json:"then,omitempty"`
 	HoldMS int      `json:"hold_ms,omitempty"`
 	// Addrs are a trace's breakpoints. A trace holds no vCPU: at every

@@ -56,6 +56,10 @@ func (a *agent) executeRepro(ctx context.Context) error {
 		return a.reproMapperFree(ctx, true)
 	case options.ReproMapperRemoveLive:
 		return a.reproMapperFree(ctx, false)
+	case options.ReproEAgainFree:
+		return a.reproEAgain(ctx, true)
+	case options.ReproEAgainPeer:
+		return a.reproEAgain(ctx, false)
 	}
 	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
 }

@@ -353,16 +353,30 @@ const (
 	ReproMapperRemoveLive = "mapper-remove-live"
 )
 
+// ReproEAgainFree is scenario=repro's sequence for docs/findings.md 12: a
+// BPF trampoline whose first registration on a function with an IPMODIFY
+// ftrace_ops is refused with -EAGAIN (to be built again with ORIG_STACK)
+// is freed at once, while a caller that ftrace_ops_list_func sent there
+// during the refused registration, held by the host, is on its way in.
+// ReproEAgainPeer is its control: the trampoline attached first, the
+// IPMODIFY ops after (the peer handshake), the same three holds, the old
+// image put after an RCU-tasks grace period.
+const (
+	ReproEAgainFree = "eagain-free"
+	ReproEAgainPeer = "eagain-peer"
+)
+
 // Repros lists the repro option's sequences.
 func Repros() []string {
 	return []string{ReproIPModifyFilter, ReproIPModifyRegister, ReproDirectUnregisterFree, ReproDirectUnregisterLive,
-		ReproDirectUnregisterFreeTracefs, ReproDirectUnregisterLiveTracefs, ReproMapperRemoveFree, ReproMapperRemoveLive}
+		ReproDirectUnregisterFreeTracefs, ReproDirectUnregisterLiveTracefs, ReproMapperRemoveFree, ReproMapperRemoveLive,
+		ReproEAgainFree, ReproEAgainPeer}
 }
 
 // ReproRaces reports whether a repro sequence has the host hold vCPUs
 // through the gdbstub (the race port).
 func ReproRaces(seq string) bool {
-	return strings.HasPrefix(seq, "direct-unregister-") || strings.HasPrefix(seq, "mapper-remove-")
+	return strings.HasPrefix(seq, "direct-unregister-") || strings.HasPrefix(seq, "mapper-remove-") || strings.HasPrefix(seq, "eagain-")
 }
 
 // ScaleModuleName is the module of stress/kmod-scale: 32,768 traceable

@@ -205,6 +205,52 @@ func TestFindingMapperRemoveFreesUnderLookupAll(t *testing.T) {
 	})
 }
 
+// docs/findings.md 12: a BPF trampoline's first registration on a
+// function with an IPMODIFY ftrace_ops is refused with -EAGAIN after
+// ftrace_startup() had put its ops on ftrace_ops_list, and BPF frees the
+// image at once: a caller that ftrace_ops_list_func sent there meanwhile
+// runs into freed text. The host holds the writer at
+// bpf_tramp_ftrace_ops_func (the ops on the list), the reader (CPU 1's
+// caller kthread) at ftrace_caller's jump to the direct trampoline, lets
+// the writer free the image, then the reader: riscv64 fills freed BPF
+// text with zeros (an illegal instruction), arm64 with BRK. The control
+// attaches the fexit first and registers the IPMODIFY ops after (the peer
+// handshake): the same holds, the old image put after an RCU-tasks grace
+// period, no fault (riscv64's JIT refuses ORIG_STACK, so there the ops'
+// registration is refused and no image changes). riscv64 in make test
+// (two short boots), arm64 in make test-all.
+func TestFindingEAgainFreesUnderCaller(t *testing.T) {
+	eagain(t, "riscv64", "Oops: illegal instruction")
+}
+
+func TestFindingEAgainFreesUnderCallerARM64(t *testing.T) {
+	requireAll(t)
+	eagain(t, "arm64", "Oops: BRK in ")
+}
+
+// eagain runs the eagain-free sequence, which must fault with a title
+// starting with fault, and its control, which must pass.
+func eagain(t *testing.T, arch, fault string) {
+	t.Run("eagain-free", func(t *testing.T) {
+		r := runFthArch(t, arch, 40*time.Minute, "--agent-arg", "scenario=repro", "--agent-arg", "repro=eagain-free")
+		r.mustCell(t)
+		if r.result.Verdict == results.Pass {
+			t.Fatalf("no fault on %s: the finding no longer reproduces; if the kernel fixed it, say so in docs/findings.md", r.result.Kernel.Release)
+		}
+		if r.exit != 1 || !strings.HasPrefix(r.result.Title(), fault) {
+			t.Fatalf("exit %d, verdict %s (%s), title %q: want %s...", r.exit, r.result.Verdict, r.result.Reason, r.result.Title(), fault)
+		}
+		t.Logf("reproduced: %s", r.result.Title())
+	})
+	t.Run("eagain-peer", func(t *testing.T) {
+		r := runFthArch(t, arch, 40*time.Minute, "--agent-arg", "scenario=repro", "--agent-arg", "repro=eagain-peer")
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): want a pass", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
+}
+
 // docs/findings.md 5: on ppc64le, ftrace_regs_caller restores r13 (the
 // paca) from pt_regs after a preemptible handler, so a task moved to
 // another CPU meanwhile runs on with the first CPU's. The churn's tracers

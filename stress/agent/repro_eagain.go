@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/tally"
+)
+
+// The kernel's names the eagain sequences hold vCPUs in.
+const (
+	// eagainAsk is BPF's answer to ftrace's IPMODIFY handshake: asked
+	// to share (SELF) during a trampoline's registration it answers
+	// -EAGAIN; asked by a registering IPMODIFY ops (PEER) it builds the
+	// trampoline again.
+	eagainAsk = "bpf_tramp_ftrace_ops_func"
+	// eagainBuild writes a trampoline image: after the -EAGAIN, the
+	// second build, with the first image already freed.
+	eagainBuild = "arch_prepare_bpf_trampoline"
+	// eagainCaller is where a callsite's ftrace_ops are called and the
+	// direct call is taken (br x17 at its end, arm64).
+	eagainCaller = "ftrace_caller"
+)
+
+// directJumps are ftrace_caller's jump to a direct trampoline per arch,
+// as its bytes: arm64's `br x17`, riscv64's `jr t1` (compressed, or not
+// in a kernel built without the C extension).
+var directJumps = map[string][]directJump{
+	"arm64":   {{"br x17", []byte{0x20, 0x02, 0x1f, 0xd6}}},
+	"riscv64": {{"c.jr t1", []byte{0x02, 0x83}}, {"jr t1", []byte{0x67, 0x00, 0x03, 0x00}}},
+}
+
+// directJump is one encoding of ftrace_caller's direct jump.
+type directJump struct {
+	asm   string
+	bytes []byte
+}
+
+// eagainWriter is how long the reader stays held after the writer is let
+// go from the handshake: time for the writer to take its ops off the list
+// and free the image, up to arm64's flush_icache_range() after the free,
+// whose IPI (kick_all_cpus_sync) waits for the reader's CPU.
+const eagainWriter = time.Second
+
+// eagainHold is how long the writer stays at its next build once the
+// reader is let go: the reader needs a few instructions.
+const eagainHold = 2 * time.Second
+
+// reproEAgain (eagain-free): a BPF trampoline registers its ftrace_ops
+// with register_ftrace_direct(), whose ftrace_startup() puts the ops on
+// ftrace_ops_list (update_ftrace_function) before it asks the IPMODIFY
+// handshake. On a function that already has an IPMODIFY ops, a trampoline
+// that calls the original without ORIG_STACK answers -EAGAIN; ftrace
+// takes the ops off the list again, and BPF frees the image at once
+// (bpf_tramp_image_free, no grace period) and builds another. Meanwhile
+// any CPU whose call to the function went through ftrace_ops_list_func
+// (two ops on its callsite) called the ops, read its direct_call (the
+// image) and jumps there once the list function returns. The sequence
+// holds the three moments: the writer (the fexit's attach, on CPU 0) at
+// the handshake, with the ops on the list; the reader (fth_deliver's
+// caller kthread on CPU 1) at ftrace_caller's `br x17` with the image in
+// x17; the writer let go to its second build, the first image freed; the
+// reader let go into it. arm64 fills a freed image with BRK, so the
+// reader dies on `Oops - BRK` in the freed trampoline.
+//
+// With free false (eagain-peer, the control) the fexit is attached first
+// and the IPMODIFY ops registered after: BPF is asked as a peer, builds
+// the trampoline again and puts the old image after an RCU-tasks grace
+// period, which the held reader holds up. The same three holds, and
+// nothing should fault.
+func (a *agent) reproEAgain(ctx context.Context, free bool) error {
+	step := a.reproLog
+	jumps, ok := directJumps[runtime.GOARCH]
+	if !ok {
+		return fmt.Errorf("repro %s: arm64 and riscv64 only: x86_64's BPF trampolines share one direct ops registered once (only the first trampoline's registration has this window) and ppc64le's take another path; the reader's hold is ftrace_caller's jump to the direct trampoline, known for arm64 and riscv64", a.opts.Repro)
+	}
+	if a.sys.numCPU < 2 {
+		return fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
+	}
+	r, closePort, err := a.openRacePort()
+	if err != nil {
+		return err
+	}
+	defer closePort()
+	syms, err := ksyms.Read(ksyms.DefaultPath, []string{eagainAsk, eagainBuild, eagainCaller})
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	addr := map[string]uint64{}
+	for _, name := range []string{eagainAsk, eagainBuild, eagainCaller} {
+		a, ok := syms.Addr(name)
+		if !ok {
+			return fmt.Errorf("repro: no kallsyms address for %s", name)
+		}
+		addr[name] = a
+	}
+	jump, how, err := findJump(r, addr[eagainCaller], 512, jumps)
+	if err != nil {
+		return fmt.Errorf("repro: %s's jump to a direct trampoline: %w", eagainCaller, err)
+	}
+	step("%s takes the direct call at %s+%#x (%s)", eagainCaller, eagainCaller, jump-addr[eagainCaller], how.asm)
+
+	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
+	if err := kmods.Load(path, ""); err != nil {
+		return fmt.Errorf("repro: load %s: %w", path, err)
+	}
+	a.logModule(deliver.ModuleName)
+	defer func() {
+		if err := kmods.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
+			step("unload %s: %v", deliver.ModuleName, err)
+		}
+	}()
+	mod := deliver.Module{Dir: deliver.DefaultDir}
+	loader, err := oracle.NewLoader(2, nil)
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	defer loader.Close()
+	var links []int
+	defer func() {
+		for _, fd := range links {
+			unix.Close(fd)
+		}
+	}()
+	fexit := func() error {
+		ld, err := loader.Load(deliver.FuncSeq, oracle.FExit, "fexit-seq")
+		if err != nil {
+			return err
+		}
+		defer ld.Prog.Close()
+		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FExit.LinkType())
+		if errno != 0 {
+			return errno
+		}
+		links = append(links, fd)
+		return nil
+	}
+	ipmodify := func() error { return mod.Attach("ops-ipmodify") }
+	steps := []reproStep{
+		{"attach fth_deliver.ko's counting ftrace_ops (ops) to " + deliver.FuncSeq + ": with a second ops there its callsite calls ftrace_ops_list_func",
+			func() error { return mod.Attach("ops") }},
+		{"register fth_deliver.ko's IPMODIFY ftrace_ops (ops-ipmodify) on " + deliver.FuncSeq, ipmodify},
+	}
+	write, writeWhat := fexit, "attach a BPF fexit to "+deliver.FuncSeq+" (its trampoline calls the original: the handshake answers -EAGAIN)"
+	if !free {
+		steps[1] = reproStep{"attach a BPF fexit to " + deliver.FuncSeq, fexit}
+		write, writeWhat = ipmodify, "register ops-ipmodify on "+deliver.FuncSeq+" (BPF is asked as a peer and builds the trampoline again)"
+	}
+	total := len(steps) + 2
+	for i, s := range steps {
+		if err := s.do(); err != nil {
+			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
+		}
+		step("%d/%d %s: done", i+1, total, s.what)
+	}
+	// The callers run throughout: the one on CPU 1 is the reader.
+	if err := mod.Run(true); err != nil {
+		return fmt.Errorf("repro: start the callers: %w", err)
+	}
+	defer func() {
+		if err := mod.Run(false); err != nil {
+			step("stop the callers: %v", err)
+		}
+	}()
+	arm := event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainAsk], Size: 4, CPU: 0, TimeoutMS: 10000,
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: jump, Size: len(how.bytes), CPU: 1, TimeoutMS: 5000, HoldMS: int(eagainWriter / time.Millisecond),
+			Then: &event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainBuild], Size: 4, CPU: 0, TimeoutMS: 3000, HoldMS: int(eagainHold / time.Millisecond)}}}
+	if err := r.send(arm); err != nil {
+		return fmt.Errorf("repro: arm: %w", err)
+	}
+	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
+		return fmt.Errorf("repro: arm at %s: %+v %v", eagainAsk, m, err)
+	}
+	step("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s's br x17, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, eagainCaller, eagainBuild)
+	written := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		var cpu0 unix.CPUSet
+		cpu0.Set(0)
+		if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+			written <- err
+			return
+		}
+		written <- write()
+	}()
+	held, err := eagainHolds(r)
+	if err != nil {
+		return fmt.Errorf("repro: %w", err)
+	}
+	step("%d/%d %s", total, total, held)
+	select {
+	case err := <-written:
+		if err != nil {
+			step("%s: %v", writeWhat, err)
+		}
+	case <-time.After(30 * time.Second):
+		step("%s: not back after 30 s", writeWhat)
+	}
+	a.sys.sleep(reproCalls)
+	return nil
+}
+
+// eagainHolds reads the host's answers to the eagain sequences' chain of
+// three arms and says what was held, or why the sequence did not run.
+func eagainHolds(r *raceAgent) (string, error) {
+	next := func(wait time.Duration, want ...string) (event.RaceMsg, error) {
+		m, err := r.recv(wait)
+		if err != nil {
+			return m, err
+		}
+		for _, w := range want {
+			if m.Op == w {
+				return m, nil
+			}
+		}
+		return m, fmt.Errorf("host: %+v, want %v", m, want)
+	}
+	const wait = 15 * time.Second
+	if m, err := next(wait, event.RaceStopped, event.RaceTimeout, event.RaceMissed); err != nil || m.Op != event.RaceStopped {
+		return "", fmt.Errorf("the writer did not stop at %s: %+v %v", eagainAsk, m, err)
+	}
+	if _, err := next(wait, event.RaceArmed); err != nil {
+		return "", err
+	}
+	m, err := next(wait, event.RaceStopped, event.RaceTimeout, event.RaceMissed)
+	if err != nil {
+		return "", err
+	}
+	if _, err := next(wait, event.RaceReleased); err != nil {
+		return "", err
+	}
+	if m.Op != event.RaceStopped {
+		return "", fmt.Errorf("the reader never reached %s's br x17 while the writer was held at %s (%s): the sequence did not run", eagainCaller, eagainAsk, m.Msg)
+	}
+	if _, err := next(wait, event.RaceReleased); err != nil {
+		return "", err
+	}
+	if _, err := next(wait, event.RaceArmed); err != nil {
+		return "", err
+	}
+	third, err := next(wait, event.RaceStopped, event.RaceTimeout, event.RaceMissed)
+	if err != nil {
+		return "", err
+	}
+	if third.Op != event.RaceStopped {
+		return fmt.Sprintf("the reader held at the direct call while the writer went on from %s, then let go; the writer did not build again (%s)", eagainAsk, third.Msg), nil
+	}
+	if _, err := next(wait, event.RaceReleased); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("the reader held at the direct call while the writer went on from %s, then let go into the image it had read, the writer held at its next %s", eagainAsk, eagainBuild), nil
+}
+
+// findJump has the host read n bytes at addr and returns the address of
+// the first instruction there that is one of jumps.
+func findJump(r *raceAgent, addr uint64, n int, jumps []directJump) (uint64, directJump, error) {
+	h, err := r.peekN(addr, n)
+	if err != nil {
+		return 0, directJump{}, err
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return 0, directJump{}, err
+	}
+	for off := 0; off < len(b); {
+		for _, j := range jumps {
+			if bytes.HasPrefix(b[off:], j.bytes) {
+				return addr + uint64(off), j, nil
+			}
+		}
+		// riscv64's lengths are in the first two bits (11: four bytes,
+		// else a compressed two); arm64's are all four.
+		if runtime.GOARCH == "riscv64" && b[off]&3 != 3 {
+			off += 2
+		} else {
+			off += 4
+		}
+	}
+	return 0, directJump{}, fmt.Errorf("none of %d encodings in the first %d bytes", len(jumps), n)
+}
