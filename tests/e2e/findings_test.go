@@ -228,6 +228,23 @@ func TestFindingEAgainFreesUnderCallerARM64(t *testing.T) {
 	eagain(t, "arm64", "Oops: BRK in ")
 }
 
+// docs/findings.md 12 on the fixed kernels (the image put after the
+// tasks in it are gone): the same holds, no fault. Two patched builds:
+// make test-all.
+func TestFindingEAgainFreesUnderCallerFixed(t *testing.T) {
+	requireAll(t)
+	for _, arch := range []string{"riscv64", "arm64"} {
+		t.Run(arch, func(t *testing.T) {
+			r := runFthArch(t, arch, 60*time.Minute, "--patch", "results/known/fixes/bpf-trampoline-eagain-put-after-gp.patch",
+				"--agent-arg", "scenario=repro", "--agent-arg", "repro=eagain-free")
+			r.mustCell(t)
+			if r.exit != 0 || r.result.Verdict != results.Pass {
+				t.Fatalf("exit %d, verdict %s (%s): the fixed kernel must survive", r.exit, r.result.Verdict, r.result.Reason)
+			}
+		})
+	}
+}
+
 // eagain runs the eagain-free sequence, which must fault with a title
 // starting with fault, and its control, which must pass.
 func eagain(t *testing.T, arch, fault string) {
