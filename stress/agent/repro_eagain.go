@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -95,6 +96,9 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 		return err
 	}
 	defer closePort()
+	// The freed image has no symbol left: the host names the fault after
+	// the image the kernel last registered there.
+	defer a.watchImages(ctx)()
 	syms, err := ksyms.Read(ksyms.DefaultPath, []string{eagainAsk, eagainBuild, eagainCaller})
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
@@ -267,7 +271,16 @@ func eagainHolds(r *raceAgent) (string, error) {
 // findJump has the host read n bytes at addr and returns the address of
 // the first instruction there that is one of jumps.
 func findJump(r *raceAgent, addr uint64, n int, jumps []directJump) (uint64, directJump, error) {
-	h, err := r.peekN(addr, n)
+	// Kernel text is always mapped, but a vCPU stopped in the firmware
+	// (riscv64's M mode, an SBI call) translates nothing: try again.
+	var h string
+	var err error
+	for try := 0; try < 5; try++ {
+		if h, err = r.peekN(addr, n); err == nil || !errors.As(err, new(errUnreadable)) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		return 0, directJump{}, err
 	}
