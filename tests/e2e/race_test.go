@@ -539,9 +539,23 @@ func raceLiteralOrder(t *testing.T, arch string) {
 // slots; the mutant jumps through a stale t0 at the first, on the
 // callsite as a disable left it. make test (riscv64 under QEMU 11.1).
 func TestRISCV64RaceCallsiteMutant(t *testing.T) {
+	raceCallsiteMutant(t, "riscv64", "riscv64-callsite-auipc-repatched")
+}
+
+// The same window on arm64: the MOV X9, LR slot patched with the BL
+// (a nop while disabled, written back before the BL); the mutant returns
+// through a stale x9 at the first injection. make test-all.
+func TestARM64RaceCallsiteMutant(t *testing.T) {
+	requireAll(t)
+	raceCallsiteMutant(t, "arm64", "arm64-callsite-mov-repatched")
+}
+
+// raceCallsiteMutant runs the unmutated kernel and mutant on arch with
+// five injections at the callsite's second slot: the first must survive
+// them all, the mutant crash at the first.
+func raceCallsiteMutant(t *testing.T, arch, mutant string) {
 	out := e2eOut(t)
-	const mutant = "riscv64-callsite-auipc-repatched"
-	r := runCell(t, 40*time.Minute, out, fthBin, "mutate", "--arches", "riscv64", "--campaign=false", "--mutants", mutant,
+	r := runCell(t, 40*time.Minute, out, fthBin, "mutate", "--arches", arch, "--campaign=false", "--mutants", mutant,
 		"--agent-arg", "scenario=race", "--agent-arg", "racetarget=callsite", "--agent-arg", "injections=5",
 		"--require-detected", "--out", out, "--run-id", "m")
 	table := mutationTable(t, filepath.Join(out, "m"))
