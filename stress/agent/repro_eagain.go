@@ -52,8 +52,9 @@ type directJump struct {
 
 // eagainWriter is how long the reader stays held after the writer is let
 // go from the handshake: time for the writer to take its ops off the list
-// and free the image, up to arm64's flush_icache_range() after the free,
-// whose IPI (kick_all_cpus_sync) waits for the reader's CPU.
+// and free the image, as far as it goes before it waits for the reader's
+// CPU (an IPI: on arm64 and riscv64 the text writes end in one), which the
+// hold keeps from answering.
 const eagainWriter = time.Second
 
 // eagainHold is how long the writer stays at its next build once the
