@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -64,6 +65,77 @@ func (a *agent) executeRepro(ctx context.Context) error {
 	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
 }
 
+// reproDeliver is fth_deliver.ko loaded for a repro sequence, with BPF
+// programs to link on its functions.
+type reproDeliver struct {
+	mod    deliver.Module
+	loader *oracle.Loader
+	links  []int
+	close  func()
+}
+
+// reproDeliver loads fth_deliver.ko and a loader of up to progs programs;
+// close unlinks them and unloads the module.
+func (a *agent) reproDeliver(progs int) (*reproDeliver, error) {
+	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
+	if err := kmods.Load(path, ""); err != nil {
+		return nil, fmt.Errorf("repro: load %s: %w", path, err)
+	}
+	a.logModule(deliver.ModuleName)
+	unload := func() {
+		if err := kmods.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
+			a.reproLog("unload %s: %v", deliver.ModuleName, err)
+		}
+	}
+	loader, err := oracle.NewLoader(progs, nil)
+	if err != nil {
+		unload()
+		return nil, fmt.Errorf("repro: %w", err)
+	}
+	d := &reproDeliver{mod: deliver.Module{Dir: deliver.DefaultDir}, loader: loader}
+	d.close = func() {
+		for _, fd := range d.links {
+			unix.Close(fd)
+		}
+		loader.Close()
+		unload()
+	}
+	return d, nil
+}
+
+// link loads a program of kind on fn and links it; the link stays until
+// close.
+func (d *reproDeliver) link(fn string, kind oracle.Kind, key string) error {
+	ld, err := d.loader.Load(fn, kind, key)
+	if err != nil {
+		return err
+	}
+	defer ld.Prog.Close()
+	fd, errno := attach.LinkCreate(ld.Prog.FD(), kind.LinkType())
+	if errno != 0 {
+		return errno
+	}
+	d.links = append(d.links, fd)
+	return nil
+}
+
+// onCPU0 runs write on a thread of its own pinned to CPU 0, the CPU a
+// repro's host holds the writer on, and sends its result.
+func onCPU0(write func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		var cpu0 unix.CPUSet
+		cpu0.Set(0)
+		if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+			done <- err
+			return
+		}
+		done <- write()
+	}()
+	return done
+}
+
 // reproIPModify (ipmodify-filter): 7.3's BPF trampolines share one direct ftrace_ops,
 // and update_ftrace_direct_mod() runs the IPMODIFY handshake
 // (__ftrace_hash_update_ipmodify with update_target) over that ops' whole
@@ -81,41 +153,12 @@ func (a *agent) executeRepro(ctx context.Context) error {
 // when it registers, the handshake runs, and nothing should warn.
 func (a *agent) reproIPModify(ctx context.Context, filterLater bool) error {
 	step := a.reproLog
-	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
-	if err := kmods.Load(path, ""); err != nil {
-		return fmt.Errorf("repro: load %s: %w", path, err)
-	}
-	a.logModule(deliver.ModuleName)
-	defer func() {
-		if err := kmods.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
-			step("unload %s: %v", deliver.ModuleName, err)
-		}
-	}()
-	mod := deliver.Module{Dir: deliver.DefaultDir}
-	loader, err := oracle.NewLoader(4, nil)
+	d, err := a.reproDeliver(4)
 	if err != nil {
-		return fmt.Errorf("repro: %w", err)
+		return err
 	}
-	defer loader.Close()
-	var links []int
-	defer func() {
-		for _, fd := range links {
-			unix.Close(fd)
-		}
-	}()
-	link := func(fn string, kind oracle.Kind, key string) error {
-		ld, err := loader.Load(fn, kind, key)
-		if err != nil {
-			return err
-		}
-		defer ld.Prog.Close()
-		fd, errno := attach.LinkCreate(ld.Prog.FD(), kind.LinkType())
-		if errno != 0 {
-			return errno
-		}
-		links = append(links, fd)
-		return nil
-	}
+	defer d.close()
+	mod, link := d.mod, d.link
 	steps := []reproStep{
 		{"attach a BPF fexit to " + deliver.FuncOther + " (its trampoline calls the original: CALL_ORIG, no IPMODIFY peer yet)",
 			func() error { return link(deliver.FuncOther, oracle.FExit, "fexit-other") }},

@@ -6,19 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ftrace-harness/fth/results/event"
-	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
-	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
-	"github.com/ftrace-harness/fth/stress/tally"
 )
 
 // The kernel's names the eagain sequences hold vCPUs in.
@@ -118,41 +112,13 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	}
 	step("%s takes the direct call at %s+%#x (%s)", eagainCaller, eagainCaller, jump-addr[eagainCaller], how.asm)
 
-	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
-	if err := kmods.Load(path, ""); err != nil {
-		return fmt.Errorf("repro: load %s: %w", path, err)
-	}
-	a.logModule(deliver.ModuleName)
-	defer func() {
-		if err := kmods.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
-			step("unload %s: %v", deliver.ModuleName, err)
-		}
-	}()
-	mod := deliver.Module{Dir: deliver.DefaultDir}
-	loader, err := oracle.NewLoader(2, nil)
+	d, err := a.reproDeliver(2)
 	if err != nil {
-		return fmt.Errorf("repro: %w", err)
+		return err
 	}
-	defer loader.Close()
-	var links []int
-	defer func() {
-		for _, fd := range links {
-			unix.Close(fd)
-		}
-	}()
-	fexit := func() error {
-		ld, err := loader.Load(deliver.FuncSeq, oracle.FExit, "fexit-seq")
-		if err != nil {
-			return err
-		}
-		defer ld.Prog.Close()
-		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FExit.LinkType())
-		if errno != 0 {
-			return errno
-		}
-		links = append(links, fd)
-		return nil
-	}
+	defer d.close()
+	mod := d.mod
+	fexit := func() error { return d.link(deliver.FuncSeq, oracle.FExit, "fexit-seq") }
 	ipmodify := func() error { return mod.Attach("ops-ipmodify") }
 	steps := []reproStep{
 		{"attach fth_deliver.ko's counting ftrace_ops (ops) to " + deliver.FuncSeq + ": with a second ops there its callsite calls ftrace_ops_list_func",
@@ -190,17 +156,7 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 		return fmt.Errorf("repro: arm at %s: %+v %v", eagainAsk, m, err)
 	}
 	step("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s's br x17, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, eagainCaller, eagainBuild)
-	written := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		var cpu0 unix.CPUSet
-		cpu0.Set(0)
-		if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
-			written <- err
-			return
-		}
-		written <- write()
-	}()
+	written := onCPU0(write)
 	held, err := eagainHolds(r)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)

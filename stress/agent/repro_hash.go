@@ -17,17 +17,14 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/btf"
-	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
-	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/disasm"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/report"
-	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 )
 
@@ -99,16 +96,12 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		return err
 	}
 	defer closePort()
-	if err := kmods.Load(filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko"), ""); err != nil {
-		return fmt.Errorf("repro: load %s: %w", deliver.ModuleName, err)
+	d, err := a.reproDeliver(2)
+	if err != nil {
+		return err
 	}
-	a.logModule(deliver.ModuleName)
-	defer func() {
-		if err := kmods.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
-			step("unload %s: %v", deliver.ModuleName, err)
-		}
-	}()
-	mod := deliver.Module{Dir: deliver.DefaultDir}
+	defer d.close()
+	mod := d.mod
 
 	ips, err := recordIPs(filepath.Join(tracefs.DefaultRoot, "available_filter_functions_addrs"))
 	if err != nil {
@@ -140,17 +133,6 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 	step("reader %s (ip %#x) shares %s's (ip %#x) bucket %d of %d",
 		reader, readerIP, deliver.FuncSeq, freedIP, hashBucket(freedIP, directBits), 1<<directBits)
 
-	loader, err := oracle.NewLoader(2, nil)
-	if err != nil {
-		return fmt.Errorf("repro: %w", err)
-	}
-	defer loader.Close()
-	var linkFD int = -1
-	defer func() {
-		if linkFD >= 0 {
-			unix.Close(linkFD)
-		}
-	}()
 	var dropInstance func()
 	defer func() {
 		if dropInstance != nil {
@@ -159,17 +141,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 	}()
 	steps := []reproStep{
 		{"attach a BPF fentry to " + reader + " (its direct call, the first entry of direct_functions)", func() error {
-			ld, err := loader.Load(reader, oracle.FEntry, "fentry-reader")
-			if err != nil {
-				return err
-			}
-			defer ld.Prog.Close()
-			fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
-			if errno != 0 {
-				return errno
-			}
-			linkFD = fd
-			return nil
+			return d.link(reader, oracle.FEntry, "fentry-reader")
 		}},
 		{"switch a function tracer instance filtered to " + reader + " on (its callsite now goes through the list function, which looks the direct call up)", func() error {
 			inst, drop, err := filteredInstance("fth_repro", reader)
@@ -288,17 +260,7 @@ func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
 		return fmt.Errorf("repro: arm at %s: %+v %v", h.remove, m, err)
 	}
 	step("%d/%d %s from CPU 0, the host holding it at %s and the reader at %s+%#x on %s", h.total-1, h.total, h.writeWhat, h.remove, h.lookup, cmp.Off, heldWhat)
-	written := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		var cpu0 unix.CPUSet
-		cpu0.Set(0)
-		if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
-			written <- err
-			return
-		}
-		written <- h.write()
-	}()
+	written := onCPU0(h.write)
 	heldReader, err := chainHolds(r, arm)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
