@@ -26,7 +26,7 @@ const (
 	// second build, with the first image already freed.
 	eagainBuild = "arch_prepare_bpf_trampoline"
 	// eagainCaller is where a callsite's ftrace_ops are called and the
-	// direct call is taken (br x17 at its end, arm64).
+	// direct call is taken (directJumps).
 	eagainCaller = "ftrace_caller"
 )
 
@@ -67,10 +67,12 @@ const eagainHold = 2 * time.Second
 // image) and jumps there once the list function returns. The sequence
 // holds the three moments: the writer (the fexit's attach, on CPU 0) at
 // the handshake, with the ops on the list; the reader (fth_deliver's
-// caller kthread on CPU 1) at ftrace_caller's `br x17` with the image in
-// x17; the writer let go to its second build, the first image freed; the
-// reader let go into it. arm64 fills a freed image with BRK, so the
-// reader dies on `Oops - BRK` in the freed trampoline.
+// caller kthread on CPU 1) at ftrace_caller's jump to the direct
+// trampoline (arm64's `br x17`, riscv64's `jr t1`) with the image's
+// address in that register; the writer let go to free the image, then
+// stopped at its next build while the reader is let go into it. arm64
+// fills freed BPF text with BRK and riscv64 with zeros: the reader dies on
+// `Oops - BRK` or `Oops - illegal instruction` in the freed trampoline.
 //
 // With free false (eagain-peer, the control) the fexit is attached first
 // and the IPMODIFY ops registered after: BPF is asked as a peer, builds
@@ -155,7 +157,7 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
 		return fmt.Errorf("repro: arm at %s: %+v %v", eagainAsk, m, err)
 	}
-	step("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s's br x17, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, eagainCaller, eagainBuild)
+	step("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s's %s, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, eagainCaller, how.asm, eagainBuild)
 	written := onCPU0(write)
 	held, err := eagainHolds(r)
 	if err != nil {
@@ -204,7 +206,7 @@ func eagainHolds(r *raceAgent) (string, error) {
 		return "", err
 	}
 	if m.Op != event.RaceStopped {
-		return "", fmt.Errorf("the reader never reached %s's br x17 while the writer was held at %s (%s): the sequence did not run", eagainCaller, eagainAsk, m.Msg)
+		return "", fmt.Errorf("the reader never reached %s's jump to the direct trampoline while the writer was held at %s (%s): the sequence did not run", eagainCaller, eagainAsk, m.Msg)
 	}
 	if _, err := next(wait, event.RaceReleased); err != nil {
 		return "", err
