@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 
@@ -44,11 +46,17 @@ type directJump struct {
 	bytes []byte
 }
 
+// x86's ftrace_regs_caller tests ORIG_RAX (the direct trampoline
+// arch_ftrace_set_direct_caller left) at this label, a jnz to the code
+// that returns into it: the jnz's target is reached with a direct call
+// only.
+const x86DirectTest = "ftrace_regs_caller_jmp"
+
 // eagainWriter is how long the reader stays held after the writer is let
 // go from the handshake: time for the writer to take its ops off the list
 // and free the image, as far as it goes before it waits for the reader's
-// CPU (an IPI: on arm64 and riscv64 the text writes end in one), which the
-// hold keeps from answering.
+// CPU (an IPI: every arch's text writes end in one), which the hold keeps
+// from answering.
 const eagainWriter = time.Second
 
 // eagainHold is how long the writer stays at its next build once the
@@ -56,23 +64,26 @@ const eagainWriter = time.Second
 const eagainHold = 2 * time.Second
 
 // reproEAgain (eagain-free): a BPF trampoline registers its ftrace_ops
-// with register_ftrace_direct(), whose ftrace_startup() puts the ops on
-// ftrace_ops_list (update_ftrace_function) before it asks the IPMODIFY
-// handshake. On a function that already has an IPMODIFY ops, a trampoline
-// that calls the original without ORIG_STACK answers -EAGAIN; ftrace
-// takes the ops off the list again, and BPF frees the image at once
-// (bpf_tramp_image_free, no grace period) and builds another. Meanwhile
-// any CPU whose call to the function went through ftrace_ops_list_func
-// (two ops on its callsite) called the ops, read its direct_call (the
-// image) and jumps there once the list function returns. The sequence
-// holds the three moments: the writer (the fexit's attach, on CPU 0) at
-// the handshake, with the ops on the list; the reader (fth_deliver's
-// caller kthread on CPU 1) at ftrace_caller's jump to the direct
-// trampoline (arm64's `br x17`, riscv64's `jr t1`) with the image's
-// address in that register; the writer let go to free the image, then
-// stopped at its next build while the reader is let go into it. arm64
-// fills freed BPF text with BRK and riscv64 with zeros: the reader dies on
-// `Oops - BRK` or `Oops - illegal instruction` in the freed trampoline.
+// with register_ftrace_direct() (x86_64: the one direct ops all share,
+// registered with the first trampoline), whose ftrace_startup() puts the
+// ops on ftrace_ops_list (update_ftrace_function) before it asks the
+// IPMODIFY handshake. On a function that already has an IPMODIFY ops, a
+// trampoline that calls the original without ORIG_STACK answers -EAGAIN;
+// ftrace takes the ops off the list again, and BPF frees the image at
+// once (bpf_tramp_image_free, no grace period) and builds another.
+// Meanwhile any CPU whose call to the function went through
+// ftrace_ops_list_func (two ops on its callsite) called the ops, read the
+// image's address and jumps there once the list function returns. The
+// sequence holds the three moments: the writer (the fexit's attach, on
+// CPU 0) at the handshake, with the ops on the list; the reader
+// (fth_deliver's caller kthread on CPU 1) where the list function's caller
+// jumps to a direct trampoline (arm64's `br x17`, riscv64's `jr t1`,
+// x86_64's code after ftrace_regs_caller's ORIG_RAX test) with the image's
+// address in hand; the writer let go to free the image, then stopped at
+// its next build while the reader is let go into it. Freed BPF text is
+// refilled with traps (x86_64 int3, arm64 BRK, riscv64 zeros): the reader
+// dies on `Oops: int3`, `Oops - BRK` or `Oops - illegal instruction` in
+// the freed trampoline.
 //
 // With free false (eagain-peer, the control) the fexit is attached first
 // and the IPMODIFY ops registered after: BPF is asked as a peer, builds
@@ -81,9 +92,8 @@ const eagainHold = 2 * time.Second
 // nothing should fault.
 func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	step := a.reproLog
-	jumps, ok := directJumps[runtime.GOARCH]
-	if !ok {
-		return fmt.Errorf("repro %s: arm64 and riscv64 only: x86_64's BPF trampolines share one direct ops registered once (only the first trampoline's registration has this window) and ppc64le's take another path; the reader's hold is ftrace_caller's jump to the direct trampoline, known for arm64 and riscv64", a.opts.Repro)
+	if runtime.GOARCH != "amd64" && directJumps[runtime.GOARCH] == nil {
+		return fmt.Errorf("repro %s: x86_64, arm64 and riscv64 only: the reader's hold is where the list function's caller jumps to a direct trampoline, known for those; ppc64le's BPF JIT ignores ORIG_STACK (docs/findings.md 11), so no -EAGAIN there", a.opts.Repro)
 	}
 	if a.sys.numCPU < 2 {
 		return fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
@@ -94,25 +104,37 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	}
 	defer closePort()
 	// The freed image has no symbol left: the host names the fault after
-	// the image the kernel last registered there.
+	// the image the kernel last registered there (with BPF JIT symbols
+	// on, as the race scenario has them, or x86_64 registers none).
+	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
+		step("%s: %v", jitKallsyms, err)
+	}
 	defer a.watchImages(ctx)()
-	syms, err := ksyms.Read(ksyms.DefaultPath, []string{eagainAsk, eagainBuild, eagainCaller})
+	names := []string{eagainAsk, eagainBuild, eagainCaller, x86DirectTest}
+	syms, err := ksyms.Read(ksyms.DefaultPath, names)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
 	addr := map[string]uint64{}
-	for _, name := range []string{eagainAsk, eagainBuild, eagainCaller} {
-		a, ok := syms.Addr(name)
-		if !ok {
+	for _, name := range names {
+		if a, ok := syms.Addr(name); ok {
+			addr[name] = a
+		}
+	}
+	for _, name := range names[:2] {
+		if addr[name] == 0 {
 			return fmt.Errorf("repro: no kallsyms address for %s", name)
 		}
-		addr[name] = a
 	}
-	jump, how, err := findJump(r, addr[eagainCaller], 512, jumps)
+	jump, how, err := r.directJumpOf(addr)
 	if err != nil {
-		return fmt.Errorf("repro: %s's jump to a direct trampoline: %w", eagainCaller, err)
+		return fmt.Errorf("repro: where a list function's caller jumps to a direct trampoline: %w", err)
 	}
-	step("%s takes the direct call at %s+%#x (%s)", eagainCaller, eagainCaller, jump-addr[eagainCaller], how.asm)
+	step("the direct call is taken at %s", how.asm)
+	insnSize := 4
+	if runtime.GOARCH == "amd64" {
+		insnSize = 1
+	}
 
 	d, err := a.reproDeliver(2)
 	if err != nil {
@@ -148,16 +170,16 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 			step("stop the callers: %v", err)
 		}
 	}()
-	arm := event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainAsk], Size: 4, CPU: 0, TimeoutMS: 10000,
+	arm := event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainAsk], Size: insnSize, CPU: 0, TimeoutMS: 10000,
 		Then: &event.RaceMsg{Op: event.RaceArm, Addr: jump, Size: len(how.bytes), CPU: 1, TimeoutMS: 5000, HoldMS: int(eagainWriter / time.Millisecond),
-			Then: &event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainBuild], Size: 4, CPU: 0, TimeoutMS: 3000, HoldMS: int(eagainHold / time.Millisecond)}}}
+			Then: &event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainBuild], Size: insnSize, CPU: 0, TimeoutMS: 3000, HoldMS: int(eagainHold / time.Millisecond)}}}
 	if err := r.send(arm); err != nil {
 		return fmt.Errorf("repro: arm: %w", err)
 	}
 	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
 		return fmt.Errorf("repro: arm at %s: %+v %v", eagainAsk, m, err)
 	}
-	step("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s's %s, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, eagainCaller, how.asm, eagainBuild)
+	step("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, how.asm, eagainBuild)
 	written := onCPU0(write)
 	held, err := eagainHolds(r)
 	if err != nil {
@@ -202,12 +224,14 @@ func eagainHolds(r *raceAgent) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The writer is let go; its next build is armed later.
 	if _, err := next(wait, event.RaceReleased); err != nil {
 		return "", err
 	}
 	if m.Op != event.RaceStopped {
 		return "", fmt.Errorf("the reader never reached %s's jump to the direct trampoline while the writer was held at %s (%s): the sequence did not run", eagainCaller, eagainAsk, m.Msg)
 	}
+	// The reader is let go as the writer's next build is armed.
 	if _, err := next(wait, event.RaceReleased); err != nil {
 		return "", err
 	}
@@ -225,6 +249,40 @@ func eagainHolds(r *raceAgent) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("the reader held at the direct call while the writer went on from %s, then let go into the image it had read, the writer held at its next %s", eagainAsk, eagainBuild), nil
+}
+
+// directJumpOf finds where this arch's list-function caller jumps to a
+// direct trampoline: in ftrace_caller on arm64 and riscv64, at the
+// target of ftrace_regs_caller's jnz on x86_64 (what it jumps to is
+// decoded from the jnz's bytes).
+func (r *raceAgent) directJumpOf(addr map[string]uint64) (uint64, directJump, error) {
+	if runtime.GOARCH != "amd64" {
+		at, j, err := findJump(r, addr[eagainCaller], 512, directJumps[runtime.GOARCH])
+		j.asm = fmt.Sprintf("%s+%#x (%s)", eagainCaller, at-addr[eagainCaller], j.asm)
+		return at, j, err
+	}
+	at := addr[x86DirectTest]
+	if at == 0 {
+		return 0, directJump{}, fmt.Errorf("no kallsyms address for %s", x86DirectTest)
+	}
+	h, err := r.peekN(at, 8)
+	if err != nil {
+		return 0, directJump{}, err
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return 0, directJump{}, err
+	}
+	var target uint64
+	switch {
+	case b[0] == 0x75: // jnz rel8
+		target = at + 2 + uint64(int64(int8(b[1])))
+	case b[0] == 0x0f && b[1] == 0x85: // jnz rel32
+		target = at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(b[2:6]))))
+	default:
+		return 0, directJump{}, fmt.Errorf("%s is %s, not a jnz", x86DirectTest, h)
+	}
+	return target, directJump{asm: fmt.Sprintf("the target of %s's jnz (%s+%#x)", x86DirectTest, x86DirectTest, target-at), bytes: []byte{0}}, nil
 }
 
 // findJump has the host read n bytes at addr and returns the address of

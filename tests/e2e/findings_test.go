@@ -212,28 +212,31 @@ func TestFindingMapperRemoveFreesUnderLookupAll(t *testing.T) {
 // runs into freed text. The host holds the writer at
 // bpf_tramp_ftrace_ops_func (the ops on the list), the reader (CPU 1's
 // caller kthread) at ftrace_caller's jump to the direct trampoline, lets
-// the writer free the image, then the reader: riscv64 fills freed BPF
-// text with zeros (an illegal instruction), arm64 with BRK. The control
+// the writer free the image, then the reader: freed BPF text is refilled
+// with traps (x86_64 int3, arm64 BRK, riscv64 zeros: an illegal
+// instruction). x86_64's one shared direct ops has the window only on its
+// first registration, which the sequence's fexit is. The control
 // attaches the fexit first and registers the IPMODIFY ops after (the peer
 // handshake): the same holds, the old image put after an RCU-tasks grace
 // period, no fault (riscv64's JIT refuses ORIG_STACK, so there the ops'
-// registration is refused and no image changes). riscv64 in make test
-// (two short boots), arm64 in make test-all.
+// registration is refused and no image changes). x86_64 and riscv64 in
+// make test (four short boots), arm64 in make test-all.
 func TestFindingEAgainFreesUnderCaller(t *testing.T) {
-	eagain(t, "riscv64", "Oops: illegal instruction")
+	t.Run("x86_64", func(t *testing.T) { eagain(t, "x86_64") })
+	t.Run("riscv64", func(t *testing.T) { eagain(t, "riscv64") })
 }
 
 func TestFindingEAgainFreesUnderCallerARM64(t *testing.T) {
 	requireAll(t)
-	eagain(t, "arm64", "Oops: BRK")
+	eagain(t, "arm64")
 }
 
 // docs/findings.md 12 on the fixed kernels (the image put after the
-// tasks in it are gone): the same holds, no fault. Two patched builds:
+// tasks in it are gone): the same holds, no fault. Three patched builds:
 // make test-all.
 func TestFindingEAgainFreesUnderCallerFixed(t *testing.T) {
 	requireAll(t)
-	for _, arch := range []string{"riscv64", "arm64"} {
+	for _, arch := range []string{"x86_64", "riscv64", "arm64"} {
 		t.Run(arch, func(t *testing.T) {
 			r := runFthArch(t, arch, 60*time.Minute, "--patch", "results/known/fixes/bpf-trampoline-eagain-put-after-gp.patch",
 				"--agent-arg", "scenario=repro", "--agent-arg", "repro=eagain-free")
@@ -245,17 +248,20 @@ func TestFindingEAgainFreesUnderCallerFixed(t *testing.T) {
 	}
 }
 
-// eagain runs the eagain-free sequence, which must fault with a title
-// starting with fault, and its control, which must pass.
-func eagain(t *testing.T, arch, fault string) {
+// eagain runs the eagain-free sequence, which must fault in the
+// trampoline image (the title names it: the freed one, or the next made
+// at its address; what the fault is varies with what the reader met
+// there: a trap the free left, or half-written text), and its control,
+// which must pass.
+func eagain(t *testing.T, arch string) {
 	t.Run("eagain-free", func(t *testing.T) {
 		r := runFthArch(t, arch, 40*time.Minute, "--agent-arg", "scenario=repro", "--agent-arg", "repro=eagain-free")
 		r.mustCell(t)
 		if r.result.Verdict == results.Pass {
 			t.Fatalf("no fault on %s: the finding no longer reproduces; if the kernel fixed it, say so in docs/findings.md", r.result.Kernel.Release)
 		}
-		if r.exit != 1 || !strings.HasPrefix(r.result.Title(), fault) {
-			t.Fatalf("exit %d, verdict %s (%s), title %q: want %s...", r.exit, r.result.Verdict, r.result.Reason, r.result.Title(), fault)
+		if r.exit != 1 || !strings.Contains(r.result.Title(), "bpf_trampoline_") {
+			t.Fatalf("exit %d, verdict %s (%s), title %q: want a fault in the trampoline image", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
 		}
 		t.Logf("reproduced: %s", r.result.Title())
 	})
