@@ -219,16 +219,19 @@ func TestFindingMapperRemoveFreesUnderLookupAll(t *testing.T) {
 // attaches the fexit first and registers the IPMODIFY ops after (the peer
 // handshake): the same holds, the old image put after an RCU-tasks grace
 // period, no fault (riscv64's JIT refuses ORIG_STACK, so there the ops'
-// registration is refused and no image changes). x86_64 and riscv64 in
-// make test (four short boots), arm64 in make test-all.
+// registration is refused and no image changes). riscv64 in make test
+// (two short boots); x86_64 and arm64 in make test-all: x86_64 under
+// QEMU 7.2's gdbstub has twice left the VM stopped after a hold or a
+// peek (the cell then ends on silence), and make test already runs three
+// x86_64 hold sequences.
 func TestFindingEAgainFreesUnderCaller(t *testing.T) {
-	t.Run("x86_64", func(t *testing.T) { eagain(t, "x86_64") })
-	t.Run("riscv64", func(t *testing.T) { eagain(t, "riscv64") })
+	eagain(t, "riscv64")
 }
 
-func TestFindingEAgainFreesUnderCallerARM64(t *testing.T) {
+func TestFindingEAgainFreesUnderCallerAll(t *testing.T) {
 	requireAll(t)
-	eagain(t, "arm64")
+	t.Run("x86_64", func(t *testing.T) { eagain(t, "x86_64") })
+	t.Run("arm64", func(t *testing.T) { eagain(t, "arm64") })
 }
 
 // docs/findings.md 12 on the fixed kernels (the image put after the
