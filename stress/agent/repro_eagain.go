@@ -36,14 +36,16 @@ const (
 // as its bytes: arm64's `br x17`, riscv64's `jr t1` (compressed, or not
 // in a kernel built without the C extension).
 var directJumps = map[string][]directJump{
-	"arm64":   {{"br x17", []byte{0x20, 0x02, 0x1f, 0xd6}}},
-	"riscv64": {{"c.jr t1", []byte{0x02, 0x83}}, {"jr t1", []byte{0x67, 0x00, 0x03, 0x00}}},
+	"arm64":   {{asm: "br x17", bytes: []byte{0x20, 0x02, 0x1f, 0xd6}}},
+	"riscv64": {{asm: "c.jr t1", bytes: []byte{0x02, 0x83}}, {asm: "jr t1", bytes: []byte{0x67, 0x00, 0x03, 0x00}}},
 }
 
-// directJump is one encoding of ftrace_caller's direct jump.
+// directJump is one encoding of ftrace_caller's direct jump, or, found,
+// the place to hold the reader at and the breakpoint's size there.
 type directJump struct {
 	asm   string
 	bytes []byte
+	size  int
 }
 
 // x86's ftrace_regs_caller tests ORIG_RAX (the direct trampoline
@@ -171,7 +173,7 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 		}
 	}()
 	arm := event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainAsk], Size: insnSize, CPU: 0, TimeoutMS: 10000,
-		Then: &event.RaceMsg{Op: event.RaceArm, Addr: jump, Size: len(how.bytes), CPU: 1, TimeoutMS: 5000, HoldMS: int(eagainWriter / time.Millisecond),
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: jump, Size: how.size, CPU: 1, TimeoutMS: 5000, HoldMS: int(eagainWriter / time.Millisecond),
 			Then: &event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainBuild], Size: insnSize, CPU: 0, TimeoutMS: 3000, HoldMS: int(eagainHold / time.Millisecond)}}}
 	if err := r.send(arm); err != nil {
 		return fmt.Errorf("repro: arm: %w", err)
@@ -265,11 +267,7 @@ func (r *raceAgent) directJumpOf(addr map[string]uint64) (uint64, directJump, er
 	if at == 0 {
 		return 0, directJump{}, fmt.Errorf("no kallsyms address for %s", x86DirectTest)
 	}
-	h, err := r.peekN(at, 8)
-	if err != nil {
-		return 0, directJump{}, err
-	}
-	b, err := hex.DecodeString(h)
+	b, err := r.readText(at, 8)
 	if err != nil {
 		return 0, directJump{}, err
 	}
@@ -280,34 +278,22 @@ func (r *raceAgent) directJumpOf(addr map[string]uint64) (uint64, directJump, er
 	case b[0] == 0x0f && b[1] == 0x85: // jnz rel32
 		target = at + 6 + uint64(int64(int32(binary.LittleEndian.Uint32(b[2:6]))))
 	default:
-		return 0, directJump{}, fmt.Errorf("%s is %s, not a jnz", x86DirectTest, h)
+		return 0, directJump{}, fmt.Errorf("%s is % x, not a jnz", x86DirectTest, b)
 	}
-	return target, directJump{asm: fmt.Sprintf("the target of %s's jnz (%s+%#x)", x86DirectTest, x86DirectTest, target-at), bytes: []byte{0}}, nil
+	return target, directJump{asm: fmt.Sprintf("the target of %s's jnz (%s+%#x)", x86DirectTest, x86DirectTest, target-at), size: 1}, nil
 }
 
 // findJump has the host read n bytes at addr and returns the address of
 // the first instruction there that is one of jumps.
 func findJump(r *raceAgent, addr uint64, n int, jumps []directJump) (uint64, directJump, error) {
-	// Kernel text is always mapped, but a vCPU stopped in the firmware
-	// (riscv64's M mode, an SBI call) translates nothing: try again.
-	var h string
-	var err error
-	for try := 0; try < 5; try++ {
-		if h, err = r.peekN(addr, n); err == nil || !errors.As(err, new(errUnreadable)) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return 0, directJump{}, err
-	}
-	b, err := hex.DecodeString(h)
+	b, err := r.readText(addr, n)
 	if err != nil {
 		return 0, directJump{}, err
 	}
 	for off := 0; off < len(b); {
 		for _, j := range jumps {
 			if bytes.HasPrefix(b[off:], j.bytes) {
+				j.size = len(j.bytes)
 				return addr + uint64(off), j, nil
 			}
 		}
@@ -320,4 +306,22 @@ func findJump(r *raceAgent, addr uint64, n int, jumps []directJump) (uint64, dir
 		}
 	}
 	return 0, directJump{}, fmt.Errorf("none of %d encodings in the first %d bytes", len(jumps), n)
+}
+
+// readText has the host read n bytes of kernel text at addr. Kernel text
+// is always mapped, but a vCPU stopped in the firmware (riscv64's M mode,
+// an SBI call) translates nothing: it tries again a few times.
+func (r *raceAgent) readText(addr uint64, n int) ([]byte, error) {
+	var h string
+	var err error
+	for try := 0; try < 5; try++ {
+		if h, err = r.peekN(addr, n); err == nil || !errors.As(err, new(errUnreadable)) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return hex.DecodeString(h)
 }
