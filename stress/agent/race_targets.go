@@ -32,11 +32,7 @@ import (
 // or detaches it during the window: the image may be freed only after the
 // preempted task left it (RCU-tasks).
 func (r *raceAgent) trampolines(ctx context.Context, n int) error {
-	// Trampoline images are in kallsyms only with BPF JIT symbols on,
-	// which is the default only where the JIT is (x86_64, not riscv64).
-	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
-		report.Logf(r.a.w, "race: %s: %v", jitKallsyms, err)
-	}
+	r.a.jitKallsymsOn()
 	cache := btf.NewCache()
 	loader, err := oracle.NewLoader(4, cache)
 	if err != nil {
@@ -240,6 +236,15 @@ func taskStack(tid int) []string {
 
 // jitKallsyms makes the kernel list BPF images in kallsyms.
 const jitKallsyms = "/proc/sys/net/core/bpf_jit_kallsyms"
+
+// jitKallsymsOn has the kernel list trampoline images in kallsyms and
+// announce them as symbol events: it does so only with BPF JIT symbols
+// on, the default only on some arches.
+func (a *agent) jitKallsymsOn() {
+	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
+		report.Logf(a.w, "%s: %v", jitKallsyms, err)
+	}
+}
 
 // newImage finds the image the last attach made: a bpf_trampoline_ symbol
 // that was not listed before it, or, when the new image took the place of

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"time"
 
@@ -97,9 +96,6 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	if runtime.GOARCH != "amd64" && directJumps[runtime.GOARCH] == nil {
 		return fmt.Errorf("repro %s: x86_64, arm64 and riscv64 only: the reader's hold is where the list function's caller jumps to a direct trampoline, known for those; ppc64le's BPF JIT ignores ORIG_STACK (docs/findings.md 11), so no -EAGAIN there", a.opts.Repro)
 	}
-	if a.sys.numCPU < 2 {
-		return fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
-	}
 	r, closePort, err := a.openRacePort()
 	if err != nil {
 		return err
@@ -108,23 +104,14 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	// The freed image has no symbol left: the host names the fault after
 	// the image the kernel last registered there (with BPF JIT symbols
 	// on, as the race scenario has them, or x86_64 registers none).
-	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
-		step("%s: %v", jitKallsyms, err)
-	}
+	a.jitKallsymsOn()
 	defer a.watchImages(ctx)()
-	names := []string{eagainAsk, eagainBuild, eagainCaller, x86DirectTest}
-	syms, err := ksyms.Read(ksyms.DefaultPath, names)
+	addr, err := ksyms.Read(ksyms.DefaultPath, []string{eagainAsk, eagainBuild, eagainCaller, x86DirectTest})
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
-	addr := map[string]uint64{}
-	for _, name := range names {
-		if a, ok := syms.Addr(name); ok {
-			addr[name] = a
-		}
-	}
-	for _, name := range names[:2] {
-		if addr[name] == 0 {
+	for _, name := range []string{eagainAsk, eagainBuild} {
+		if _, ok := addr.Addr(name); !ok {
 			return fmt.Errorf("repro: no kallsyms address for %s", name)
 		}
 	}
@@ -257,7 +244,7 @@ func eagainHolds(r *raceAgent) (string, error) {
 // direct trampoline: in ftrace_caller on arm64 and riscv64, at the
 // target of ftrace_regs_caller's jnz on x86_64 (what it jumps to is
 // decoded from the jnz's bytes).
-func (r *raceAgent) directJumpOf(addr map[string]uint64) (uint64, directJump, error) {
+func (r *raceAgent) directJumpOf(addr ksyms.Table) (uint64, directJump, error) {
 	if runtime.GOARCH != "amd64" {
 		at, j, err := findJump(r, addr[eagainCaller], 512, directJumps[runtime.GOARCH])
 		j.asm = fmt.Sprintf("%s+%#x (%s)", eagainCaller, at-addr[eagainCaller], j.asm)

@@ -492,9 +492,6 @@ func (a *agent) hashRaceStart(why string) (*raceAgent, func(), error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, nil, fmt.Errorf("repro %s: x86_64 only: %s", a.opts.Repro, why)
 	}
-	if a.sys.numCPU < 2 {
-		return nil, nil, fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
-	}
 	r, closePort, err := a.openRacePort()
 	if err != nil {
 		return nil, nil, err
@@ -508,6 +505,9 @@ func (a *agent) hashRaceStart(why string) (*raceAgent, func(), error) {
 
 // openRacePort opens the race port for a sequence that holds vCPUs.
 func (a *agent) openRacePort() (*raceAgent, func(), error) {
+	if a.sys.numCPU < 2 {
+		return nil, nil, fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
+	}
 	name, err := report.FindPort(a.sys.virtioDir, event.RacePortName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("repro: no %s port (fth run boots one for this sequence): %w", event.RacePortName, err)
