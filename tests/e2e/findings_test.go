@@ -222,8 +222,8 @@ func TestFindingMapperRemoveFreesUnderLookupAll(t *testing.T) {
 // registration is refused and no image changes). Six short boots, in
 // make test-all, not make test: x86_64 under QEMU 7.2's gdbstub has twice
 // left the VM stopped after a hold or a peek (the cell then ends on
-// silence), and riscv64's control once timed out waiting for the reader
-// (1 run of 7), neither understood.
+// silence), and riscv64's control twice timed out waiting for the reader
+// (2 runs of 8), neither understood.
 func TestFindingEAgainFreesUnderCaller(t *testing.T) {
 	requireAll(t)
 	for _, arch := range []string{"x86_64", "riscv64", "arm64"} {
