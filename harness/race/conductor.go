@@ -44,7 +44,10 @@ type Conductor struct {
 	gdb     *gdbstub.Conn
 	threads []int
 	// held are the vCPUs held at a breakpoint, in the order they stopped.
-	held   []hold
+	held []hold
+	// letGo are the vCPUs let go at their arm's bound whose agent has
+	// not sent its release yet.
+	letGo  map[int]bool
 	bpAddr uint64
 	bpSize int
 	// lines are the agent's messages, which a trace reads while it runs
@@ -52,12 +55,29 @@ type Conductor struct {
 	lines <-chan []byte
 }
 
-// hold is one held vCPU: its number and its gdbstub thread.
-type hold struct{ cpu, thread int }
+// hold is one held vCPU: its number and its gdbstub thread, and when
+// the host lets it go itself if the agent has not (zero: HoldLimit).
+type hold struct {
+	cpu, thread int
+	bound       time.Time
+}
+
+// nextBound is the earliest bound of a held vCPU, and whether there is one.
+func (c *Conductor) nextBound() (time.Time, bool) {
+	var t time.Time
+	for _, h := range c.held {
+		if !h.bound.IsZero() && (t.IsZero() || h.bound.Before(t)) {
+			t = h.bound
+		}
+	}
+	return t, !t.IsZero()
+}
 
 // Stats counts the conductor's outcomes.
 type Stats struct {
 	Armed, Stopped, Missed, Timeouts, Released, ForcedReleases int
+	// BoundReleases counts the vCPUs let go at their arm's BoundMS.
+	BoundReleases int
 	// CondRuns counts the stops at an armed place whose condition did
 	// not hold: the vCPU ran on.
 	CondRuns int
@@ -127,13 +147,20 @@ func (c *Conductor) Serve(ctx context.Context) error {
 		}
 	}
 	for {
-		var holdLimit <-chan time.Time
+		var holdLimit, bound <-chan time.Time
 		if len(c.held) != 0 {
 			holdLimit = time.After(c.HoldLimit)
+		}
+		if t, ok := c.nextBound(); ok {
+			bound = time.After(time.Until(t))
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-bound:
+			if err := c.releaseBound(ctx); err != nil {
+				return err
+			}
 		case <-holdLimit:
 			c.Stats.ForcedReleases++
 			c.Log.Warn("race: the agent did not release the held vCPU in time; releasing it", "held", c.held, "limit", c.HoldLimit)
@@ -169,6 +196,11 @@ func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(even
 		}
 		return c.armChain(ctx, m, reply)
 	case event.RaceRelease:
+		if c.letGo[m.CPU] {
+			delete(c.letGo, m.CPU)
+			reply(event.RaceMsg{Op: event.RaceReleased, CPU: m.CPU, Late: true, Msg: "the host had let the vCPU go at the arm's bound before this release"})
+			return nil
+		}
 		if c.heldIndex(m.CPU) < 0 {
 			reply(event.RaceMsg{Op: event.RaceError, Msg: fmt.Sprintf("release of vCPU %d, which is not held (held: %v)", m.CPU, c.held)})
 			return nil
@@ -297,6 +329,27 @@ func (c *Conductor) armChain(ctx context.Context, m event.RaceMsg, reply func(ev
 		return err
 	}
 	return c.releaseAfter(ctx, last.HoldMS, last.CPU, reply)
+}
+
+// releaseBound lets go every held vCPU whose bound has passed; the agent's
+// release, when it comes, is answered then (Late).
+func (c *Conductor) releaseBound(ctx context.Context) error {
+	for {
+		i := slices.IndexFunc(c.held, func(h hold) bool { return !h.bound.IsZero() && !time.Now().Before(h.bound) })
+		if i < 0 {
+			return nil
+		}
+		cpu := c.held[i].cpu
+		if err := c.release(ctx, i); err != nil {
+			return err
+		}
+		if c.letGo == nil {
+			c.letGo = map[int]bool{}
+		}
+		c.letGo[cpu] = true
+		c.Stats.BoundReleases++
+		c.Log.Info("race: the agent did not release the held vCPU within its arm's bound; let go", "cpu", cpu)
+	}
 }
 
 // releaseAfter lets vCPU cpu go ms milliseconds from now, unless ctx ends
@@ -433,7 +486,11 @@ func (c *Conductor) stopped(ctx context.Context, m event.RaceMsg, stop gdbstub.S
 		return true, err
 	}
 	c.bpAddr = 0
-	c.held = append(c.held, hold{cpu: stop.CPU(), thread: stop.Thread})
+	h := hold{cpu: stop.CPU(), thread: stop.Thread}
+	if m.BoundMS > 0 && m.Then == nil && m.HoldMS == 0 {
+		h.bound = time.Now().Add(time.Duration(m.BoundMS) * time.Millisecond)
+	}
+	c.held = append(c.held, h)
 	if err := c.resumeFree(ctx); err != nil {
 		return true, err
 	}
@@ -650,5 +707,5 @@ func (c *Conductor) finish() {
 	}
 	c.gdb.Close()
 	c.Log.Info("race: conductor done", "armed", c.Stats.Armed, "stopped", c.Stats.Stopped, "missed", c.Stats.Missed,
-		"timeouts", c.Stats.Timeouts, "released", c.Stats.Released, "forced_releases", c.Stats.ForcedReleases, "cond_runs", c.Stats.CondRuns)
+		"timeouts", c.Stats.Timeouts, "released", c.Stats.Released, "forced_releases", c.Stats.ForcedReleases, "bound_releases", c.Stats.BoundReleases, "cond_runs", c.Stats.CondRuns)
 }

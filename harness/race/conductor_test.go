@@ -169,6 +169,43 @@ func TestConductorReleasesAfterHoldLimit(t *testing.T) {
 	}
 }
 
+// An arm's bound lets its vCPU go when the agent's release does not come
+// (its CPU waiting on the held one), with no error: the late release is
+// answered as such, and a release in time is not.
+func TestConductorLetsGoAtTheArmsBound(t *testing.T) {
+	target, agentConn := start(t)
+	c := serve(t, target, 5*time.Second)
+	a := &agentSide{t: t, c: agentConn, in: bufio.NewReader(agentConn)}
+	arm := event.RaceMsg{Op: event.RaceArm, Addr: hart1Loop, Size: 4, CPU: 1, TimeoutMS: 5000, BoundMS: 300}
+
+	a.send(arm)
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	if m := a.recv(event.RaceReleased); m.Late {
+		t.Errorf("a release in time answered %+v", m)
+	}
+
+	a.send(arm)
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	time.Sleep(time.Second)
+	// Let go: a new arm of vCPU 1 is taken (an arm of a held vCPU is
+	// refused) once the late release has been answered.
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	if m := a.recv(event.RaceReleased); !m.Late || m.CPU != 1 {
+		t.Errorf("the late release answered %+v, want released, late, vCPU 1", m)
+	}
+	a.send(arm)
+	a.recv(event.RaceArmed)
+	a.recv(event.RaceStopped)
+	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+	a.recv(event.RaceReleased)
+	if c.Stats.BoundReleases != 1 || c.Stats.ForcedReleases != 0 || c.Stats.Released != 2 {
+		t.Errorf("stats %+v, want 1 bound release, 2 agent releases, none forced", c.Stats)
+	}
+}
+
 // The INT3 window holds two vCPUs at once (the patcher, then the task
 // that trapped) and lets them go one at a time; its patcher breakpoint is
 // conditional, and the stop reports bytes read the moment it happened.

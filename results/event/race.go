@@ -190,6 +190,13 @@ type RaceMsg struct {
 	// the reader runs.
 	Then   *RaceMsg `json:"then,omitempty"`
 	HoldMS int      `json:"hold_ms,omitempty"`
+	// BoundMS on an arm with no Then and no HoldMS has the host let its
+	// vCPU go itself that long after the hold if the agent has not: the
+	// agent's CPU may be waiting on the held one (a kernel text write's
+	// IPI), and then cannot send the release. The agent's late release
+	// is answered with released and Late set.
+	BoundMS int  `json:"bound_ms,omitempty"`
+	Late    bool `json:"late,omitempty"`
 	// Addrs are a trace's breakpoints. A trace holds no vCPU: at every
 	// stop there whose register CondReg lies in [CondAddr, CondEnd) the
 	// host reads LookLen bytes at LookAddr and steps the vCPU on, until

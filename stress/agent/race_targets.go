@@ -60,66 +60,106 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 		return err
 	}
 	defer images.close()
-	var w *insnWindow
-	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
-		if err := images.prepare(); err != nil {
-			return fmt.Errorf("race: %w", err)
-		}
-		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
-		if errno != 0 {
-			return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
-		}
-		addr, sym, length, err := images.found()
-		if err != nil {
+	// fd is the first program's link, kept from one injection to the
+	// next: after a replace, detaching the second program alone makes
+	// the kernel build a one-program image again, the next injection's
+	// target, with one trampoline update where a detach of both and an
+	// attach took two slow ones (riscv64 under TCG: 150-520 ms each,
+	// against 10-25 ms for an attach). The last images' frees may then
+	// come during the next hold: a free that waits for the held vCPU (an
+	// IPI) holds the agent up too, and the host lets the vCPU go at the
+	// arm's bound (raceReleaseBound), a missed injection.
+	fd := -1
+	defer func() {
+		if fd >= 0 {
 			unix.Close(fd)
-			return err
+		}
+	}()
+	var (
+		addr   uint64
+		sym    string
+		length int
+		w      *insnWindow
+	)
+	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
+		if fd < 0 {
+			if err := images.prepare(); err != nil {
+				return fmt.Errorf("race: %w", err)
+			}
+			var errno unix.Errno
+			if fd, errno = attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType()); errno != 0 {
+				fd = -1
+				return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
+			}
+			var err error
+			if addr, sym, length, err = images.found(); err != nil {
+				return err
+			}
 		}
 		w = r.decodeWindow(options.RaceTrampoline, sym, addr, length, actions)
 		if r.a.opts.RaceList {
-			return unix.Close(fd)
+			return nil
 		}
 		at, action := w.place()
 		in := &event.Injection{Target: options.RaceTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: action}
-		// The action runs beside the window (inject): links is shared.
+		// The action runs beside the window (inject).
 		var mu sync.Mutex
-		links := []int{fd}
+		fd2 := -1
 		var act func() error
 		switch action {
 		case options.RaceReplace:
 			act = func() error {
-				fd2, errno := attach.LinkCreate(second.Prog.FD(), oracle.FEntry.LinkType())
+				l, errno := attach.LinkCreate(second.Prog.FD(), oracle.FEntry.LinkType())
 				if errno != 0 {
 					return fmt.Errorf("attach a second fentry: %w", errno)
 				}
 				mu.Lock()
-				links = append(links, fd2)
+				fd2 = l
 				mu.Unlock()
 				return nil
 			}
 		default:
 			act = func() error {
 				mu.Lock()
-				links = links[1:]
+				l := fd
+				fd = -1
 				mu.Unlock()
-				return unix.Close(fd)
+				return unix.Close(l)
 			}
 		}
-		err = r.inject(in, addr+uint64(at.Off), size, act, true)
-		// Whatever is still attached goes now, outside the window.
+		err := r.inject(in, addr+uint64(at.Off), size, act, true)
 		mu.Lock()
-		for _, l := range links {
-			unix.Close(l)
-		}
-		links = nil
+		added, kept := fd2, fd
 		mu.Unlock()
 		if err != nil {
+			if added >= 0 {
+				unix.Close(added)
+			}
 			return err
 		}
 		w.done(in.Outcome)
-		if action == options.RaceReplace {
-			if err := images.relist(); err != nil {
-				return err
+		if added < 0 {
+			// A detach closed fd already; a replace that failed
+			// starts again from no program.
+			if kept >= 0 {
+				unix.Close(kept)
+				fd = -1
 			}
+			continue
+		}
+		// The replacement image is listed now: it must not pass for
+		// the one the second program's detach makes.
+		if err := images.relist(); err != nil {
+			unix.Close(added)
+			return err
+		}
+		if err := images.prepare(); err != nil {
+			unix.Close(added)
+			return fmt.Errorf("race: %w", err)
+		}
+		unix.Close(added)
+		if addr, sym, length, err = images.found(); err != nil {
+			return err
 		}
 	}
 	return nil

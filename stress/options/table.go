@@ -242,7 +242,7 @@ var fields = []field{
 	},
 	{
 		name:  "window",
-		usage: "race scenario: `duration` the preemptor holds the CPU while the race runs, or \"auto\" (400ms on x86_64, 700ms elsewhere)",
+		usage: "race scenario: `duration` the preemptor holds the CPU while the race runs, or \"auto\" (400ms)",
 		set: func(o *Options, v string) error {
 			if v == "auto" {
 				o.Window = Auto
