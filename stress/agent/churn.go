@@ -68,7 +68,7 @@ func modAnchor(cands, hot []string, exactFn string, seed int64) string {
 	}
 	var free []string
 	for _, c := range cands {
-		if !busy[c] {
+		if !busy[c] && !scaleFunc(c) {
 			free = append(free, c)
 		}
 	}
@@ -118,7 +118,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 		named[fn] = true
 	}
 	keep := func(fn string) bool {
-		if fn == exactFn || named[fn] {
+		if fn == exactFn || named[fn] || scaleFunc(fn) {
 			return false
 		}
 		if addrs == nil {
@@ -225,6 +225,9 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	// tracer on. The same calls end the run, whatever path it takes.
 	if err := errors.Join(top.Reset(), top.ClearProbes(churn.KprobeGroup)); err != nil {
 		return fmt.Errorf("churn: reset tracefs: %w", err)
+	}
+	if o.ScaleModule {
+		top.Index = a.filterIndex(top, hot.Funcs[0])
 	}
 	rec := tally.New(a.w, 0)
 	rec.LogOps(time.Now())
@@ -532,6 +535,45 @@ func (a *agent) oracleFail(o event.Oracle) {
 	a.churn.mu.Lock()
 	a.churn.oracle = append(a.churn.oracle, msg)
 	a.churn.mu.Unlock()
+}
+
+// scaleFunc says whether fn is one of fth_scale.ko's functions: background
+// only, never called, so never hot nor an anchor; and a filter naming one
+// is matched by name over the module's 32,768 symbols.
+func scaleFunc(fn string) bool { return strings.HasPrefix(fn, options.ScaleModuleName+"_") }
+
+// scaleNameFilter is why a churn beside fth_scale.ko leaves out what only a
+// tracefs filter by name can reach: a module's functions.
+const scaleNameFilter = "left out with scalemod=true: a tracefs filter on a module's function is matched by name, every ftrace record looked up among fth_scale.ko's 32,768 symbols under ftrace_lock (minutes under TCG, past the RCU-tasks stall timeout)"
+
+// filterIndex reads vmlinux's filter indices for a churn beside
+// fth_scale.ko, where every tracefs filter by name costs records × the
+// module's symbols (minutes under TCG, past the RCU-tasks stall timeout),
+// and checks one: fn written by index must read back as fn. nil (filters
+// by name) when it cannot.
+func (a *agent) filterIndex(top tracefs.FS, fn string) *tracefs.FuncIndex {
+	const name = "filter_index"
+	x, err := tracefs.ReadFuncIndex(top.Root)
+	if err != nil {
+		a.feature(featureErr(name, err))
+		return nil
+	}
+	inst, err := tracefs.FS{Root: top.Root, Index: x}.Instance("fth-index-check")
+	if err != nil {
+		a.feature(featureErr(name, err))
+		return nil
+	}
+	defer func() { _ = inst.SetFilter(); _ = top.RemoveInstance("fth-index-check") }()
+	if err := inst.SetFilter(fn); err != nil {
+		a.feature(featureErr(name, err))
+		return nil
+	}
+	if got, err := inst.Filter(); err != nil || len(got) == 0 || slices.ContainsFunc(got, func(g string) bool { return g != fn }) {
+		a.feature(event.Feature{Name: name, Msg: fmt.Sprintf("%s written by its index read back as %v (%v): filters stay by name", fn, got, err)})
+		return nil
+	}
+	a.feature(event.Feature{Name: name, Supported: true, Msg: fmt.Sprintf("tracefs filters name vmlinux's %d functions by index (fth_scale.ko loaded; %s checked)", x.Len(), fn)})
+	return x
 }
 
 func (a *agent) feature(f event.Feature) {

@@ -112,6 +112,14 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 			skip[u] += ": known finding " + f.ID + " (docs/findings.md): " + f.Title
 		}
 	}
+	if a.opts.ScaleModule {
+		// fth_deliver's function is a module's: no index names it.
+		for _, u := range []string{"function-tracer", "graph-tracer"} {
+			if _, ok := skip[u]; !ok {
+				skip[u] = scaleNameFilter
+			}
+		}
+	}
 	external := map[string]deliver.External{}
 	if why := livepatchUser(); why != "" {
 		skip[deliver.UserLivepatch] = why

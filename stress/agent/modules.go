@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -159,6 +160,11 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 				report.Logf(a.w, "modules: %v", err)
 			}
 		}()
+	}
+	if a.opts.ScaleModule && err == nil {
+		// targetFilter names a module's functions: matched by name.
+		err = errors.New(scaleNameFilter)
+		a.feature(event.Feature{Name: "module_tracer", Msg: "the tracer on fth_target's functions: " + scaleNameFilter})
 	}
 	tracerOn := false
 	tracer := func(on bool) {

@@ -52,6 +52,9 @@ const maxEINTR = 5
 type FS struct {
 	// Root is the directory, e.g. DefaultRoot or DefaultRoot/instances/x.
 	Root string
+	// Index, when set, has filters name vmlinux's functions by index
+	// (FuncIndex); instances share it.
+	Index *FuncIndex
 }
 
 // New returns the tracing directory at root.
@@ -129,7 +132,11 @@ func (f FS) Tracer() (string, error) {
 // filter, which means "every function" to an active function tracer: the
 // caller must switch the tracer off first.
 func (f FS) SetFilter(fns ...string) error {
-	data := strings.Join(fns, " ")
+	toks := make([]string, len(fns))
+	for i, fn := range fns {
+		toks[i] = f.Index.token(fn, false)
+	}
+	data := strings.Join(toks, " ")
 	if data != "" {
 		data += "\n"
 	}
@@ -138,13 +145,13 @@ func (f FS) SetFilter(fns ...string) error {
 
 // AddFilter adds fn to set_ftrace_filter, keeping what is there.
 func (f FS) AddFilter(fn string) error {
-	return f.write(fileFilter, fn+"\n", unix.O_APPEND)
+	return f.write(fileFilter, f.Index.token(fn, false)+"\n", unix.O_APPEND)
 }
 
 // RemoveFilter removes fn from set_ftrace_filter. Removing the last entry
 // leaves an empty filter: see SetFilter.
 func (f FS) RemoveFilter(fn string) error {
-	return f.write(fileFilter, "!"+fn+"\n", unix.O_APPEND)
+	return f.write(fileFilter, f.Index.token(fn, true)+"\n", unix.O_APPEND)
 }
 
 // Filter returns the functions in set_ftrace_filter; none means the filter
@@ -183,7 +190,7 @@ func (f FS) Instance(name string) (FS, error) {
 	if err := unix.Mkdir(p, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return FS{}, fmt.Errorf("tracefs: mkdir %s: %w", p, err)
 	}
-	return FS{Root: p}, nil
+	return FS{Root: p, Index: f.Index}, nil
 }
 
 // RemoveInstance removes the instance name. The kernel refuses (EBUSY)
