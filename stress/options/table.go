@@ -522,7 +522,7 @@ var fields = []field{
 	},
 	{
 		name:   "scalemod",
-		usage:  "storm, bench: load fth_scale.ko (32,768 traceable functions) and count its functions as candidates, for more trampolines than vmlinux has functions",
+		usage:  "storm, bench, campaign: load fth_scale.ko (32,768 traceable functions) and count its functions as candidates, for more trampolines than vmlinux has functions; the churn beside it then names vmlinux's functions in tracefs filters by index, keeps the module's functions out of its hot set, and leaves out the filters on a module's functions (the delivery oracle's two tracers, the tracer on fth_target), which the kernel matches by name over the module's symbols",
 		isBool: true,
 		set: func(o *Options, v string) error {
 			b, err := strconv.ParseBool(v)
