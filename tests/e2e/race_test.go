@@ -183,10 +183,15 @@ func TestX86RaceCatchesOpsTrampolineFreedEarly(t *testing.T) {
 // ops that reroutes the callsite meanwhile
 // (mutants/direct-modify-no-tmp-ops.patch) the callsite keeps calling the
 // old image, which is freed once the held task has left it. Measured:
-// the kernel notices first, when the next change finds the callsite's
-// bytes not what it wrote ("WARNING in ftrace_replace_code", injection 1,
-// 3.3 s after boot), so the test wants the mutant caught at the first
-// injection, not necessarily by a crash.
+// the kernel notices first, when a change that rewrites the callsite finds
+// its bytes not what it wrote ("WARNING in ftrace_replace_code"), so the
+// test wants the mutant caught at once, not necessarily by a crash: at
+// injection 1 (3.3 s after boot) while each injection ended with both
+// programs detached; with the first program's link kept, the next change
+// is the second program's detach, another direct modify, and the callsite
+// is rewritten only when the cell lets go of the link after injection 2,
+// which waits in vain for the racer at the new image (the callsite still
+// calls the first): 12.1 s after boot.
 func TestX86RaceCatchesDirectModifyWithoutTmpOps(t *testing.T) {
 	raceCatches(t, "x86_64", "direct-modify-no-tmp-ops", "trampoline", "", false, "raceaction=replace")
 }
@@ -219,7 +224,7 @@ func raceCatchesFreedEarly(t *testing.T, arches, mutant, target, place string, a
 
 // raceCatches is raceCatchesFreedEarly; without crash, the mutant may be
 // caught otherwise than by a crash of the held task (a warning of the
-// kernel's own), but at the first injection.
+// kernel's own), but by the second injection.
 func raceCatches(t *testing.T, arches, mutant, target, place string, crash bool, agentArgs ...string) {
 	out := e2eOut(t)
 	args := []string{"mutate", "--arches", arches, "--mutants", mutant, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=" + target,
@@ -252,8 +257,8 @@ func raceCatches(t *testing.T, arches, mutant, target, place string, crash bool,
 		// under TCG took 853 ms against x86's 400 ms window in CI).
 		inj := res.Injections
 		if !crash {
-			if len(inj) != 1 {
-				t.Errorf("mutant %s: %d injections, want it caught at the first: %+v", row.Mutant, len(inj), inj)
+			if len(inj) > 2 {
+				t.Errorf("mutant %s: %d injections, want it caught by the second: %+v", row.Mutant, len(inj), inj)
 			}
 			t.Logf("mutant %s caught at injection %d, %.1f s after boot: %s", row.Mutant, len(inj), row.Seconds, row.Title)
 			continue
