@@ -45,7 +45,7 @@ test-e2e:
 # The scale cells too slow even for test-all under TCG: 40,000 trampolines
 # under the campaign's hammer and churn (about 2.7 hours on 2 cores).
 test-scale:
-	FTH_E2E_SCALE=1 $(GO) test -count=1 -timeout 300m -v -run 'FortyThousand' ./tests/e2e
+	FTH_E2E_SCALE=1 $(GO) test -count=1 -timeout 360m -v -run 'FortyThousand|TwentyThousandChurn' ./tests/e2e
 
 ARCH ?= x86_64
 run: fth

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +143,40 @@ func TestX86FortyThousandCampaign(t *testing.T) {
 		if p == nil || p.Succeeded != n || p.Failed != 0 {
 			t.Errorf("phase %s = %+v, want all %d and no failure", ph, p, n)
 		}
+	}
+}
+
+// TestX86TwentyThousandChurn is issue 28's "the churn with 20,000
+// background trampolines stays clean for 15 minutes": the campaign with
+// 20,000 live beside fth_scale.ko, whose tracefs filters name vmlinux's
+// functions by index (by name, one filter cost minutes there and stalled
+// RCU-tasks). The livepatch user is left out with ops-ipmodify: at this
+// scale it met Findings 8 (docs/scale.md); the race stage races the
+// trampoline only, the other x86 targets filtering a module's function by
+// name. About 40 minutes (make test-scale); passed once here, 2,338 s.
+func TestX86TwentyThousandChurn(t *testing.T) {
+	if os.Getenv("FTH_E2E_SCALE") == "" {
+		t.Skip("runs under make test-scale (FTH_E2E_SCALE=1): about 40 minutes under TCG")
+	}
+	const n = 20000
+	r := runFth(t, 3*time.Hour, "--n", fmt.Sprint(n), "--mem", "4096", "--deadline", "150m",
+		"--agent-arg", "scalemod=true", "--agent-arg", "fexitevery=4", "--agent-arg", "budget=16m", "--agent-arg", "churn=15m",
+		"--agent-arg", "racetarget=trampoline", "--agent-arg", "deliverskip=ops-ipmodify,livepatch")
+	r.mustCell(t)
+	if r.exit != 0 {
+		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
+	}
+	campaignRan(t, r.result, true)
+	if p := r.result.Phases["attach"]; p == nil || p.Succeeded != n || p.Failed != 0 {
+		t.Errorf("attach = %+v, want all %d", p, n)
+	}
+	for _, st := range r.result.Stages {
+		if st.Name == event.StageChurn && st.Seconds < 14*60 {
+			t.Errorf("the churn stage ran %.0f s, want its 15 minutes", st.Seconds)
+		}
+	}
+	if !slices.ContainsFunc(r.result.Features, func(f event.Feature) bool { return f.Name == "filter_index" && f.Supported }) {
+		t.Errorf("features %+v: want filters by index", r.result.Features)
 	}
 }
 
