@@ -113,8 +113,9 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 		}
 	}
 	if a.opts.ScaleModule {
-		// fth_deliver's function is a module's: no index names it.
-		for _, u := range []string{"function-tracer", "graph-tracer"} {
+		// The tracer toggles filter fth_deliver's function, a module's:
+		// no index names it.
+		for u := range toggles {
 			if _, ok := skip[u]; !ok {
 				skip[u] = scaleNameFilter
 			}

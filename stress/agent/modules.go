@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -146,10 +145,17 @@ func (a *agent) churnOther(msg string) {
 // targetLoop is the fth_target half of runModules.
 func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder, path, anchor string, st *modStats) {
 	rng := rand.New(rand.NewPCG(uint64(a.opts.Seed), streamTarget))
-	inst, err := top.Instance(modInstance)
-	if err != nil {
+	// The tracer on fth_target's functions, unless there is no instance
+	// for it or fth_scale.ko is loaded: targetFilter names a module's
+	// functions, which the kernel matches by name.
+	var inst tracefs.FS
+	usable := false
+	if a.opts.ScaleModule {
+		a.feature(event.Feature{Name: "module_tracer", Msg: "the tracer on fth_target's functions: " + scaleNameFilter})
+	} else if i, err := top.Instance(modInstance); err != nil {
 		a.feature(featureErr("module_tracer_instance", err))
 	} else {
+		inst, usable = i, true
 		_ = inst.SetBufferKB(mixedBufferKB)
 		_ = inst.Reset()
 		defer func() {
@@ -161,14 +167,9 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 			}
 		}()
 	}
-	if a.opts.ScaleModule && err == nil {
-		// targetFilter names a module's functions: matched by name.
-		err = errors.New(scaleNameFilter)
-		a.feature(event.Feature{Name: "module_tracer", Msg: "the tracer on fth_target's functions: " + scaleNameFilter})
-	}
 	tracerOn := false
 	tracer := func(on bool) {
-		if err != nil || on == tracerOn {
+		if !usable || on == tracerOn {
 			return
 		}
 		if on {
