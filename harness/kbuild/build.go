@@ -147,6 +147,7 @@ func build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 				}
 			}
 		}
+		markUsed(entry)
 		log.Info("kernel cached", "arch", req.Arch.Name, "release", k.Release, "entry", entry)
 		return k, nil
 	case errors.Is(err, os.ErrNotExist):
@@ -155,6 +156,9 @@ func build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 		_ = os.Remove(filepath.Join(entry, manifestName))
 	}
 
+	if err := newCacheSpace(log, req.CacheDir).makeRoom(ctx, fullBuildNeed, entry); err != nil {
+		return Kernel{}, err
+	}
 	start := time.Now()
 	b := &builder{req: req, out: filepath.Join(entry, "build"), log: log, prevSteps: previousSteps(req.CacheDir, req.Arch.Name), steps: map[string]int{}}
 	if len(req.Patches) > 0 {
@@ -226,6 +230,7 @@ func build(ctx context.Context, log *slog.Logger, req Request) (Kernel, error) {
 	if err := writeManifest(entry, k); err != nil {
 		return Kernel{}, fmt.Errorf("write kernel manifest: %w", err)
 	}
+	markUsed(entry)
 	log.Info("kernel built", "arch", req.Arch.Name, "release", k.Release, "seconds", int(k.BuildTime), "entry", entry)
 	return k, nil
 }

@@ -231,6 +231,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 	defer unlock()
 	if k, err := loadManifest(entry); err == nil {
 		k.Cached = true
+		markUsed(entry)
 		log.Info("patched kernel cached", "arch", req.Arch.Name, "patches", patchNames(req.Patches), "entry", entry)
 		return k, nil
 	}
@@ -246,7 +247,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 	if err != nil {
 		return Kernel{}, fmt.Errorf("kbuild: size of the unpatched build: %w", err)
 	}
-	if err := checkSpace(filepath.Dir(entry), size); err != nil {
+	if err := newCacheSpace(log, req.CacheDir).makeRoom(ctx, size, entry, filepath.Dir(bk.BuildDir)); err != nil {
 		return Kernel{}, err
 	}
 	log.Info("copying the unpatched build", "from", bk.BuildDir, "to", out)
@@ -294,6 +295,7 @@ func buildPatched(ctx context.Context, log *slog.Logger, req Request) (Kernel, e
 	if err := writeManifest(entry, k); err != nil {
 		return Kernel{}, fmt.Errorf("write kernel manifest: %w", err)
 	}
+	markUsed(entry)
 	log.Info("patched kernel built", "arch", req.Arch.Name, "patches", strings.Join(k.Patches, "+"), "seconds", int(k.BuildTime), "steps", b.steps, "entry", entry)
 	return k, nil
 }

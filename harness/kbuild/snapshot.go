@@ -88,11 +88,19 @@ func snapshot(ctx context.Context, log *slog.Logger, src Source, cacheDir string
 	out := Source{Dir: tree, Version: src.Version, Origin: src.Dir}
 	if id, err := os.ReadFile(filepath.Join(entry, "identity")); err == nil && len(id) > 0 {
 		out.Identity = string(id)
+		markUsed(entry)
 		log.Info("kernel snapshot cached", "tree", src.Dir, "snapshot", tree, "files", len(files))
 		return out, nil
 	}
 	if err := os.RemoveAll(tree); err != nil {
 		return Source{}, fmt.Errorf("snapshot: %w", err)
+	}
+	size, err := filesSize(src.Dir, files)
+	if err != nil {
+		return Source{}, fmt.Errorf("snapshot of %s: %w", src.Dir, err)
+	}
+	if err := newCacheSpace(log, cacheDir).makeRoom(ctx, size, entry); err != nil {
+		return Source{}, fmt.Errorf("snapshot of %s: %w", src.Dir, err)
 	}
 	bytesCopied, err := copyFiles(ctx, src.Dir, tree, files)
 	if err != nil {
@@ -111,6 +119,7 @@ func snapshot(ctx context.Context, log *slog.Logger, src Source, cacheDir string
 	if err := atomicfile.Write(filepath.Join(entry, "identity"), []byte(out.Identity)); err != nil {
 		return Source{}, fmt.Errorf("snapshot: %w", err)
 	}
+	markUsed(entry)
 	log.Info("kernel snapshot made", "tree", src.Dir, "snapshot", tree, "files", len(files), "MiB", bytesCopied>>20, "seconds", time.Since(start).Round(100*time.Millisecond).Seconds())
 	return out, nil
 }
@@ -332,4 +341,19 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// filesSize is the bytes of files (relative to dir) a copy writes.
+func filesSize(dir string, files []string) (int64, error) {
+	var n int64
+	for _, f := range files {
+		info, err := os.Lstat(filepath.Join(dir, f))
+		if err != nil {
+			return 0, err
+		}
+		if info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n, nil
 }

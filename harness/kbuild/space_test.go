@@ -1,25 +1,10 @@
 package kbuild
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 )
-
-func TestCheckSpace(t *testing.T) {
-	dir := t.TempDir()
-	if err := checkSpace(dir, 1); err != nil {
-		t.Skipf("this machine's %s has no %d bytes to spare: %v", dir, spaceMargin, err)
-	}
-	err := checkSpace(dir, 1<<60)
-	if !errors.Is(err, ErrNoSpace) {
-		t.Errorf("checkSpace(an exabyte) = %v, want ErrNoSpace", err)
-	}
-	if err := checkSpace(filepath.Join(dir, "missing"), 1); err == nil || errors.Is(err, ErrNoSpace) {
-		t.Errorf("checkSpace(missing dir) = %v, want the statfs error", err)
-	}
-}
 
 func TestTreeSize(t *testing.T) {
 	dir := t.TempDir()
