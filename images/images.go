@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/u-root/gobusybox/src/pkg/golang"
 	"github.com/u-root/mkuimage/uimage"
@@ -70,6 +71,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Image, error) {
 	// Only complete images are ever renamed into place, so existence is enough;
 	// a non-cpio file there is caught by the magic check.
 	if ok, err := looksLikeCPIO(path); err == nil && ok {
+		touch(path)
 		log.Info("initramfs cached", "goarch", req.GOARCH, "path", path)
 		return Image{Path: path, Key: key, Cached: true}, nil
 	} else if err == nil {
@@ -111,6 +113,7 @@ func Build(ctx context.Context, log *slog.Logger, req Request) (Image, error) {
 	if err := os.Rename(partial, path); err != nil {
 		return Image{}, err
 	}
+	prune(log, dir, time.Now())
 	return Image{Path: path, Key: key}, nil
 }
 

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/u-root/u-root/pkg/cpio"
 
@@ -19,7 +21,7 @@ import (
 // stays per GOARCH and only the small per-kernel part (modules) is
 // rebuilt per kernel. files maps guest paths (absolute) to host paths. The
 // result is cached under cacheDir/images by the contents of both.
-func Overlay(base Image, files map[string]string, cacheDir string) (Image, error) {
+func Overlay(log *slog.Logger, base Image, files map[string]string, cacheDir string) (Image, error) {
 	if len(files) == 0 {
 		return base, nil
 	}
@@ -46,6 +48,7 @@ func Overlay(base Image, files map[string]string, cacheDir string) (Image, error
 	key := hex.EncodeToString(h.Sum(nil))
 	path := filepath.Join(cacheDir, "images", "overlay-"+key[:16]+".cpio")
 	if ok, err := looksLikeCPIO(path); err == nil && ok {
+		touch(path)
 		return Image{Path: path, Key: key, Cached: true}, nil
 	}
 
@@ -69,5 +72,6 @@ func Overlay(base Image, files map[string]string, cacheDir string) (Image, error
 	if err := atomicfile.Write(path, append(img, extra.Bytes()...)); err != nil {
 		return Image{}, fmt.Errorf("overlay: %w", err)
 	}
+	prune(log, filepath.Dir(path), time.Now())
 	return Image{Path: path, Key: key}, nil
 }

@@ -280,7 +280,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if err != nil {
 		return fail("initramfs", err)
 	}
-	if img, err = images.Overlay(img, mods, e.CacheDir); err != nil {
+	if img, err = images.Overlay(e.Log, img, mods, e.CacheDir); err != nil {
 		return fail("initramfs", err)
 	}
 	_ = w.Update(func(r *results.Result) {

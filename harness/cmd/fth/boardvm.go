@@ -87,7 +87,7 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	files["/etc/fth/ssh_host_key"] = keys.hostKey
 	files["/etc/fth/authorized_keys"] = keys.authorized
-	if img, err = images.Overlay(img, files, b.cache); err != nil {
+	if img, err = images.Overlay(log, img, files, b.cache); err != nil {
 		return err
 	}
 	if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*port)); err != nil {
