@@ -54,10 +54,19 @@ const (
 	// does not trace) while the switch is in flight, and the callsite
 	// right afterwards: only the delivery oracle sees it.
 	TransientMisdelivery Class = "transient-misdelivery"
+	// SharedMisdelivery: a callsite shared by several users calls only
+	// one of them for as long as they share it.
+	SharedMisdelivery Class = "shared-misdelivery"
+	// StaleDispatch: what a callsite calls (a record's flags, a direct
+	// address) is left behind when the user it was for goes.
+	StaleDispatch Class = "stale-dispatch"
+	// UpdateUnlocked: an update of who a function calls made without the
+	// lock that orders it against other users' updates.
+	UpdateUnlocked Class = "unlocked-update"
 )
 
 // Classes lists every class, in the order reports show them.
-var Classes = []Class{TrampolineFreedEarly, PatchUnsynchronised, CallOpsLiteralLate, TextMutexDropped, DirectModifyUnsafe, TransientMisdelivery}
+var Classes = []Class{TrampolineFreedEarly, PatchUnsynchronised, CallOpsLiteralLate, TextMutexDropped, DirectModifyUnsafe, TransientMisdelivery, SharedMisdelivery, StaleDispatch, UpdateUnlocked}
 
 // Mutant is one mutants/<name>.patch file.
 type Mutant struct {

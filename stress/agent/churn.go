@@ -378,7 +378,7 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 
 	res, runErr := churn.Run(ctx, churn.Config{
 		Funcs: hot.Funcs, Seed: o.Seed, Duration: o.Churn, Cycles: o.Cycles, Workers: o.Workers,
-		Update: upd.Supported, Kernel: kern, Rec: rec, Emit: a.w,
+		Update: upd.Supported, Twins: o.Twins, Kernel: kern, Rec: rec, Emit: a.w,
 	})
 	stop()
 	wg.Wait()

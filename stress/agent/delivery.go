@@ -227,7 +227,7 @@ func (b *bpfCounted) Attach() error {
 	fd, errno := attach.LinkCreate(ld.Prog.FD(), b.kind.LinkType())
 	if errno != 0 {
 		ld.Prog.Close()
-		return fmt.Errorf("BPF_LINK_CREATE: %w", errno)
+		return fmt.Errorf("BPF_LINK_CREATE: %w: %w", deliver.ErrRefused, errno)
 	}
 	b.link = fd
 	b.progs = append(b.progs, ld.Prog)

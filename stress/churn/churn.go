@@ -40,7 +40,9 @@ type Link struct {
 
 // Kernel is what the churn does to the kernel. Real is the implementation;
 // tests substitute a recorder. Every method is called for one function by
-// one worker at a time, but different functions concurrently.
+// one worker at a time, but different functions concurrently; with
+// Config.Twins, Load, Link, Update, Unlink and Release also by the
+// worker's twin, on the same function at once.
 type Kernel interface {
 	// Load loads a func-ip program of kind for fn.
 	Load(fn string, kind oracle.Kind) (Prog, error)
@@ -82,6 +84,12 @@ type Config struct {
 	// Update enables OpUpdate steps (BPF_LINK_UPDATE works on tracing
 	// links in this kernel).
 	Update bool
+	// Twins gives each worker a twin that runs the BPF steps of a plan of
+	// its own on the same function during the same cycle: two links of one
+	// trampoline attached, replaced and detached at once, which only the
+	// trampoline's lock orders. Without it a function's trampoline is only
+	// ever changed by one task at a time.
+	Twins  bool
 	Kernel Kernel
 	Rec    *tally.Recorder
 	// Emit receives Progress events and an Oracle event per failure.
@@ -176,7 +184,70 @@ func (r *runner) worker(ctx context.Context, w int) {
 			if ctx.Err() != nil {
 				return
 			}
+			if !r.cfg.Twins {
+				r.cycle(ctx, i, cycle)
+				continue
+			}
+			twin := make(chan struct{})
+			go func() {
+				defer close(twin)
+				r.twinCycle(ctx, i, cycle)
+			}()
 			r.cycle(ctx, i, cycle)
+			<-twin
+		}
+	}
+}
+
+// twinSeed sets a twin's plans apart from its worker's.
+const twinSeed = 0x7417
+
+// twinCycle runs the BPF steps of a second plan for function i, beside
+// its worker's cycle. Tracer and kprobe steps are left out: each is one
+// per function, and the twin would only be refused.
+func (r *runner) twinCycle(ctx context.Context, i, cycle int) {
+	fn := r.cfg.Funcs[i]
+	st := state{links: map[int]Link{}}
+	defer r.cleanup(fn, &st)
+	for _, s := range Plan(CycleRNG(r.cfg.Seed^twinSeed, i, cycle), r.cfg.Update) {
+		if ctx.Err() != nil {
+			return
+		}
+		r.bpfStep(fn, s, &st)
+	}
+}
+
+// bpfStep runs one attach, update or detach step of fn's plan.
+func (r *runner) bpfStep(fn string, s Step, st *state) {
+	k, rec := r.cfg.Kernel, r.cfg.Rec
+	name := s.Name()
+	switch s.Op {
+	case OpAttach:
+		p, err := r.load(fn, s.Kind)
+		if err != nil {
+			return
+		}
+		var l Link
+		err = rec.Time(name, fn, func() (err error) { l, err = k.Link(p); return err })
+		k.Release(p)
+		if err == nil {
+			st.links[s.Item] = l
+		}
+	case OpUpdate:
+		l, ok := st.links[s.Item]
+		if !ok {
+			return
+		}
+		p, err := r.load(fn, l.Kind)
+		if err != nil {
+			return
+		}
+		_ = rec.Time(name, fn, func() error { return k.Update(l, p) })
+		k.Release(p)
+	case OpDetach:
+		if l, ok := st.links[s.Item]; ok {
+			delete(st.links, s.Item)
+			_ = rec.Time(name, fn, func() error { return k.Unlink(l) })
 		}
 	}
 }
@@ -203,28 +274,8 @@ func (r *runner) cycle(ctx context.Context, i, cycle int) {
 		}
 		name := s.Name()
 		switch s.Op {
-		case OpAttach:
-			p, err := r.load(fn, s.Kind)
-			if err != nil {
-				continue
-			}
-			var l Link
-			err = rec.Time(name, fn, func() (err error) { l, err = k.Link(p); return err })
-			k.Release(p)
-			if err == nil {
-				st.links[s.Item] = l
-			}
-		case OpUpdate:
-			l, ok := st.links[s.Item]
-			if !ok {
-				continue
-			}
-			p, err := r.load(fn, l.Kind)
-			if err != nil {
-				continue
-			}
-			_ = rec.Time(name, fn, func() error { return k.Update(l, p) })
-			k.Release(p)
+		case OpAttach, OpUpdate, OpDetach:
+			r.bpfStep(fn, s, &st)
 		case OpFtraceOn:
 			st.ftrace = rec.Time(name, fn, func() error { return k.FtraceOn(fn) }) == nil
 		case OpFtraceOff:
@@ -238,11 +289,6 @@ func (r *runner) cycle(ctx context.Context, i, cycle int) {
 			if st.kprobe {
 				st.kprobe = false
 				_ = rec.Time(name, fn, func() error { return k.KprobeOff(fn) })
-			}
-		case OpDetach:
-			if l, ok := st.links[s.Item]; ok {
-				delete(st.links, s.Item)
-				_ = rec.Time(name, fn, func() error { return k.Unlink(l) })
 			}
 		}
 	}

@@ -503,3 +503,57 @@ func TestRunCountsFailedRemoval(t *testing.T) {
 		t.Errorf("Run = %v", err)
 	}
 }
+
+// TestRunTwins: with Twins, each function's BPF steps are its plan's and
+// its twin's (a plan of another seed), the tracer and kprobe steps its
+// plan's alone, both run within the same cycle, and nothing is left.
+func TestRunTwins(t *testing.T) {
+	k := newFake()
+	var mem report.Memory
+	funcs := []string{"a", "b", "c"}
+	const cycles = 3
+	res, err := Run(context.Background(), Config{
+		Funcs: funcs, Seed: 5, Cycles: cycles, Workers: 2, Update: true, Twins: true,
+		Kernel: k, Rec: tally.New(&mem, 0), Emit: &mem, ProgressInterval: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.clean(t)
+	if res.Cycles != cycles*len(funcs) {
+		t.Errorf("cycles = %d, want %d", res.Cycles, cycles*len(funcs))
+	}
+	count := func(calls []string) map[string]int {
+		m := map[string]int{}
+		for _, c := range calls {
+			m[c]++
+		}
+		return m
+	}
+	for i, fn := range funcs {
+		want := map[string]int{}
+		for c := range cycles {
+			for twin, seed := range []int64{5, 5 ^ twinSeed} {
+				for _, s := range Plan(CycleRNG(seed, i, c), true) {
+					switch s.Op {
+					case OpAttach:
+						want["load"]++
+						want["link_"+s.Kind.String()]++
+					case OpUpdate:
+						want["load"]++
+						want["update"]++
+					case OpDetach:
+						want["unlink_"+s.Kind.String()]++
+					default:
+						if twin == 0 {
+							want[s.Name()]++
+						}
+					}
+				}
+			}
+		}
+		if got := count(k.calls[fn]); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s calls = %v, want %v", fn, got, want)
+		}
+	}
+}

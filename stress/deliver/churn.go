@@ -3,6 +3,7 @@ package deliver
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/internal/ctxsleep"
 	"github.com/ftrace-harness/fth/results/event"
@@ -76,6 +79,21 @@ func ModuleUsers() map[string]Group {
 		// fth_klp.ko's patch: klp's own IPMODIFY ops, one per function.
 		"livepatch": "livepatch",
 	}
+}
+
+// ErrRefused marks an attach the kernel refused (a Counted user's
+// BPF_LINK_CREATE errno), as opposed to one the harness could not make.
+var ErrRefused = errors.New("refused by the kernel")
+
+// excludes lists the users the kernel lets only one of onto a function at
+// a time: one direct call per function, so fth_deliver's own direct call
+// and a BPF trampoline refuse each other. A Counted user's refusal with
+// none of its pair attached is a finding (a direct_functions entry or a
+// record's flag left behind by a user that went). Only Counted users are
+// judged: a module user's ctl write can fail in the module itself.
+var excludes = map[string][]string{
+	"fentry": {"direct"},
+	"fexit":  {"direct"},
 }
 
 // AgentUsers are the users the agent attaches itself: the BPF programs
@@ -440,6 +458,33 @@ func (c *churn) step(name string) {
 	c.toggle(name)
 }
 
+// judgeRefusal reports a Counted user's attach the kernel refused with
+// nothing attached that it excludes.
+func (c *churn) judgeRefusal(name string, err error) {
+	if c.cfg.Counted[name] == nil || !errors.Is(err, ErrRefused) {
+		return
+	}
+	var on []string
+	for _, n := range slices.Sorted(maps.Keys(c.attached)) {
+		if !c.attached[n] {
+			continue
+		}
+		if slices.Contains(excludes[name], n) {
+			return
+		}
+		on = append(on, n)
+	}
+	errno := "error"
+	var en unix.Errno
+	if errors.As(err, &en) {
+		errno = unix.ErrnoName(en)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drainTransitions()
+	c.fail(Finding{Kind: KindRefused, User: name, Func: FuncSeq, Errno: errno, Attached: on})
+}
+
 func (c *churn) isModuleOps(name string) bool {
 	return strings.HasPrefix(name, "ops")
 }
@@ -468,6 +513,7 @@ func (c *churn) toggle(name string) {
 	if err != nil {
 		if on {
 			c.res.Refused[name]++
+			c.judgeRefusal(name, err)
 		}
 		c.cfg.Logf("deliver: %s %s: %v", verb(on), name, err)
 		if on {

@@ -413,3 +413,49 @@ func TestChurnOpening(t *testing.T) {
 		t.Errorf("fentry, left out, was attached: %v", log.ops)
 	}
 }
+
+type fakeCounted struct{}
+
+func (fakeCounted) Attach() error           { return nil }
+func (fakeCounted) Detach() error           { return nil }
+func (fakeCounted) Hits() (uint64, error)   { return 0, nil }
+func (fakeCounted) Missed() (uint64, error) { return 0, nil }
+
+func TestJudgeRefusal(t *testing.T) {
+	refused := fmt.Errorf("BPF_LINK_CREATE: %w: %w", ErrRefused, unix.EINVAL)
+	for _, tt := range []struct {
+		name     string
+		user     string
+		err      error
+		attached []string
+		want     string // the finding's message, "" for none
+	}{
+		{"nothing attached", "fentry", refused, nil,
+			"refused attach: fentry on fth_deliver_seq: the kernel refused it (EINVAL) with nothing attached, none of which it excludes"},
+		{"others attached", "fexit", refused, []string{"function-tracer", "fentry", "livepatch"},
+			"refused attach: fexit on fth_deliver_seq: the kernel refused it (EINVAL) with fentry, function-tracer, livepatch attached, none of which it excludes"},
+		{"the direct call holds the function", "fentry", refused, []string{"direct", "kprobe"}, ""},
+		{"the harness failed, not the kernel", "fentry", errors.New("oracle.Load fentry fth_deliver_seq: no unique kallsyms address"), nil, ""},
+		{"a module user is not judged", "ops", fmt.Errorf("%w: %w", ErrRefused, unix.EBUSY), nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []event.Oracle
+			c := &churn{
+				cfg: Config{Mod: Module{Dir: t.TempDir()}, Counted: map[string]Counted{"fentry": fakeCounted{}, "fexit": fakeCounted{}},
+					Fail: func(o event.Oracle) { got = append(got, o) }, Logf: func(string, ...any) {}},
+				attached: map[string]bool{"ops-regs": false},
+				res:      Result{Failed: map[string]int{}},
+			}
+			for _, n := range tt.attached {
+				c.attached[n] = true
+			}
+			c.judgeRefusal(tt.user, tt.err)
+			switch {
+			case tt.want == "" && len(got) > 0:
+				t.Errorf("finding %q, want none", got[0].Msg)
+			case tt.want != "" && (len(got) != 1 || got[0].Msg != tt.want || got[0].Name != event.OracleDelivery):
+				t.Errorf("findings %+v, want one delivery finding %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -27,6 +27,9 @@ const (
 	// KindCount: a counting user (BPF) saw fewer calls than its window
 	// held (Count missing), or more than could have been made.
 	KindCount = "count"
+	// KindRefused: the kernel refused User's attach (Errno) while no
+	// user it excludes was attached (Attached lists those that were).
+	KindRefused = "refused"
 )
 
 // Finding is one line of the module's findings, or a counting user's
@@ -56,6 +59,9 @@ type Finding struct {
 	// Transitions are the ones in flight (the user's own excluded),
 	// filled by Attribute.
 	Transitions []string
+	// Errno and Attached describe a refusal (KindRefused).
+	Errno    string
+	Attached []string
 }
 
 // Site is a callsite read by the caller just before call Call: the
@@ -224,6 +230,8 @@ func (f Finding) Title() string {
 		return fmt.Sprintf("misdelivered call: %s called for a function it does not trace", f.User)
 	case KindLate:
 		return fmt.Sprintf("misdelivered call: %s called after its detach returned", f.User)
+	case KindRefused:
+		return fmt.Sprintf("refused attach: %s on %s", f.User, fn)
 	default:
 		return fmt.Sprintf("delivery oracle lost %d findings", f.Count)
 	}
@@ -244,6 +252,12 @@ func (f Finding) Detail() string {
 		return fmt.Sprintf("%d calls, the last at %#x", f.Count, f.IP)
 	case KindLate:
 		return fmt.Sprintf("%d calls", f.Count)
+	case KindRefused:
+		on := "nothing"
+		if len(f.Attached) > 0 {
+			on = strings.Join(f.Attached, ", ")
+		}
+		return fmt.Sprintf("the kernel refused it (%s) with %s attached, none of which it excludes", f.Errno, on)
 	default:
 		return fmt.Sprintf("%d findings lost", f.Count)
 	}

@@ -138,6 +138,9 @@ type Options struct {
 	// churn: fth_deliver.ko's numbered calls checked for every user on
 	// one callsite while the others attach and detach.
 	Delivery bool
+	// Twins gives each churn worker a twin changing the same function's
+	// trampoline at the same time (churn.Config.Twins).
+	Twins bool
 	// DeliverSkip are delivery-oracle users left out (DefaultDeliverSkip:
 	// those a results/known entry names).
 	DeliverSkip []string

@@ -427,6 +427,20 @@ var fields = []field{
 		get: func(o *Options) string { return strconv.FormatBool(o.Delivery) },
 	},
 	{
+		name:   "twins",
+		usage:  "churn: give each worker a twin attaching, replacing and detaching links on the same function at the same time (two tasks updating one trampoline)",
+		isBool: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("want true or false")
+			}
+			o.Twins = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(o.Twins) },
+	},
+	{
 		name:  "deliverskip",
 		usage: "churn: comma-separated delivery-oracle `users` to leave out (default ops-ipmodify, docs/findings.md 8; empty: every user)",
 		set: func(o *Options, v string) error {
