@@ -482,11 +482,14 @@ func Defaults(env Env) Options {
 		Poweroff: env.Poweroff,
 		MaxArgs:  6,
 
-		Scenario:     ScenarioStorm,
-		Budget:       2 * time.Minute,
-		Hot:          16,
-		Churn:        60 * time.Second,
-		Workers:      2,
+		Scenario: ScenarioStorm,
+		Budget:   2 * time.Minute,
+		Hot:      16,
+		Churn:    60 * time.Second,
+		Workers:  2,
+		// A twin per worker: without it no two tasks ever change one
+		// trampoline at once, and an unlocked update escapes the churn.
+		Twins:        true,
 		ExactCalls:   1000,
 		ExactEvery:   5 * time.Second,
 		PreemptEvery: 3 * time.Second,

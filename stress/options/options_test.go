@@ -305,7 +305,7 @@ func withChurnDefaults(o Options) Options {
 	o.Scenario, o.Hot, o.Churn, o.Cycles, o.Workers = d.Scenario, d.Hot, d.Churn, d.Cycles, d.Workers
 	o.ExactCalls, o.ExactEvery, o.PreemptEvery, o.Mixed, o.Hotplug = d.ExactCalls, d.ExactEvery, d.PreemptEvery, d.Mixed, d.Hotplug
 	o.RT, o.TimerPeriod, o.RTReserve, o.Modules, o.ModHold, o.Sabotage = d.RT, d.TimerPeriod, d.RTReserve, d.Modules, d.ModHold, d.Sabotage
-	o.ModList, o.Budget, o.Delivery, o.DeliverSkip = d.ModList, d.Budget, d.Delivery, d.DeliverSkip
+	o.ModList, o.Budget, o.Delivery, o.Twins, o.DeliverSkip = d.ModList, d.Budget, d.Delivery, d.Twins, d.DeliverSkip
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor, o.Profile = d.ScalingN, d.MultiN, d.WakeupFor, d.Profile
 	o.RaceTarget, o.RaceAction, o.Injections, o.Window = d.RaceTarget, d.RaceAction, d.Injections, d.Window

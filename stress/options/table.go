@@ -428,7 +428,7 @@ var fields = []field{
 	},
 	{
 		name:   "twins",
-		usage:  "churn: give each worker a twin attaching, replacing and detaching links on the same function at the same time (two tasks updating one trampoline)",
+		usage:  "churn: give each worker a twin attaching, replacing and detaching links on the same function at the same time (two tasks updating one trampoline; default true)",
 		isBool: true,
 		set: func(o *Options, v string) error {
 			b, err := strconv.ParseBool(v)
