@@ -316,11 +316,16 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 // before the livepatch is asked to share (its image rebuilt to call the
 // original through the moved return address); a livepatch detached beside
 // it is asked to stop; a fexit attached beside the livepatch shares from
-// the start. A random walk makes these orders only by luck, and in the
-// campaign, with thousands of trampolines live, it makes a few dozen
-// changes at most.
+// the start. Then the function's one direct call changes hands twice:
+// the BPF trampoline goes, fth_deliver's own direct call comes and goes,
+// and a trampoline comes back, so that whatever a leaving direct user's
+// bookkeeping keeps (a direct_functions entry, a record's flag) shows as
+// that trampoline refused or misdelivered. A random walk makes these
+// orders only by luck, and in the campaign, with thousands of trampolines
+// live, it makes a few dozen changes at most.
 func Opening() []string {
-	return []string{"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch}
+	return []string{"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch,
+		"fexit", "direct", "direct", "fentry"}
 }
 
 // skipReason says why the churn leaves module user u out, "" if it does
