@@ -42,7 +42,6 @@ type evictable struct {
 	dir  string
 	rank int // what a rebuild costs: lower goes first
 	used time.Time
-	size int64
 }
 
 // Rebuild costs, cheapest first: a patched kernel recompiles a few files
@@ -100,6 +99,12 @@ func (c *cacheSpace) makeRoom(ctx context.Context, need int64, keep ...string) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// Sized only when taken: walking every candidate's tree would
+		// stat millions of files to evict one or two.
+		size, err := treeSize(e.dir)
+		if err != nil {
+			return fmt.Errorf("kbuild: size of %s: %w", e.dir, err)
+		}
 		ok, err := evict(e.dir)
 		if err != nil {
 			return fmt.Errorf("kbuild: evict %s: %w", e.dir, err)
@@ -107,8 +112,8 @@ func (c *cacheSpace) makeRoom(ctx context.Context, need int64, keep ...string) e
 		if !ok {
 			continue // a build holds it
 		}
-		c.log.Info("kernel cache: evicted an entry to make room", "entry", e.dir, "GB", fmt.Sprintf("%.1f", float64(e.size)/1e9), "last_used", e.used.UTC().Format(time.RFC3339))
-		freed += e.size
+		c.log.Info("kernel cache: evicted an entry to make room", "entry", e.dir, "GB", fmt.Sprintf("%.1f", float64(size)/1e9), "last_used", e.used.UTC().Format(time.RFC3339))
+		freed += size
 		if free, err = c.free(c.cacheDir); err != nil {
 			return err
 		}
@@ -144,11 +149,7 @@ func (c *cacheSpace) candidates(keep []string) ([]evictable, error) {
 			if c.now.Sub(used) < evictGrace {
 				continue
 			}
-			size, err := treeSize(d)
-			if err != nil {
-				return fmt.Errorf("kbuild: size of %s: %w", d, err)
-			}
-			out = append(out, evictable{dir: d, rank: rank(d), used: used, size: size})
+			out = append(out, evictable{dir: d, rank: rank(d), used: used})
 		}
 		return nil
 	}

@@ -71,7 +71,7 @@ func snapshot(ctx context.Context, log *slog.Logger, src Source, cacheDir string
 	if err != nil {
 		return Source{}, fmt.Errorf("snapshot of %s: %w", src.Dir, err)
 	}
-	key, err := filesKey(src.Dir, files)
+	key, size, err := filesKey(src.Dir, files)
 	if err != nil {
 		return Source{}, fmt.Errorf("snapshot of %s: %w", src.Dir, err)
 	}
@@ -94,10 +94,6 @@ func snapshot(ctx context.Context, log *slog.Logger, src Source, cacheDir string
 	}
 	if err := os.RemoveAll(tree); err != nil {
 		return Source{}, fmt.Errorf("snapshot: %w", err)
-	}
-	size, err := filesSize(src.Dir, files)
-	if err != nil {
-		return Source{}, fmt.Errorf("snapshot of %s: %w", src.Dir, err)
 	}
 	if err := newCacheSpace(log, cacheDir).makeRoom(ctx, size, entry); err != nil {
 		return Source{}, fmt.Errorf("snapshot of %s: %w", src.Dir, err)
@@ -242,18 +238,23 @@ func isELF(p string) bool {
 
 // filesKey hashes the listed files' paths, sizes and modification times,
 // as treeIdentity does for a whole tree: an edit changes it; a build in
-// place, whose outputs are not listed, does not.
-func filesKey(dir string, files []string) (string, error) {
+// place, whose outputs are not listed, does not. It also returns the bytes
+// of the regular files, what a copy of them writes: one Lstat serves both.
+func filesKey(dir string, files []string) (string, int64, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", snapshotVersion)
+	var size int64 // of the regular files: what a copy writes
 	for _, f := range files {
 		info, err := os.Lstat(filepath.Join(dir, f))
 		if err != nil {
-			return "", err
+			return "", 0, err
+		}
+		if info.Mode().IsRegular() {
+			size += info.Size()
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00%d\n", f, info.Size(), info.ModTime().UnixNano())
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), size, nil
 }
 
 // copyFiles copies files from src to dst: content, mode and modification
@@ -341,19 +342,4 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-// filesSize is the bytes of files (relative to dir) a copy writes.
-func filesSize(dir string, files []string) (int64, error) {
-	var n int64
-	for _, f := range files {
-		info, err := os.Lstat(filepath.Join(dir, f))
-		if err != nil {
-			return 0, err
-		}
-		if info.Mode().IsRegular() {
-			n += info.Size()
-		}
-	}
-	return n, nil
 }
