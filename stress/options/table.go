@@ -137,15 +137,8 @@ var fields = []field{
 		name:   "poweroff",
 		usage:  "reboot the guest after the last event; the default is true as PID 1's child in the VM",
 		isBool: true,
-		set: func(o *Options, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("want true or false")
-			}
-			o.Poweroff = b
-			return nil
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.Poweroff) },
+		set:    setBool(func(o *Options) *bool { return &o.Poweroff }),
+		get:    getBool(func(o *Options) *bool { return &o.Poweroff }),
 	},
 	{
 		name:  "maxargs",
@@ -187,15 +180,8 @@ var fields = []field{
 		name:   "racelist",
 		usage:  "race scenario: decode and report every target's window (every target the arch has, for racetarget auto) and inject nothing: what fth race --list-windows runs",
 		isBool: true,
-		set: func(o *Options, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("want true or false")
-			}
-			o.RaceList = b
-			return nil
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.RaceList) },
+		set:    setBool(func(o *Options) *bool { return &o.RaceList }),
+		get:    getBool(func(o *Options) *bool { return &o.RaceList }),
 	},
 	{
 		name:  "raceaction",
@@ -342,15 +328,8 @@ var fields = []field{
 		name:   "mixed",
 		usage:  "churn: toggle function/function_graph tracers and kprobes/kretprobes alongside the churn",
 		isBool: true,
-		set: func(o *Options, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("want true or false")
-			}
-			o.Mixed = b
-			return nil
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.Mixed) },
+		set:    setBool(func(o *Options) *bool { return &o.Mixed }),
+		get:    getBool(func(o *Options) *bool { return &o.Mixed }),
 	},
 	{
 		name:  "hotplug",
@@ -402,43 +381,22 @@ var fields = []field{
 		name:   "modules",
 		usage:  "churn: load and unload the modules under /lib/modules/fth (ftrace-direct samples, fth_target) in a loop",
 		isBool: true,
-		set: func(o *Options, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("want true or false")
-			}
-			o.Modules = b
-			return nil
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.Modules) },
+		set:    setBool(func(o *Options) *bool { return &o.Modules }),
+		get:    getBool(func(o *Options) *bool { return &o.Modules }),
 	},
 	{
 		name:   "delivery",
 		usage:  "churn: run the delivery oracle (fth_deliver.ko: numbered calls, every user on the callsite counting them) beside the churn",
 		isBool: true,
-		set: func(o *Options, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("want true or false")
-			}
-			o.Delivery = b
-			return nil
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.Delivery) },
+		set:    setBool(func(o *Options) *bool { return &o.Delivery }),
+		get:    getBool(func(o *Options) *bool { return &o.Delivery }),
 	},
 	{
 		name:   "twins",
 		usage:  "churn: give each worker a twin attaching, replacing and detaching links on the same function at the same time (two tasks updating one trampoline; default true)",
 		isBool: true,
-		set: func(o *Options, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("want true or false")
-			}
-			o.Twins = b
-			return nil
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.Twins) },
+		set:    setBool(func(o *Options) *bool { return &o.Twins }),
+		get:    getBool(func(o *Options) *bool { return &o.Twins }),
 	},
 	{
 		name:  "deliverskip",
@@ -538,15 +496,8 @@ var fields = []field{
 		name:   "scalemod",
 		usage:  "storm, bench, campaign: load fth_scale.ko (32,768 traceable functions) and count its functions as candidates, for more trampolines than vmlinux has functions; the churn beside it then names vmlinux's functions in tracefs filters by index, keeps the module's functions out of its hot set, and leaves out the filters on a module's functions (the delivery oracle's two tracers, the tracer on fth_target), which the kernel matches by name over the module's symbols",
 		isBool: true,
-		set: func(o *Options, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("want true or false")
-			}
-			o.ScaleModule = b
-			return nil
-		},
-		get: func(o *Options) string { return strconv.FormatBool(o.ScaleModule) },
+		set:    setBool(func(o *Options) *bool { return &o.ScaleModule }),
+		get:    getBool(func(o *Options) *bool { return &o.ScaleModule }),
 	},
 	{
 		name:  "profile",
@@ -754,4 +705,21 @@ func (o *Options) applyCmdline(kv KV) error {
 		return fmt.Errorf("options: cmdline %s=%q: %w", kv.Key, v, err)
 	}
 	return nil
+}
+
+// setBool and getBool are a boolean option's set and get, for the field
+// that field returns.
+func setBool(field func(*Options) *bool) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("want true or false")
+		}
+		*field(o) = b
+		return nil
+	}
+}
+
+func getBool(field func(*Options) *bool) func(*Options) string {
+	return func(o *Options) string { return strconv.FormatBool(*field(o)) }
 }
