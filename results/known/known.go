@@ -28,10 +28,21 @@ type Finding struct {
 	// DeliverUsers are delivery-oracle users (fth_deliver.ko's) that meet
 	// it, left out of the delivery churn by default.
 	DeliverUsers []string
+	// DeliverChanges are changes of the delivery churn that meet it, which
+	// the churn does not make by default (the users stay in).
+	DeliverChanges []DeliverChange
 	// Repro are the `fth run` arguments that reproduce it (with
 	// --include-known), and Test the e2e test that runs them.
 	Repro []string
 	Test  string
+}
+
+// DeliverChange is one change of the delivery churn: the attach of
+// Attach while every user of Beside is attached (users as the delivery
+// oracle names them).
+type DeliverChange struct {
+	Attach string
+	Beside []string
 }
 
 // All returns the known findings, in a new slice.
@@ -64,6 +75,17 @@ func All() []Finding {
 			DeliverUsers: []string{"ops-ipmodify"},
 			Repro:        []string{"--agent-arg", "scenario=repro", "--agent-arg", "repro=ipmodify-filter"},
 			Test:         "TestKnownFindingIPModifyShareAskedOfAStranger",
+		},
+		{
+			ID:      "ipmodify-share-asked-mid-update",
+			Title:   "7.3's update_ftrace_direct_mod() asks every BPF trampoline on a function with an IPMODIFY ops (a livepatch) to share, without that trampoline's lock: one whose update is under way (a fexit added to a trampoline that was not sharing: CALL_ORIG set, ORIG_STACK not yet) is marked SHARE_IPMODIFY behind its back, and the next ask warns and refuses with -EBUSY: WARNING in bpf_tramp_ftrace_ops_func",
+			Kernels: []string{"7.3"},
+			// The livepatch applied first, then a fentry (its trampoline
+			// registered without sharing: no CALL_ORIG), then the fexit
+			// whose update another trampoline's modify overtakes.
+			DeliverChanges: []DeliverChange{{Attach: "fexit", Beside: []string{"livepatch", "fentry"}}},
+			Repro:          []string{"--agent-arg", "scenario=repro", "--agent-arg", "repro=ipmodify-mid-update"},
+			Test:           "TestKnownFindingIPModifyMidUpdate",
 		},
 	}
 }

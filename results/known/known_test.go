@@ -30,7 +30,7 @@ func TestTriggered(t *testing.T) {
 func TestEntriesComplete(t *testing.T) {
 	ids := map[string]bool{}
 	for _, f := range All() {
-		if f.ID == "" || ids[f.ID] || f.Title == "" || len(f.Kernels) == 0 || len(f.Funcs)+len(f.Modules)+len(f.DeliverUsers) == 0 || len(f.Repro) == 0 || f.Test == "" {
+		if f.ID == "" || ids[f.ID] || f.Title == "" || len(f.Kernels) == 0 || len(f.Funcs)+len(f.Modules)+len(f.DeliverUsers)+len(f.DeliverChanges) == 0 || len(f.Repro) == 0 || f.Test == "" {
 			t.Errorf("incomplete or duplicate entry %+v", f)
 		}
 		ids[f.ID] = true

@@ -78,7 +78,7 @@ const (
 func splitMode(args []string) (string, []string) {
 	if len(args) > 0 {
 		switch args[0] {
-		case modeSession, modeKmsgStream, modeBoard, modeSpin, modeRacer, modePreempt, modeRaceCtl, modeRaceStage:
+		case modeSession, modeKmsgStream, modeBoard, modeSpin, modeRacer, modePreempt, modeRaceCtl, modeRaceStage, modeLinker:
 			return args[0], args[1:]
 		}
 	}
@@ -109,6 +109,8 @@ func run(ctx context.Context, args []string, sys system) error {
 		return racerMain(args)
 	case modePreempt:
 		return preemptMain(args)
+	case modeLinker:
+		return linkerMain(args)
 	case modeRaceCtl:
 		return raceCtlMain(ctx, args, sys)
 	case modeRaceStage:

@@ -127,8 +127,16 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	} else {
 		external[deliver.UserLivepatch] = klpUser{a: a, ctx: ctx, rec: rec}
 	}
+	var avoid []deliver.Avoid
+	if !a.opts.IncludeKnown {
+		for _, f := range known.All() {
+			for _, c := range f.DeliverChanges {
+				avoid = append(avoid, deliver.Avoid{User: c.Attach, Beside: c.Beside, Why: "known finding " + f.ID + " (docs/findings.md)"})
+			}
+		}
+	}
 	res, err := deliver.Churn(ctx, deliver.Config{
-		Mod: mod, Counted: counted, Toggles: toggles, External: external, Groups: groups, Skip: skip,
+		Mod: mod, Counted: counted, Toggles: toggles, External: external, Groups: groups, Skip: skip, Avoid: avoid,
 		Opening: deliver.Opening(),
 		Rng:     rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
 		Fail: func(o event.Oracle) {
@@ -183,6 +191,10 @@ func deliverySummary(r deliver.Result) string {
 	for _, u := range slices.Sorted(maps.Keys(r.Skipped)) {
 		skipped = append(skipped, u+" ("+r.Skipped[u]+")")
 	}
+	var avoided []string
+	for _, u := range slices.Sorted(maps.Keys(r.Avoided)) {
+		avoided = append(avoided, fmt.Sprintf("%s %d", u, r.Avoided[u]))
+	}
 	var updates []string
 	for _, u := range slices.Sorted(maps.Keys(r.Updates)) {
 		updates = append(updates, fmt.Sprintf("%s %d", u, r.Updates[u]))
@@ -196,6 +208,9 @@ func deliverySummary(r deliver.Result) string {
 	}
 	if len(skipped) > 0 {
 		s += "; skipped: " + strings.Join(skipped, ", ")
+	}
+	if len(avoided) > 0 {
+		s += "; attaches not made (a known finding's trigger): " + strings.Join(avoided, ", ")
 	}
 	return s + "; states: " + deliver.EdgeTable(r.States) + "; edges: " + deliver.EdgeTable(r.Edges)
 }

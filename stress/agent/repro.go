@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -61,6 +60,10 @@ func (a *agent) executeRepro(ctx context.Context) error {
 		return a.reproEAgain(ctx, true)
 	case options.ReproEAgainPeer:
 		return a.reproEAgain(ctx, false)
+	case options.ReproIPModifyMidUpdate:
+		return a.reproMidUpdate(ctx, true)
+	case options.ReproIPModifyMidUpdatePeer:
+		return a.reproMidUpdate(ctx, false)
 	}
 	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
 }
@@ -103,37 +106,48 @@ func (a *agent) reproDeliver(progs int) (*reproDeliver, error) {
 	return d, nil
 }
 
+// unlinkLast closes the last link made.
+func (d *reproDeliver) unlinkLast() {
+	if n := len(d.links); n > 0 {
+		unix.Close(d.links[n-1])
+		d.links = d.links[:n-1]
+	}
+}
+
 // link loads a program of kind on fn and links it; the link stays until
 // close.
 func (d *reproDeliver) link(fn string, kind oracle.Kind, key string) error {
-	ld, err := d.loader.Load(fn, kind, key)
+	link, err := d.linkLater(fn, kind, key)
 	if err != nil {
 		return err
 	}
-	defer ld.Prog.Close()
-	fd, errno := attach.LinkCreate(ld.Prog.FD(), kind.LinkType())
-	if errno != 0 {
-		return errno
+	return link()
+}
+
+// linkLater loads a program of kind on fn now and returns what links it:
+// a sequence that holds a CPU links with nothing else to do in the kernel
+// (a program's load frees kernel memory, whose TLB flush waits for every
+// CPU, the held one too).
+func (d *reproDeliver) linkLater(fn string, kind oracle.Kind, key string) (func() error, error) {
+	ld, err := d.loader.Load(fn, kind, key)
+	if err != nil {
+		return nil, err
 	}
-	d.links = append(d.links, fd)
-	return nil
+	return func() error {
+		defer ld.Prog.Close()
+		fd, errno := attach.LinkCreate(ld.Prog.FD(), kind.LinkType())
+		if errno != 0 {
+			return errno
+		}
+		d.links = append(d.links, fd)
+		return nil
+	}, nil
 }
 
 // onCPU0 runs write on a thread of its own pinned to CPU 0, the CPU a
 // repro's host holds the writer on, and sends its result.
 func onCPU0(write func() error) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		var cpu0 unix.CPUSet
-		cpu0.Set(0)
-		if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
-			done <- err
-			return
-		}
-		done <- write()
-	}()
-	return done
+	return onCPU(0, func(int) error { return write() })
 }
 
 // reproIPModify (ipmodify-filter): 7.3's BPF trampolines share one direct ftrace_ops,

@@ -143,6 +143,9 @@ type Config struct {
 	Mod Module
 	// Skip names users not to attach, with the reason reported for each.
 	Skip map[string]string
+	// Avoid are attaches the churn does not make (a known finding's
+	// trigger): the users stay in, that one change is never made.
+	Avoid []Avoid
 	// Counted and Toggles are the agent's users by name, with groups.
 	Counted map[string]Counted
 	Toggles map[string]Toggle
@@ -170,6 +173,14 @@ type Config struct {
 	Logf     func(format string, args ...any)
 }
 
+// Avoid is the attach of User while every user of Beside is attached,
+// with Why the churn does not make it.
+type Avoid struct {
+	User   string
+	Beside []string
+	Why    string
+}
+
 // Result is what a churn did and covered.
 type Result struct {
 	Steps int
@@ -184,6 +195,8 @@ type Result struct {
 	// Failed counts each user's findings.
 	Failed  map[string]int
 	Skipped map[string]string
+	// Avoided counts the attaches not made (Config.Avoid), by user.
+	Avoided map[string]int
 	// States and Edges count the callsite's states entered and the
 	// transitions between them ("one-ops -> list").
 	States, Edges map[string]int
@@ -223,7 +236,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		cfg: cfg, attached: map[string]bool{}, filtered: map[string]bool{}, groups: map[Group]int{},
 		open: map[string]countWindow{}, tries: map[string]int{},
 		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Updates: map[string]int{}, Failed: map[string]int{}, Skipped: map[string]string{},
-			States: map[string]int{}, Edges: map[string]int{}},
+			Avoided: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}},
 	}
 	users, err := cfg.Mod.Users()
 	if err != nil {
@@ -276,7 +289,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		cfg.OpeningHold = 300 * time.Millisecond
 	}
 	for _, n := range cfg.Opening {
-		if ctx.Err() != nil || !slices.Contains(names, n) {
+		if ctx.Err() != nil || !slices.Contains(names, n) || c.avoided(n) {
 			continue
 		}
 		c.toggle(n)
@@ -284,8 +297,13 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		c.res.Steps++
 		ctxsleep.Sleep(ctx, cfg.OpeningHold)
 	}
+	for _, a := range cfg.Avoid {
+		cfg.Logf("deliver: the churn does not attach %s while %s are attached: %s", a.User, strings.Join(a.Beside, " and "), a.Why)
+	}
 	for ctx.Err() == nil {
-		c.step(c.pick(names))
+		if n := c.pick(names); n != "" {
+			c.step(n)
+		}
 		c.drain()
 		c.res.Steps++
 		select {
@@ -348,6 +366,10 @@ func skipReason(u User, cfg Config) string {
 // reaches nop, one ops and a direct call alone as often as the list: a
 // uniform pick over a dozen users sits at half of them.
 func (c *churn) pick(names []string) string {
+	names = slices.DeleteFunc(slices.Clone(names), c.avoided)
+	if len(names) == 0 {
+		return ""
+	}
 	if c.cfg.Rng.IntN(2) == 0 {
 		if n, ok := c.uncovered(names); ok {
 			return n
@@ -365,6 +387,21 @@ func (c *churn) pick(names []string) string {
 		return on[c.cfg.Rng.IntN(len(on))]
 	}
 	return off[c.cfg.Rng.IntN(len(off))]
+}
+
+// avoided reports whether attaching name now is a change Config.Avoid
+// names, and counts it.
+func (c *churn) avoided(name string) bool {
+	if c.attached[name] {
+		return false
+	}
+	for _, a := range c.cfg.Avoid {
+		if a.User == name && !slices.ContainsFunc(a.Beside, func(b string) bool { return !c.attached[b] }) {
+			c.res.Avoided[name]++
+			return true
+		}
+	}
+	return false
 }
 
 // maxTries is how often the walk aims at an uncovered edge from its

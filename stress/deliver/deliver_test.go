@@ -236,6 +236,40 @@ func TestPickCoversEdges(t *testing.T) {
 	}
 }
 
+// A change Config.Avoid names is never made, and only that one: fexit
+// still comes and goes beside either user alone.
+func TestPickAvoids(t *testing.T) {
+	groups := map[string]Group{"fentry": GroupDirect, "fexit": GroupDirect, UserLivepatch: "livepatch", "ops": "ops"}
+	names := slices.Sorted(maps.Keys(groups))
+	avoid := []Avoid{{User: "fexit", Beside: []string{UserLivepatch, "fentry"}, Why: "known"}}
+	besideOne := 0
+	for seed := range uint64(50) {
+		c := &churn{
+			cfg:      Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0)), Avoid: avoid},
+			attached: map[string]bool{}, groups: map[Group]int{}, tries: map[string]int{},
+			res: Result{Attaches: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}, Avoided: map[string]int{}},
+		}
+		for range 200 {
+			n := c.pick(names)
+			if n == "fexit" && !c.attached[n] {
+				if c.attached[UserLivepatch] && c.attached["fentry"] {
+					t.Fatalf("seed %d: fexit attached beside livepatch and fentry", seed)
+				}
+				if c.attached[UserLivepatch] || c.attached["fentry"] {
+					besideOne++
+				}
+			}
+			c.record(n, !c.attached[n])
+		}
+		if c.res.Avoided["fexit"] == 0 {
+			t.Errorf("seed %d: the walk never came to the avoided attach: %v", seed, c.res.Avoided)
+		}
+	}
+	if besideOne == 0 {
+		t.Error("fexit never attached beside livepatch or fentry alone: the avoidance is wider than its change")
+	}
+}
+
 // fakeExternal is an external user whose attach and detach fail on demand.
 type fakeExternal struct{ attachErr, detachErr error }
 

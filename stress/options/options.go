@@ -369,17 +369,32 @@ const (
 	ReproEAgainPeer = "eagain-peer"
 )
 
+// ReproIPModifyMidUpdate is scenario=repro's sequence for
+// docs/findings.md 13: a livepatch on a function, then a BPF fentry there
+// (its trampoline registered without sharing), then a fexit added, whose
+// update has set CALL_ORIG and waits for direct_mutex while another
+// trampoline's modify, held by the host with that mutex taken, goes on to
+// ask every trampoline on an IPMODIFY function to share.
+// ReproIPModifyMidUpdatePeer is its control: the fentry first, the
+// livepatch after (the peer handshake marks the trampoline sharing), the
+// same hold.
+const (
+	ReproIPModifyMidUpdate     = "ipmodify-mid-update"
+	ReproIPModifyMidUpdatePeer = "ipmodify-mid-update-peer"
+)
+
 // Repros lists the repro option's sequences.
 func Repros() []string {
 	return []string{ReproIPModifyFilter, ReproIPModifyRegister, ReproDirectUnregisterFree, ReproDirectUnregisterLive,
 		ReproDirectUnregisterFreeTracefs, ReproDirectUnregisterLiveTracefs, ReproMapperRemoveFree, ReproMapperRemoveLive,
-		ReproEAgainFree, ReproEAgainPeer}
+		ReproEAgainFree, ReproEAgainPeer, ReproIPModifyMidUpdate, ReproIPModifyMidUpdatePeer}
 }
 
 // ReproRaces reports whether a repro sequence has the host hold vCPUs
 // through the gdbstub (the race port).
 func ReproRaces(seq string) bool {
-	return strings.HasPrefix(seq, "direct-unregister-") || strings.HasPrefix(seq, "mapper-remove-") || strings.HasPrefix(seq, "eagain-")
+	return strings.HasPrefix(seq, "direct-unregister-") || strings.HasPrefix(seq, "mapper-remove-") || strings.HasPrefix(seq, "eagain-") ||
+		strings.HasPrefix(seq, ReproIPModifyMidUpdate)
 }
 
 // ScaleModuleName is the module of stress/kmod-scale: 32,768 traceable

@@ -115,6 +115,33 @@ func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
 	})
 }
 
+// The unlocked ask met through a livepatch (docs/findings.md 13): the
+// trampoline asked mid-update warns; the control, whose trampoline the
+// livepatch's registration made sharing, does not. make test-all: two
+// more gdbstub hold sequences, and make test keeps to three on x86_64
+// (docs/race-injection.md, the QEMU 7.2 gdbstub flake).
+func TestKnownFindingIPModifyMidUpdate(t *testing.T) {
+	requireAll(t)
+	t.Run("stranger", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, knownRepro(t, "TestKnownFindingIPModifyMidUpdate")...)
+		r.mustCell(t)
+		if r.result.Verdict == results.Pass {
+			t.Fatalf("no warning on %s: the known finding no longer reproduces; if the kernel fixed it, drop it from results/known and docs/findings.md", r.result.Kernel.Release)
+		}
+		if r.exit != 1 || r.result.Title() != "WARNING in bpf_tramp_ftrace_ops_func" {
+			t.Fatalf("exit %d, verdict %s (%s), title %q: want WARNING in bpf_tramp_ftrace_ops_func", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
+		}
+		t.Logf("reproduced: %s", r.result.Title())
+	})
+	t.Run("peer", func(t *testing.T) {
+		r := runFth(t, 15*time.Minute, "--agent-arg", "scenario=repro", "--agent-arg", "repro=ipmodify-mid-update-peer")
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): the control must pass", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
+}
+
 // repro runs fth run on x86_64 with a repro sequence and extra flags
 // (--kernel, --patch) and wants the fault titled title, or a pass when
 // title is "".
