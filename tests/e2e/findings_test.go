@@ -140,6 +140,15 @@ func TestKnownFindingIPModifyMidUpdate(t *testing.T) {
 			t.Fatalf("exit %d, verdict %s (%s): the control must pass", r.exit, r.result.Verdict, r.result.Reason)
 		}
 	})
+	// The fix asks only the trampolines being modified.
+	t.Run("fixed", func(t *testing.T) {
+		r := runFth(t, 30*time.Minute, append([]string{"--patch", "results/known/fixes/ftrace-direct-mod-ask-only-modified.patch"},
+			knownRepro(t, "TestKnownFindingIPModifyMidUpdate")...)...)
+		r.mustCell(t)
+		if r.exit != 0 || r.result.Verdict != results.Pass {
+			t.Fatalf("exit %d, verdict %s (%s): the fixed kernel must not warn", r.exit, r.result.Verdict, r.result.Reason)
+		}
+	})
 }
 
 // repro runs fth run on x86_64 with a repro sequence and extra flags
