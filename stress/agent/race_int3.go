@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/disasm"
@@ -246,19 +245,9 @@ func (r *raceAgent) injectInt3(in *event.Injection, arm event.RaceMsg, site uint
 	if m, err := r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
 		return fmt.Errorf("race: arm %#x: %+v %v", arm.Addr, m, err)
 	}
-	acted := make(chan error, 1)
 	start := time.Now()
-	go func() {
-		// The patcher's CPU is the one the host was asked to stop.
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(int3PatcherCPU)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			acted <- err
-			return
-		}
-		acted <- inst.SetTracer(after)
-	}()
+	// The patcher's CPU is the one the host was asked to stop.
+	acted := onCPU(int3PatcherCPU, func(int) error { return inst.SetTracer(after) })
 	trapped, err := r.int3Holds(in, arm)
 	if err != nil {
 		return err

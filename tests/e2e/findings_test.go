@@ -8,6 +8,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/known"
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 // knownRepro returns the reproduction of the known finding (results/known)
@@ -122,32 +123,12 @@ func TestKnownFindingIPModifyShareAskedOfAStranger(t *testing.T) {
 // (docs/race-injection.md, the QEMU 7.2 gdbstub flake).
 func TestKnownFindingIPModifyMidUpdate(t *testing.T) {
 	requireAll(t)
-	t.Run("stranger", func(t *testing.T) {
-		r := runFth(t, 15*time.Minute, knownRepro(t, "TestKnownFindingIPModifyMidUpdate")...)
-		r.mustCell(t)
-		if r.result.Verdict == results.Pass {
-			t.Fatalf("no warning on %s: the known finding no longer reproduces; if the kernel fixed it, drop it from results/known and docs/findings.md", r.result.Kernel.Release)
-		}
-		if r.exit != 1 || r.result.Title() != "WARNING in bpf_tramp_ftrace_ops_func" {
-			t.Fatalf("exit %d, verdict %s (%s), title %q: want WARNING in bpf_tramp_ftrace_ops_func", r.exit, r.result.Verdict, r.result.Reason, r.result.Title())
-		}
-		t.Logf("reproduced: %s", r.result.Title())
-	})
-	t.Run("peer", func(t *testing.T) {
-		r := runFth(t, 15*time.Minute, "--agent-arg", "scenario=repro", "--agent-arg", "repro=ipmodify-mid-update-peer")
-		r.mustCell(t)
-		if r.exit != 0 || r.result.Verdict != results.Pass {
-			t.Fatalf("exit %d, verdict %s (%s): the control must pass", r.exit, r.result.Verdict, r.result.Reason)
-		}
-	})
+	const warn = "WARNING in bpf_tramp_ftrace_ops_func"
+	t.Run("stranger", func(t *testing.T) { repro(t, options.ReproIPModifyMidUpdate, warn, "--include-known") })
+	t.Run("peer", func(t *testing.T) { repro(t, options.ReproIPModifyMidUpdatePeer, "") })
 	// The fix asks only the trampolines being modified.
 	t.Run("fixed", func(t *testing.T) {
-		r := runFth(t, 30*time.Minute, append([]string{"--patch", "results/known/fixes/ftrace-direct-mod-ask-only-modified.patch"},
-			knownRepro(t, "TestKnownFindingIPModifyMidUpdate")...)...)
-		r.mustCell(t)
-		if r.exit != 0 || r.result.Verdict != results.Pass {
-			t.Fatalf("exit %d, verdict %s (%s): the fixed kernel must not warn", r.exit, r.result.Verdict, r.result.Reason)
-		}
+		repro(t, options.ReproIPModifyMidUpdate, "", "--include-known", "--patch", "results/known/fixes/ftrace-direct-mod-ask-only-modified.patch")
 	})
 }
 
