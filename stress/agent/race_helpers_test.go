@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/results/event"
 )
 
 // Threads the runtime starts while setProcessCPUs runs must end up pinned
@@ -75,5 +81,28 @@ func TestSetProcessCPUsPinsThreadsStartedMeanwhile(t *testing.T) {
 		if err := setProcessCPUs(&all, 0); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A host's error answer stops the run unjudged: the cell is an error, not
+// a kernel failure.
+func TestRecvHostErrorUnjudged(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	r := &raceAgent{port: pr, portIn: bufio.NewReader(pr)}
+	if _, err := pw.WriteString(`{"op":"` + event.RaceError + `","msg":"the host released the held vCPU after 10s without a release"}` + "\n" + `{"op":"` + event.RaceArmed + `"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.recv(time.Second)
+	var u *unjudgedError
+	if err == nil || !errors.As(fmt.Errorf("repro: %w", err), &u) {
+		t.Errorf("recv of a host error = %v, want an unjudged error", err)
+	}
+	if m, err := r.recv(time.Second); err != nil || m.Op != event.RaceArmed {
+		t.Errorf("recv = %+v, %v; want armed", m, err)
 	}
 }

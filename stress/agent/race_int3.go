@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/disasm"
 	"github.com/ftrace-harness/fth/stress/ksyms"
