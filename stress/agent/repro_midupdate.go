@@ -160,7 +160,8 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 			break
 		}
 		if try == len(midUpdateOthers)-1 {
-			step("the sequence did not run: the fexit's update never reached its window while a modify was held")
+			// A pass here would say nothing of the kernel.
+			return &unjudgedError{errors.New("repro: the sequence did not run: the fexit's update never reached its window while a modify was held")}
 		}
 	}
 	a.sys.sleep(reproCalls)
@@ -169,9 +170,9 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 
 // midUpdateTry modifies fn's trampoline from CPU 1, held by the host in
 // ftrace_startup with direct_mutex taken, while CPU 0 attaches the fexit to
-// FuncSeq; the hold ends once the fexit's task is in its window. It
-// reports whether it was (the sequence ran); if not, the fexit is detached
-// again.
+// FuncSeq; the host ends the hold after midUpdateHoldFor. It reports
+// whether the fexit's task was in its window then (the sequence ran); if
+// not, the fexit is detached again.
 func (a *agent) midUpdateTry(r *raceAgent, d *reproDeliver, hold uint64, fn, num string) (bool, error) {
 	step := a.reproLog
 	// Everything loaded before the hold: the modify in a linker process on
