@@ -61,6 +61,7 @@ func archPass(t *testing.T, r fthRun, min int, want map[string]string) results.R
 // RCU-tasks grace period each), so all 2,000 took ~19 minutes. Not pinned to
 // a seed, for the reason given at TestX86CampaignPasses.
 func TestRISCV64CallOpsPasses(t *testing.T) {
+	requireAll(t)
 	r := runMake(t, "riscv64", 60*time.Minute)
 	t.Logf("seed %s", r.result.Seed)
 	res := archPass(t, r, 2000, map[string]string{
@@ -125,6 +126,7 @@ func TestPPC64LEAttachStormIsSkippedWithReason(t *testing.T) {
 // chosen by measurement) and attaches 2,000 trampolines through powerpc's
 // CALL_OPS, under the host's QEMU.
 func TestPPC64LEDefaultStormPasses(t *testing.T) {
+	requireAll(t)
 	// The storm alone: ppc64le's campaign is measured in README
 	// (Architectures), not gated here.
 	r := runMake(t, "ppc64le", 45*time.Minute, "--agent-arg", "scenario=storm")

@@ -285,6 +285,7 @@ func raceCatches(t *testing.T, arches, mutant, target, place string, crash bool,
 // task preempted between the two while tracing is switched on runs on
 // safely, every time.
 func TestRISCV64RaceCallsiteSurvives(t *testing.T) {
+	requireAll(t)
 	r := runFthArch(t, "riscv64", 40*time.Minute, "--agent-arg", "scenario=race", "--agent-arg", "racetarget=callsite",
 		"--agent-arg", fmt.Sprintf("injections=%d", raceInjections))
 	// One place, injected at raceInjections times.
@@ -434,9 +435,13 @@ func TestX86RaceInt3(t *testing.T) {
 // task has called through it); with the waits gone
 // (mutants/ftrace-ops-tramp-free-early.patch, the x86 mutant's change) the
 // first point after the task loaded the ops crashes the kernel, every
-// point before it survived. riscv64 under QEMU 11.1 in make test; arm64
-// in make test-all.
-func TestRISCV64RaceCallOpsWindow(t *testing.T) { raceCallOps(t, "riscv64") }
+// point before it survived. riscv64 (QEMU 11.1) and arm64 in make
+// test-all: a cold riscv64 build does not fit CI's 90 minutes beside the
+// x86_64 suite.
+func TestRISCV64RaceCallOpsWindow(t *testing.T) {
+	requireAll(t)
+	raceCallOps(t, "riscv64")
+}
 
 func TestARM64RaceCallOpsWindow(t *testing.T) {
 	requireAll(t)
@@ -493,8 +498,11 @@ func raceCallOps(t *testing.T, arch string) {
 // (mutants/<arch>-callops-literal-after-branch.patch, which no count of
 // calls can see: only the user being attached loses calls) the first
 // transition, nop to one ops, fails with the title that says so.
-// riscv64 under QEMU 11.1 in make test; arm64 in make test-all.
-func TestRISCV64RaceLiteralOrder(t *testing.T) { raceLiteralOrder(t, "riscv64") }
+// riscv64 (QEMU 11.1) and arm64 in make test-all.
+func TestRISCV64RaceLiteralOrder(t *testing.T) {
+	requireAll(t)
+	raceLiteralOrder(t, "riscv64")
+}
 
 func TestARM64RaceLiteralOrder(t *testing.T) {
 	requireAll(t)
@@ -549,8 +557,9 @@ func raceLiteralOrder(t *testing.T, arch string) {
 // patched it (the AUIPC a nop while disabled, written back before the
 // JALR). The correct kernel survives five injections between the two
 // slots; the mutant jumps through a stale t0 at the first, on the
-// callsite as a disable left it. make test (riscv64 under QEMU 11.1).
+// callsite as a disable left it. make test-all (riscv64 under QEMU 11.1).
 func TestRISCV64RaceCallsiteMutant(t *testing.T) {
+	requireAll(t)
 	raceCallsiteMutant(t, "riscv64", "riscv64-callsite-auipc-repatched")
 }
 

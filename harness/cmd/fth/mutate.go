@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"maps"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -37,6 +39,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		qemuFlag = fs.String("qemu", string(qemu.EmulatorDefault), "QEMU that boots every cell: "+emulatorList()+" (see fth run), so that a score can be compared across QEMUs and accelerators")
 		mutDir   = fs.String("mutants-dir", "", "directory of *.patch mutants (default: <repo>/mutants)")
 		dryRun   = fs.Bool("dry-run", false, "check every input and print the cells, then stop")
+		parallel = fs.Int("parallel", 1, "cells booted at once; every kernel is built first, one at a time (on a 2-core machine, 2 boots at once overlap two tcg-single guests)")
 		build    = fs.Bool("build-only", false, "build (or find in the cache) every kernel the run needs, mutants included, then stop: boots of several arches can then run side by side without two builds at once")
 		agentArg multiFlag
 	)
@@ -49,6 +52,9 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if err := checkPositive("budget", *budget, false); err != nil {
 		return err
+	}
+	if *parallel < 1 {
+		return fmt.Errorf("%w: --parallel %d: want 1 or more", errUsage, *parallel)
 	}
 	archRows, err := matrix.ParseArches(splitList(*arches))
 	if err != nil {
@@ -173,7 +179,10 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log := newLogger(stderr, b.verbose)
 	env := b.env(log, repo)
-	if *build {
+	// Built before any boot when boots overlap: builds are serialised,
+	// and a boot waiting behind another cell's build would count that
+	// wait against nothing but the wall clock.
+	if *build || *parallel > 1 {
 		for _, j := range jobs {
 			start := time.Now()
 			k, _, err := env.BuildKernel(ctx, j.cell.Arch, j.cell.Toolchain, j.cell.Fragments, j.cell.Patches...)
@@ -186,39 +195,70 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			fmt.Fprintf(stdout, "%s: %s (%s)\n", j.cell.Name, how, k.Image)
 		}
-		return nil
+		if *build {
+			return nil
+		}
 	}
 	if *runID == "" {
 		*runID = "mutate-" + newRunID()
 	}
 	runDir := filepath.Join(*out, *runID)
 	table := mutation.Table{RunID: *runID, Seed: *seed, Budget: budget.Seconds()}
-	var sums []results.CellSummary
-	for _, j := range jobs {
+	// Rows and summaries keep the jobs' order whatever order the cells
+	// end in; the table is written after every cell, so that an
+	// interrupted run keeps what it measured.
+	rows := make([]*mutation.Row, len(jobs))
+	sums := make([]*results.CellSummary, len(jobs))
+	var mu sync.Mutex
+	var runErr error
+	sem := make(chan struct{}, *parallel)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
 		if ctx.Err() != nil {
 			break
 		}
-		log.Info("mutation cell", "cell", j.cell.Name)
-		r, err := env.Run(ctx, *runID, runDir, j.cell)
-		if err != nil && r.Cell == "" {
-			return err
-		}
-		row := mutate.Judge(r)
-		row.BuildSeconds = r.Timings.KernelSeconds
-		if r.Kernel.Cached {
-			row.BuildSeconds = 0
-		}
-		if j.mutant != nil {
-			row.Mutant, row.Class = j.mutant.Name, j.mutant.Class
-		}
-		table.Rows = append(table.Rows, row)
-		sums = append(sums, results.Summarize(r, filepath.Join(runDir, j.cell.Name)))
-		// Written after every cell: an interrupted run keeps what it measured.
-		if err := mutation.Write(runDir, table); err != nil {
-			return err
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			log.Info("mutation cell", "cell", j.cell.Name)
+			r, err := env.Run(ctx, *runID, runDir, j.cell)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && r.Cell == "" {
+				runErr = cmp.Or(runErr, err)
+				return
+			}
+			row := mutate.Judge(r)
+			row.BuildSeconds = r.Timings.KernelSeconds
+			if r.Kernel.Cached {
+				row.BuildSeconds = 0
+			}
+			if j.mutant != nil {
+				row.Mutant, row.Class = j.mutant.Name, j.mutant.Class
+			}
+			sum := results.Summarize(r, filepath.Join(runDir, j.cell.Name))
+			rows[i], sums[i] = &row, &sum
+			table.Rows = nil
+			for _, r := range rows {
+				if r != nil {
+					table.Rows = append(table.Rows, *r)
+				}
+			}
+			runErr = cmp.Or(runErr, mutation.Write(runDir, table))
+		}()
+	}
+	wg.Wait()
+	if runErr != nil {
+		return runErr
+	}
+	var cellSums []results.CellSummary
+	for _, s := range sums {
+		if s != nil {
+			cellSums = append(cellSums, *s)
 		}
 	}
-	if err := results.WriteSummary(runDir, results.Summary{RunID: *runID, At: time.Now().UTC(), Cells: sums}); err != nil {
+	if err := results.WriteSummary(runDir, results.Summary{RunID: *runID, At: time.Now().UTC(), Cells: cellSums}); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout)
