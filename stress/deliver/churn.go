@@ -328,21 +328,25 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	return c.res, rerr
 }
 
-// Opening is the churn's default opening: both ways of the sharing
-// handshake between an IPMODIFY ops and a BPF trampoline that calls the
-// original, each made and unmade with calls running. A fexit attached
-// before the livepatch is asked to share (its image rebuilt to call the
-// original through the moved return address); a livepatch detached beside
-// it is asked to stop; a fexit attached beside the livepatch shares from
-// the start. Then the function's one direct call changes hands twice:
-// the BPF trampoline goes, fth_deliver's own direct call comes and goes,
-// and a trampoline comes back, so that whatever a leaving direct user's
-// bookkeeping keeps (a direct_functions entry, a record's flag) shows as
-// that trampoline refused or misdelivered. A random walk makes these
-// orders only by luck, and in the campaign, with thousands of trampolines
-// live, it makes a few dozen changes at most.
+// Opening is the churn's default opening. First the function's one
+// direct call changes hands: fth_deliver's own direct call comes and
+// goes, and a BPF trampoline comes and goes, so that whatever the leaving
+// direct user's bookkeeping keeps (a direct_functions entry, a record's
+// flag) shows at once as that trampoline refused or misdelivered; first,
+// because in the campaign, with thousands of trampolines live, the churn
+// stage may make only a dozen changes on a slow machine (8 on
+// 2026-11-28's). Then both ways of the sharing handshake between an
+// IPMODIFY ops and a BPF trampoline that calls the original, each made
+// and unmade with calls running: a fexit attached before the livepatch is
+// asked to share (its image rebuilt to call the original through the
+// moved return address); a livepatch detached beside it is asked to stop;
+// a fexit attached beside the livepatch shares from the start. Last the
+// direct call changes hands the other way: the BPF trampoline goes,
+// fth_deliver's own direct call comes and goes, and a trampoline comes
+// back. A random walk makes these orders only by luck.
 func Opening() []string {
-	return []string{"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch,
+	return []string{"direct", "direct", "fentry", "fentry",
+		"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch,
 		"fexit", "direct", "direct", "fentry"}
 }
 
