@@ -19,21 +19,20 @@ import (
 	"github.com/ftrace-harness/fth/stress/tally"
 )
 
-// The kernel's names the mid-update sequence holds at and looks for.
-const (
-	// midUpdateHold is where the modifying trampoline's CPU is held:
-	// update_ftrace_direct_mod() has taken direct_mutex and registers its
-	// tmp_ops (ftrace_startup) before it asks every IPMODIFY function's
-	// trampoline to share.
-	midUpdateHold = "ftrace_startup"
-	// midUpdateWindow are the calls of bpf_trampoline_update() made
-	// after it has rebuilt the trampoline's flags and before its own
-	// modify takes direct_mutex (the last of them, where it waits): its
-	// task's stack in one of them is in the window. x86_64's
-	// arch_bpf_trampoline_size() vfree()s a scratch image, whose TLB
-	// flush waits for the held CPU: the task stays in the window there.
-	midUpdateWindow = "arch_bpf_trampoline_size bpf_tramp_image_alloc arch_prepare_bpf_trampoline arch_protect_bpf_trampoline modify_fentry update_ftrace_direct_mod"
-)
+// midUpdateHold is where the modifying trampoline's CPU is held:
+// update_ftrace_direct_mod() has taken direct_mutex and registers its
+// tmp_ops (ftrace_startup) before it asks every IPMODIFY function's
+// trampoline to share.
+const midUpdateHold = "ftrace_startup"
+
+// midUpdateWindow are the calls of bpf_trampoline_update() made
+// after it has rebuilt the trampoline's flags and before its own
+// modify takes direct_mutex (the last of them, where it waits): its
+// task's stack in one of them is in the window. x86_64's
+// arch_bpf_trampoline_size() vfree()s a scratch image, whose TLB
+// flush waits for the held CPU: the task stays in the window there.
+var midUpdateWindow = []string{"arch_bpf_trampoline_size", "bpf_tramp_image_alloc", "arch_prepare_bpf_trampoline",
+	"arch_protect_bpf_trampoline", "modify_fentry", "update_ftrace_direct_mod"}
 
 // midUpdateOthers are the functions whose trampoline is modified while the
 // fexit's update waits, tried in turn: a trampoline's lock is one of 32
@@ -289,7 +288,7 @@ func waitResult(c <-chan error) error {
 // midUpdateWindow's calls.
 func inMidUpdateWindow(frame string) bool {
 	fn, _, _ := strings.Cut(frame, "+")
-	return slices.Contains(strings.Fields(midUpdateWindow), fn)
+	return slices.Contains(midUpdateWindow, fn)
 }
 
 // errOrDone says "done" for a nil error.
