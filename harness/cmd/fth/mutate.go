@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/mutate"
@@ -211,23 +213,21 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sums := make([]*results.CellSummary, len(jobs))
 	var mu sync.Mutex
 	var runErr error
-	sem := make(chan struct{}, *parallel)
-	var wg sync.WaitGroup
+	// As matrix.Execute runs cells: an errgroup limited to --parallel.
+	var g errgroup.Group
+	g.SetLimit(*parallel)
 	for i, j := range jobs {
 		if ctx.Err() != nil {
 			break
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			log.Info("mutation cell", "cell", j.cell.Name)
 			r, err := env.Run(ctx, *runID, runDir, j.cell)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && r.Cell == "" {
 				runErr = cmp.Or(runErr, err)
-				return
+				return nil
 			}
 			row := mutate.Judge(r)
 			row.BuildSeconds = r.Timings.KernelSeconds
@@ -246,9 +246,10 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				}
 			}
 			runErr = cmp.Or(runErr, mutation.Write(runDir, table))
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	if runErr != nil {
 		return runErr
 	}
