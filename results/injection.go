@@ -19,11 +19,12 @@ const injectionSpan = 4096
 
 // AttributeInjection judges the race scenario's last injection when the
 // kernel died before the agent could: the injection still "released" is
-// marked crashed with the first counted report's title, and a report that
-// names no function of its own (freed memory has no symbol; a jump through
-// a stale register lands nowhere) is titled after the injection's place
-// when its faulting address lies in that trampoline or callsite, or when
-// it came from the held CPU: the title then says where the preempted task
+// marked crashed with the first counted report's title. A report whose
+// faulting address is unnamed and lies in that trampoline or callsite
+// (freed memory has no symbol) is titled after the injection's place,
+// whatever frame below it the stack named; so is a report that names no
+// function at all (a jump through a stale register lands nowhere) when it
+// came from the held CPU: the title then says where the preempted task
 // was.
 // It returns whether it changed r.
 func AttributeInjection(r *Result) bool {
@@ -48,15 +49,19 @@ func AttributeInjection(r *Result) bool {
 		if f.Source != "" || !f.Countable(false) {
 			continue
 		}
-		if f.Function == "" {
-			pc, ok := faultPC(f.Report)
-			// The image starts Offset bytes before the held place.
-			base := addr - uint64(in.Offset)
-			inPlace := ok && pc >= base && pc < base+injectionSpan
-			if inPlace || reportCPU(f.Report) == in.CPU {
-				f.Function = place
-				f.Title = fmt.Sprintf("%s in %s", f.Title, place)
-			}
+		pc, ok := faultPC(f.Report)
+		// The image starts Offset bytes before the held place.
+		base := addr - uint64(in.Offset)
+		inPlace := ok && pc >= base && pc < base+injectionSpan
+		// A fault in the place outranks the function the report's stack
+		// named: once the held task had built its frame (x86, held past
+		// "mov %rsp,%rbp") the unwinder trusts the traced function's
+		// return address, and "Oops: int3 in fth_target_counted" named the
+		// victim, not the freed image it trapped in (CI, 2026-11-28).
+		if inPlace || (f.Function == "" && reportCPU(f.Report) == in.CPU) {
+			f.Title = strings.TrimSuffix(f.Title, " in "+f.Function)
+			f.Function = place
+			f.Title = fmt.Sprintf("%s in %s", f.Title, place)
 		}
 		if in.Outcome == event.InjReleased || in.Outcome == event.InjFreedUnderTask {
 			msg := fmt.Sprintf("the kernel died after injection %d released the task at %s", in.Seq, in.Symbol)

@@ -16,6 +16,17 @@ const x86FreedTrampoline = `[    4.318957] Oops: int3: 0000 [#1] SMP
 [    4.328756]  ? fth_target_counted+0x5/0x10 [fth_target]
 `
 
+// The same, the task held at the image's fourth byte, after its frame was
+// built (CI, 2026-11-28): the return address is a reliable frame.
+const x86FreedTrampolineFramed = `[    5.877378] Oops: int3: 0000 [#1] SMP
+[    5.880988] CPU: 1 UID: 0 PID: 71 Comm: fth-racer Tainted: G           O        7.3.4 #2 PREEMPT(full)
+[    5.882073] RIP: 0010:0xffffffffa0800085
+[    5.885408] Call Trace:
+[    5.885769]  <TASK>
+[    5.886143]  fth_target_counted+0x5/0x10 [fth_target]
+[    5.886570]  call_write+0x45/0x70 [fth_target]
+`
+
 // The riscv64 6.12 kernel with the function tracer allowed under
 // preemption (tests/seeds), its task released at the JALR of a callsite
 // whose AUIPC had not run: a jump through the stale t0.
@@ -47,6 +58,15 @@ func TestAttributeInjection(t *testing.T) {
 			name:      "seen changed under the held task, then the crash",
 			inj:       []event.Injection{{Seq: 1, Symbol: released.Symbol, Addr: released.Addr, CPU: 1, Insn: "554889e54883ec28", InsnAfter: "cccccccccccccccc", Outcome: event.InjFreedUnderTask}},
 			findings:  []Finding{{Kind: "oops", Title: "Oops: int3", Report: x86FreedTrampoline}},
+			wantTitle: "Oops: int3 in bpf_trampoline_10737479663",
+			wantOut:   event.InjCrashed,
+		},
+		{
+			// Held past the frame set-up, the unwinder trusts the return
+			// address: the report names the traced function.
+			name:      "fault in the trampoline below a reliable frame",
+			inj:       []event.Injection{released},
+			findings:  []Finding{{Kind: "oops", Title: "Oops: int3 in fth_target_counted", Function: "fth_target_counted", Report: x86FreedTrampolineFramed}},
 			wantTitle: "Oops: int3 in bpf_trampoline_10737479663",
 			wantOut:   event.InjCrashed,
 		},

@@ -471,7 +471,9 @@ type BenchScalingPoint struct {
 	// Errnos counts failures as "<phase>:<errno>".
 	Errnos map[string]int `json:"errnos,omitempty"`
 	// MemoryKB is the guest memory the N programs and trampolines held:
-	// MemAvailable before the load minus after the attach, in KiB.
+	// MemAvailable before the load minus after the attach, in KiB, each
+	// read once the guest stopped giving memory back (the previous
+	// point's deferred frees, the agent's own heap).
 	MemoryKB int64 `json:"memory_kb,omitempty"`
 	// AttachProfile and DetachProfile say where the phase's time went,
 	// at the counts the bench profiles (option profile).

@@ -3,10 +3,12 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -110,6 +112,42 @@ func addsUp(p *event.Profile) string {
 	}
 	return fmt.Sprintf("DOES NOT add up within %.0f%%", 100*p.Margin)
 }
+
+// settledMemAvailable is MemAvailable once the guest has stopped giving
+// memory back: the agent's own freed heap returned first (a kallsyms read
+// for the profile left megabytes for the scavenger to hand back later),
+// then readings taken until two in a row, memSettleEvery apart, differ by
+// less than memSettleKB, or memSettleMax has passed. Without it the
+// previous point's images, freed after RCU-tasks grace periods, came back
+// during the next point's attach: N=300 once "held" -380 KiB (CI,
+// 2026-11-28). -1 when MemAvailable cannot be read.
+func settledMemAvailable(ctx context.Context) int64 {
+	debug.FreeOSMemory()
+	last := memAvailable()
+	deadline := time.Now().Add(memSettleMax)
+	for last >= 0 && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return last
+		case <-time.After(memSettleEvery):
+		}
+		now := memAvailable()
+		if now < 0 {
+			return now
+		}
+		if d := now - last; d < memSettleKB && d > -memSettleKB {
+			return now
+		}
+		last = now
+	}
+	return last
+}
+
+const (
+	memSettleEvery = 500 * time.Millisecond
+	memSettleKB    = 64
+	memSettleMax   = 10 * time.Second
+)
 
 // memAvailable reads MemAvailable from /proc/meminfo, in KiB; -1 when it
 // cannot.
