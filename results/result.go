@@ -175,7 +175,11 @@ type Timings struct {
 	// BootToAgentSeconds runs from QEMU start to the agent's hello event.
 	BootToAgentSeconds float64 `json:"boot_to_agent_seconds,omitempty"`
 	GuestSeconds       float64 `json:"guest_seconds,omitempty"`
-	TotalSeconds       float64 `json:"total_seconds"`
+	// OracleFailedSeconds runs from QEMU start to the first failed
+	// oracle check the host saw (0: none): a mutant's time to detect
+	// when an oracle caught it.
+	OracleFailedSeconds float64 `json:"oracle_failed_seconds,omitempty"`
+	TotalSeconds        float64 `json:"total_seconds"`
 }
 
 // Result is one cell's result.json.

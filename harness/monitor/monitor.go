@@ -81,6 +81,9 @@ const (
 	EndRebooted
 	// EndUnreachable: a board did not come back.
 	EndUnreachable
+	// EndOracle: with StopAtFinding, the tail after an oracle's first
+	// failure ran out; the kernel is still running.
+	EndOracle
 	// NumOutcomes counts the outcomes above; it is none itself.
 	NumOutcomes
 )
@@ -104,6 +107,7 @@ var outcomes = [NumOutcomes]struct {
 	EndHangReport:  {name: "hang-report", diagnosed: true, hung: true},
 	EndRebooted:    {name: "rebooted"},
 	EndUnreachable: {name: "unreachable"},
+	EndOracle:      {name: "oracle"},
 }
 
 // String is the outcome as result.json's "ended" names it.
@@ -162,6 +166,9 @@ type run struct {
 	inFlight        *event.Op
 
 	tail, dead, resetSettled, pauseAt <-chan time.Time
+	// tailOut is how the cell ends when tail runs out: EndOracle when a
+	// failed oracle started it, EndHangReport when a console report did.
+	tailOut Outcome
 	// recent holds the last console lines, for explaining a hang.
 	recent []string
 	// explained is what the console said about a hang, once asked.
@@ -274,7 +281,7 @@ func (m *run) read(ctx context.Context, u until) (out Outcome, gone bool) {
 			m.log.Warn("the guest panicked and did not reset", "grace", m.spec.Timeouts.Graces.Panic)
 			return EndPanic, false
 		case <-tail:
-			return EndHangReport, false
+			return m.tailOut, false
 		case <-pauseAt:
 			m.pauseAt = nil
 			m.pause(ctx)
@@ -365,11 +372,11 @@ func (m *run) consoleLine(line string) {
 			// The report's header is enough to stop on; the tail lets
 			// its stack and what follows reach the log.
 			m.log.Info("a kernel report began; the cell ends after its tail (stop at the first finding)", "kind", k, "tail", m.spec.Timeouts.Graces.Finding)
-			m.tail = time.After(m.spec.Timeouts.Graces.Finding)
+			m.tail, m.tailOut = time.After(m.spec.Timeouts.Graces.Finding), EndHangReport
 		}
 		if m.tail == nil && endsCell(k) {
 			m.log.Info("the console reported a hang; the cell ends after its tail", "kind", k, "tail", m.spec.Timeouts.HangTail)
-			m.tail = time.After(m.spec.Timeouts.HangTail)
+			m.tail, m.tailOut = time.After(m.spec.Timeouts.HangTail), EndHangReport
 		}
 		if m.dead == nil && k == console.KindPanic && !m.spec.SurvivesPanic {
 			m.dead = time.After(m.spec.Timeouts.Graces.Panic)
@@ -431,6 +438,7 @@ func (m *run) agentLine(line string) (Outcome, bool) {
 				m.log.Warn("oracle failed", "oracle", o.Name, "checks", o.Checks, "failures", o.Failures, "msg", o.Msg)
 			default:
 				m.log.Warn("oracle failed", "oracle", o.Name, "function", o.Function, "expected", o.Expected, "got", o.Got, "msg", o.Msg)
+				m.oracleFailed()
 			}
 		case event.KindInventory:
 			m.log.Info("inventory", "traceable", ev.Inventory.Traceable, "btf", ev.Inventory.WithBTF, "candidates", ev.Inventory.Candidates, "selected", ev.Inventory.Selected)
@@ -444,6 +452,24 @@ func (m *run) agentLine(line string) (Outcome, bool) {
 		}
 	}
 	return 0, false
+}
+
+// oracleFailed notes when an oracle first failed and, with StopAtFinding,
+// ends the cell after the same tail a kernel report gets: a failed oracle
+// decides the verdict as a report does, and the campaign's remaining
+// stages would only add minutes to a cell already failed (an x86_64
+// mutant the delivery oracle caught at 225 s ran on to 440 s).
+func (m *run) oracleFailed() {
+	at := time.Since(m.start).Seconds()
+	m.update(func(r *results.Result) {
+		if r.Timings.OracleFailedSeconds == 0 {
+			r.Timings.OracleFailedSeconds = at
+		}
+	})
+	if m.tail == nil && m.spec.StopAtFinding {
+		m.log.Info("an oracle failed; the cell ends after its tail (stop at the first finding)", "tail", m.spec.Timeouts.Graces.Finding)
+		m.tail, m.tailOut = time.After(m.spec.Timeouts.Graces.Finding), EndOracle
+	}
 }
 
 // rebooted handles a board's new boot: the report still open in the old
@@ -637,10 +663,20 @@ func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (
 		return results.Pass, fmt.Sprintf("known finding %s ended the run (%s), not counted: --include-known counts it", h.Finding.Known, h.Finding.Title)
 	case out == EndSilence:
 		return results.Fail, fmt.Sprintf("hang: no output for %s", spec.Timeouts.Silence)
+	}
+	// A failed oracle is the kernel's failure however the cell ended
+	// after it: stopped on purpose (EndOracle), interrupted, out of time,
+	// or the guest gone without a report.
+	if o, ok := results.FailedOracle(r.Oracles); ok {
+		return results.Fail, o
+	}
+	switch {
 	case out == EndInterrupted:
 		return results.Error, "interrupted"
 	case out == EndDeadline:
 		return results.Error, fmt.Sprintf("cell deadline of %s passed while the guest was still talking", spec.Timeouts.Deadline)
+	case out == EndOracle:
+		return results.Error, "the cell stopped on an oracle failure that result.json does not hold"
 	case !done:
 		msg := "the guest stopped before the agent reported done, and the console shows no report"
 		if why != "" {
@@ -649,9 +685,6 @@ func Verdict(r *results.Result, out Outcome, done bool, spec Spec, why string) (
 		return results.Error, msg
 	case r.Liveness != nil && len(r.Liveness.Stalled) > 0:
 		return results.Fail, fmt.Sprintf("liveness: %d hammer thread(s) stalled", len(r.Liveness.Stalled))
-	}
-	if o, ok := results.FailedOracle(r.Oracles); ok {
-		return results.Fail, o
 	}
 	switch {
 	case r.AgentOK == nil || *r.AgentOK:

@@ -235,6 +235,11 @@ func TestMonitorCases(t *testing.T) {
 		{"a known finding's trigger in flight", []step{hello, knownOp, {ev: target.Event{Kind: target.Reset}}}, false, 0, results.Pass, "reset", "known finding rcu-read-unlock-special-fentry ended the run", true, extra{}},
 		{"a report from before the known trigger is not put down to it", cat([]step{hello}, cons(panicLog[:10]), []step{knownOp, {ev: target.Event{Kind: target.Reset}}}), false, 0, results.Fail, "reset", "kernel BUG in __reiserfs_panic", true, extra{}},
 		{"stop at the first finding (fth mutate)", cat([]step{hello}, cons(panicLog[:10]), liveness(t, 3*time.Second)), false, 0, results.Fail, "hang-report", "kernel BUG in __reiserfs_panic", true, extra{}},
+		// A failed oracle decides the verdict as a report does: the cell
+		// ends after the same tail, the guest still running, and the time
+		// of the failure is kept.
+		{"stop at an oracle's failure (fth mutate)", cat([]step{hello, {ev: oracle}}, liveness(t, 3*time.Second)), false, 0, results.Fail, "oracle", "oracle", false, extra{}},
+		{"an oracle's failure runs on without stop at the first finding, and outranks the deadline", cat([]step{hello, {ev: oracle}}, liveness(t, 3*time.Second)), false, 0, results.Fail, "deadline", "oracle", true, extra{}},
 		{"the agent's own crash, and init's panic after it, are the harness's", cat([]step{hello}, cons(agentCrash)), false, 0, results.Error, "panic", "agent crashed: fatal error: concurrent map writes", true, extra{}},
 		{"an oops the kernel survives runs on", cat([]step{hello}, cons(panicLog[:10]), liveness(t, 3*time.Second)), false, 0, results.Fail, "deadline", "kernel BUG in __reiserfs_panic", true, extra{}},
 		// The agent's last lines come after the guest went: read while
@@ -301,6 +306,9 @@ func TestMonitorCases(t *testing.T) {
 			}
 			if r.Seed != "42" {
 				t.Errorf("seed = %q: the hello did not reach result.json", r.Seed)
+			}
+			if failed := strings.Contains(tt.name, "oracle's failure"); (r.Timings.OracleFailedSeconds > 0) != failed {
+				t.Errorf("oracle_failed_seconds = %v; want it set only when an oracle failed while the cell ran", r.Timings.OracleFailedSeconds)
 			}
 		})
 	}

@@ -255,6 +255,10 @@ func Judge(r results.Result) mutation.Row {
 	row.Detected, row.Title = true, h.Title
 	row.Seconds = r.Timings.GuestSeconds
 	if h.Finding == nil {
+		// An oracle's failure: when it came, not when the cell ended.
+		if r.Timings.OracleFailedSeconds > 0 {
+			row.Seconds = r.Timings.OracleFailedSeconds
+		}
 		return row
 	}
 	for _, line := range strings.Split(h.Finding.Report, "\n") {

@@ -162,6 +162,9 @@ func TestJudge(t *testing.T) {
 		{"induced, then a real oops", results.Result{Verdict: results.Fail, Reason: crash.Title, Findings: []results.Finding{stall, crash}, Timings: results.Timings{GuestSeconds: 70}}, true, 38.512, crash.Title},
 		{"known, then a new one", results.Result{Verdict: results.Fail, Reason: crash.Title, Findings: []results.Finding{known, crash}}, true, 38.512, crash.Title},
 		{"oracle failure", results.Result{Verdict: results.Fail, Reason: exact, Timings: results.Timings{GuestSeconds: 64.5}}, true, 64.5, exact},
+		// The time to detect is when the oracle failed, not when the cell
+		// ended.
+		{"oracle failure with its time", results.Result{Verdict: results.Fail, Reason: exact, Timings: results.Timings{GuestSeconds: 440.1, OracleFailedSeconds: 225.3}}, true, 225.3, exact},
 		{"liveness failure", results.Result{Verdict: results.Fail, Reason: "liveness: 2 hammer thread(s) stalled", Timings: results.Timings{GuestSeconds: 80}}, true, 80, "liveness: 2 hammer thread(s) stalled"},
 		{"agent failure", results.Result{Verdict: results.Fail, Reason: "agent: 0 of 2000 attached", Timings: results.Timings{GuestSeconds: 12}}, true, 12, "agent: 0 of 2000 attached"},
 		{"harness error", results.Result{Verdict: results.Error, Reason: "cell deadline of 12m0s passed while the guest was still talking", Timings: results.Timings{GuestSeconds: 720}}, false, 0, ""},

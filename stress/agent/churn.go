@@ -368,18 +368,24 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		}()
 	}
 
+	opening := make(chan struct{})
+	openingDone := sync.OnceFunc(func() { close(opening) })
 	if o.Delivery {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.runDelivery(cctx, top, loader, rec, upd.Supported)
+			defer openingDone()
+			a.runDelivery(cctx, top, loader, rec, upd.Supported, openingDone)
 		}()
+	} else {
+		openingDone()
 	}
 
 	res, runErr := churn.Run(ctx, churn.Config{
 		Funcs: hot.Funcs, Seed: o.Seed, Duration: o.Churn, Cycles: o.Cycles, Workers: o.Workers,
 		Update: upd.Supported, Twins: o.Twins, Kernel: kern, Rec: rec, Emit: a.w,
 	})
+	a.awaitOpening(ctx, opening)
 	stop()
 	wg.Wait()
 
@@ -405,6 +411,30 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		return fmt.Errorf("churn: %w", runErr)
 	}
 	return ctx.Err()
+}
+
+// awaitOpening lets the delivery churn finish its opening after the
+// churn's budget, for at most options.DeliveryOpeningGrace: the opening's
+// ordered changes are what the delivery oracle's mutants need, and with
+// thousands of trampolines live a change took seconds on a slow machine
+// (8 changes in 75 s, 2026-11-28), so a wall-clock budget alone made the
+// campaign's power depend on the machine. The oracles, the hammer and the
+// preemptions go on meanwhile; the BPF churn has stopped.
+func (a *agent) awaitOpening(ctx context.Context, opening <-chan struct{}) {
+	select {
+	case <-opening:
+		return
+	default:
+	}
+	report.Logf(a.w, "churn: the budget is spent; the delivery churn finishes its opening (at most %v more)", options.DeliveryOpeningGrace)
+	t0 := a.sys.now()
+	select {
+	case <-opening:
+		report.Logf(a.w, "churn: the delivery opening ended %.1fs after the budget", a.sys.now().Sub(t0).Seconds())
+	case <-time.After(options.DeliveryOpeningGrace):
+		report.Logf(a.w, "churn: the delivery opening did not end within %v of the budget; stopping it", options.DeliveryOpeningGrace)
+	case <-ctx.Done():
+	}
 }
 
 // exactStats counts the exact-count windows.

@@ -45,7 +45,9 @@ const (
 // callsite until ctx ends, then emits the oracle's summary and unloads the
 // module. linkUpdate says BPF_LINK_UPDATE works on tracing links (7.3.4
 // refuses it: EINVAL), so that fentry and fexit are replaced in place.
-func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder, linkUpdate bool) {
+// openingDone is called once the churn's opening is over (not at all
+// when the churn never starts).
+func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder, linkUpdate bool, openingDone func()) {
 	sum := event.Oracle{Name: event.OracleDelivery}
 	emitSummary := func() { _ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &sum}) }
 	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
@@ -137,8 +139,8 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	}
 	res, err := deliver.Churn(ctx, deliver.Config{
 		Mod: mod, Counted: counted, Toggles: toggles, External: external, Groups: groups, Skip: skip, Avoid: avoid,
-		Opening: deliver.Opening(),
-		Rng:     rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
+		Opening: deliver.Opening(), OpeningDone: openingDone,
+		Rng: rand.New(rand.NewPCG(uint64(a.opts.Seed), streamDeliver)),
 		Fail: func(o event.Oracle) {
 			if emitted++; emitted <= maxDeliveryEvents {
 				_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})

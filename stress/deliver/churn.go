@@ -161,8 +161,12 @@ type Config struct {
 	// for OpeningHold (default 300ms) so that calls run in every state it
 	// passes through; a user the churn leaves out is passed over. Opening
 	// gives the sequences a bug is known to need (Opening's doc).
+	// Steps made with FilterStep change a filter instead.
 	Opening     []string
 	OpeningHold time.Duration
+	// OpeningDone, when set, is called once the opening is over: every
+	// step made or passed over, or ctx ended.
+	OpeningDone func()
 	// Fail receives every failed check as it is found, from one
 	// goroutine at a time.
 	Fail func(event.Oracle)
@@ -288,14 +292,22 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.OpeningHold <= 0 {
 		cfg.OpeningHold = 300 * time.Millisecond
 	}
-	for _, n := range cfg.Opening {
-		if ctx.Err() != nil || !slices.Contains(names, n) || c.avoided(n) {
+	for _, step := range cfg.Opening {
+		n, filter := strings.CutPrefix(step, filterStep)
+		if ctx.Err() != nil || !slices.Contains(names, n) || c.avoided(n) || (filter && !c.filterable(n)) {
 			continue
 		}
-		c.toggle(n)
+		if filter {
+			c.changeFilter(n)
+		} else {
+			c.toggle(n)
+		}
 		c.drain()
 		c.res.Steps++
 		ctxsleep.Sleep(ctx, cfg.OpeningHold)
+	}
+	if cfg.OpeningDone != nil {
+		cfg.OpeningDone()
 	}
 	for _, a := range cfg.Avoid {
 		cfg.Logf("deliver: the churn does not attach %s while %s are attached: %s", a.User, strings.Join(a.Beside, " and "), a.Why)
@@ -332,10 +344,11 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 // direct call changes hands: fth_deliver's own direct call comes and
 // goes, and a BPF trampoline comes and goes, so that whatever the leaving
 // direct user's bookkeeping keeps (a direct_functions entry, a record's
-// flag) shows at once as that trampoline refused or misdelivered; first,
-// because in the campaign, with thousands of trampolines live, the churn
-// stage may make only a dozen changes on a slow machine (8 on
-// 2026-11-28's). Then both ways of the sharing handshake between an
+// flag) shows at once as that trampoline refused or misdelivered. Then an
+// ops alone on the callsite (x86: its own trampoline) has a kprobe join
+// it and leave, a live call retargeted each way, and its filter grows and
+// shrinks with the kprobe beside it and alone: an ops that stays attached
+// must be called throughout. Then both ways of the sharing handshake between an
 // IPMODIFY ops and a BPF trampoline that calls the original, each made
 // and unmade with calls running: a fexit attached before the livepatch is
 // asked to share (its image rebuilt to call the original through the
@@ -343,12 +356,25 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 // a fexit attached beside the livepatch shares from the start. Last the
 // direct call changes hands the other way: the BPF trampoline goes,
 // fth_deliver's own direct call comes and goes, and a trampoline comes
-// back. A random walk makes these orders only by luck.
+// back. A random walk makes these orders only by luck. In the campaign,
+// with thousands of trampolines live, a change took seconds on a slow
+// machine and the churn's budget ended after 8 of them (2026-11-28): the
+// campaign waits for the opening (Config.OpeningDone).
 func Opening() []string {
 	return []string{"direct", "direct", "fentry", "fentry",
+		"ops-recursion", "kprobe", FilterStep("ops-recursion"), "kprobe", FilterStep("ops-recursion"), "ops-recursion",
 		"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch,
 		"fexit", "direct", "direct", "fentry"}
 }
+
+// filterStep prefixes an opening step that changes a module ops's filter
+// instead of attaching or detaching it (FilterStep).
+const filterStep = "filter "
+
+// FilterStep is the opening step that adds fth_deliver_other to user's
+// filter, or takes it out again, while user stays attached; it is passed
+// over when user is not attached then.
+func FilterStep(user string) string { return filterStep + user }
 
 // skipReason says why the churn leaves module user u out, "" if it does
 // not: the kernel cannot provide it, the agent was told to, or it is
@@ -467,14 +493,8 @@ func (c *churn) reaches(attached map[string]bool, groups map[Group]int, name str
 // step changes one user: an attached ops user sometimes changes its
 // filter instead of detaching.
 func (c *churn) step(name string) {
-	if c.attached[name] && c.isModuleOps(name) && name != "ops-multi" && c.cfg.Rng.IntN(3) == 0 {
-		add := !c.filtered[name]
-		if err := c.cfg.Mod.Filter(name, add); err != nil {
-			c.cfg.Logf("deliver: filter %v %s: %v", add, name, err)
-			return
-		}
-		c.filtered[name] = add
-		c.res.Updates[name]++
+	if c.filterable(name) && c.cfg.Rng.IntN(3) == 0 {
+		c.changeFilter(name)
 		return
 	}
 	if name == "direct" && c.attached[name] && c.cfg.Rng.IntN(3) == 0 {
@@ -502,6 +522,24 @@ func (c *churn) step(name string) {
 		return
 	}
 	c.toggle(name)
+}
+
+// filterable reports whether name's filter can change now: an attached
+// module ops with a filter of one function and its other.
+func (c *churn) filterable(name string) bool {
+	return c.attached[name] && c.isModuleOps(name) && name != "ops-multi"
+}
+
+// changeFilter adds fth_deliver_other to name's filter, or takes it out:
+// the ops stays attached to fth_deliver_seq throughout.
+func (c *churn) changeFilter(name string) {
+	add := !c.filtered[name]
+	if err := c.cfg.Mod.Filter(name, add); err != nil {
+		c.cfg.Logf("deliver: filter %v %s: %v", add, name, err)
+		return
+	}
+	c.filtered[name] = add
+	c.res.Updates[name]++
 }
 
 // judgeRefusal reports a Counted user's attach the kernel refused with

@@ -409,9 +409,10 @@ func (logCounted) Missed() (uint64, error) { return 0, nil }
 // The opening runs first and in order, passing over users the churn
 // leaves out (here fentry, skipped), before the walk starts.
 func TestChurnOpening(t *testing.T) {
-	dir, _ := ctlRecorder(t)
+	dir, ctl := ctlRecorder(t)
 	for name, text := range map[string]string{
-		"users":       "livepatch live=0 external=1 mask=1 attaches=0 checked=0 failed=0 dropped=0 noargs=0 skip=-\n",
+		"users": "livepatch live=0 external=1 mask=1 attaches=0 checked=0 failed=0 dropped=0 noargs=0 skip=-\n" +
+			"ops-recursion live=0 external=0 mask=2 attaches=0 checked=0 failed=0 dropped=0 noargs=0 skip=-\n",
 		"calls":       "0 0 0\n",
 		"findings":    "",
 		"transitions": "",
@@ -423,6 +424,7 @@ func TestChurnOpening(t *testing.T) {
 	log := &oplog{}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
+	openingDone := 0
 	_, err := Churn(ctx, Config{
 		Mod:      Module{Dir: dir},
 		Counted:  map[string]Counted{"fexit": logCounted{logExternal{"fexit", log}}, "fentry": logCounted{logExternal{"fentry", log}}},
@@ -430,7 +432,12 @@ func TestChurnOpening(t *testing.T) {
 		Groups:   map[string]Group{"fexit": GroupDirect, "fentry": GroupDirect, UserLivepatch: "livepatch"},
 		Skip:     map[string]string{"fentry": "left out"},
 		Rng:      rand.New(rand.NewPCG(1, 2)),
-		Opening:  []string{"fexit", "fentry", UserLivepatch, UserLivepatch, "fexit"}, OpeningHold: time.Millisecond,
+		// The first filter step comes before its ops is attached: passed
+		// over.
+		Opening: []string{FilterStep("ops-recursion"), "fexit", "fentry", UserLivepatch, UserLivepatch, "fexit",
+			"ops-recursion", FilterStep("ops-recursion"), FilterStep("ops-recursion"), "ops-recursion"},
+		OpeningHold: time.Millisecond,
+		OpeningDone: func() { openingDone++ },
 		Fail: func(o event.Oracle) { t.Errorf("finding %+v", o) },
 		Logf: t.Logf,
 	})
@@ -445,6 +452,25 @@ func TestChurnOpening(t *testing.T) {
 	}
 	if slices.Contains(log.ops, "+fentry") {
 		t.Errorf("fentry, left out, was attached: %v", log.ops)
+	}
+	if openingDone != 1 {
+		t.Errorf("OpeningDone called %d times, want once", openingDone)
+	}
+	// The ctl file is a FIFO read in the background: wait for the
+	// module's side of the opening to arrive. Each write is one command,
+	// with no separator; the churn's checks come between them.
+	want2 := "attach ops-recursionfilter add ops-recursionfilter remove ops-recursiondetach ops-recursion"
+	var got string
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got = strings.ReplaceAll(ctl(), "check", ""); strings.Contains(got, want2) {
+			break
+		}
+	}
+	if !strings.Contains(got, want2) {
+		t.Errorf("module ctl writes %q, want them to contain %q", got, want2)
+	}
+	if strings.Index(got, "filter") < strings.Index(got, "attach ops-recursion") {
+		t.Errorf("a filter change before its ops was attached: %q", got)
 	}
 }
 

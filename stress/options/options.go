@@ -473,6 +473,9 @@ const (
 	// CampaignRaceReserve is what the campaign's budget keeps for the
 	// race stage when it shortens the churn.
 	CampaignRaceReserve = 45 * time.Second
+	// DeliveryOpeningGrace is how long the churn may run past its budget
+	// for the delivery churn to finish its opening (deliver.Opening).
+	DeliveryOpeningGrace = 3 * time.Minute
 
 	ChurnRT          = 2
 	ChurnTimerPeriod = 500 * time.Microsecond
