@@ -58,6 +58,10 @@ func AttributeInjection(r *Result) bool {
 		// "mov %rsp,%rbp") the unwinder trusts the traced function's
 		// return address, and "Oops: int3 in fth_target_counted" named the
 		// victim, not the freed image it trapped in (CI, 2026-11-28).
+		// AttributeFreedImage has named a fault in an image it saw.
+		if _, named := r.imageAt(pc); ok && named {
+			inPlace = false
+		}
 		if inPlace || (f.Function == "" && reportCPU(f.Report) == in.CPU) {
 			f.Title = strings.TrimSuffix(f.Title, " in "+f.Function)
 			f.Function = place
@@ -118,21 +122,28 @@ func AttributeFreedImage(r *Result) bool {
 		if !ok {
 			continue
 		}
-		// The latest image there: pages are reused by later images.
-		for j := len(r.images) - 1; j >= 0; j-- {
-			im := r.images[j]
-			if pc < im.Addr || pc >= im.Addr+uint64(im.Len) {
-				continue
-			}
-			base := f.Title
-			if f.Function != "" {
-				base = strings.TrimSuffix(f.Title, " in "+f.Function)
-			}
-			f.Function = im.Name
-			f.Title = fmt.Sprintf("%s in freed %s", base, im.Name)
-			changed = true
-			break
+		im, found := r.imageAt(pc)
+		if !found {
+			continue
 		}
+		base := f.Title
+		if f.Function != "" {
+			base = strings.TrimSuffix(f.Title, " in "+f.Function)
+		}
+		f.Function = im.Name
+		f.Title = fmt.Sprintf("%s in freed %s", base, im.Name)
+		changed = true
 	}
 	return changed
+}
+
+// imageAt is the latest trampoline image the agent saw registered at pc:
+// pages are reused by later images.
+func (r *Result) imageAt(pc uint64) (event.Image, bool) {
+	for j := len(r.images) - 1; j >= 0; j-- {
+		if im := r.images[j]; pc >= im.Addr && pc < im.Addr+uint64(im.Len) {
+			return im, true
+		}
+	}
+	return event.Image{}, false
 }

@@ -200,3 +200,27 @@ func TestAttributeFreedImage(t *testing.T) {
 		})
 	}
 }
+
+// The monitor names a freed image first, then the injection: a fault in
+// an image the agent saw keeps the image's name, once (the campaign,
+// whose image watch runs beside the race: "Oops: int3 in freed
+// bpf_trampoline_A in bpf_trampoline_B" before this, 2026-11-28).
+func TestAttributeFreedImageThenInjection(t *testing.T) {
+	// x86FreedTrampolineFramed faults at 0xffffffffa0800085.
+	image := event.Image{Name: "bpf_trampoline_10737479663", Addr: 0xffffffffa0800080, Len: 0xa8}
+	held := event.Injection{Seq: 3, Symbol: "bpf_trampoline_10737479663+0x4", Addr: "0xffffffffa0800084", Offset: 4, CPU: 1, Outcome: event.InjReleased}
+	r := &Result{
+		Findings:   []Finding{{Kind: "oops", Title: "Oops: int3 in fth_target_counted", Function: "fth_target_counted", Report: x86FreedTrampolineFramed}},
+		Injections: []event.Injection{held},
+		images:     []event.Image{image},
+	}
+	AttributeFreedImage(r)
+	AttributeInjection(r)
+	const want = "Oops: int3 in freed bpf_trampoline_10737479663"
+	if got := r.Findings[0].Title; got != want {
+		t.Errorf("title %q, want %q", got, want)
+	}
+	if in := r.Injections[0]; in.Outcome != event.InjCrashed || in.Title != want {
+		t.Errorf("injection %s titled %q, want crashed with %q", in.Outcome, in.Title, want)
+	}
+}

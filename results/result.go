@@ -262,8 +262,10 @@ type Result struct {
 	Registers string `json:"registers,omitempty"`
 	// Ended says what ended the boot: "done" (the agent's own end),
 	// "exited" (QEMU exited), "silence" (the no-output watchdog),
-	// "hang-report" (the tail after the console's first hang report),
-	// "reset" (the guest reset before done), "panic" (a panic that did not
+	// "hang-report" (the tail after the console's first hang report, or
+	// any report when the cell stops at the first finding), "oracle" (the
+	// tail after an oracle's first failure, stopping at the first
+	// finding), "reset" (the guest reset before done), "panic" (a panic that did not
 	// reset), "deadline" or "interrupted".
 	Ended string `json:"ended,omitempty"`
 	// Shutdown is the reason of QEMU's last SHUTDOWN event ("guest-reset",
