@@ -619,7 +619,9 @@ func (m *run) finish(out Outcome) error {
 			why = append(why, "target stderr: "+s)
 		}
 		r.Verdict, r.Reason = Verdict(r, out, m.done, m.spec, strings.Join(why, "; "))
-		if m.inFlight != nil && !m.done && r.Verdict != results.Pass {
+		// A cell stopped after an oracle's failure was still running:
+		// what it was doing then is not what failed.
+		if m.inFlight != nil && !m.done && r.Verdict != results.Pass && out != EndOracle {
 			r.InFlight, r.RecentOps = m.inFlight, m.recentOps
 			r.Reason += fmt.Sprintf(" (during %s #%d: %s)", m.inFlight.Phase, m.inFlight.Index, m.inFlight.Function)
 		}

@@ -238,7 +238,7 @@ func TestMonitorCases(t *testing.T) {
 		// A failed oracle decides the verdict as a report does: the cell
 		// ends after the same tail, the guest still running, and the time
 		// of the failure is kept.
-		{"stop at an oracle's failure (fth mutate)", cat([]step{hello, {ev: oracle}}, liveness(t, 3*time.Second)), false, 0, results.Fail, "oracle", "oracle", false, extra{}},
+		{"stop at an oracle's failure (fth mutate)", cat([]step{hello, op, {ev: oracle}}, liveness(t, 3*time.Second)), false, 0, results.Fail, "oracle", "oracle", false, extra{}},
 		{"an oracle's failure runs on without stop at the first finding, and outranks the deadline", cat([]step{hello, {ev: oracle}}, liveness(t, 3*time.Second)), false, 0, results.Fail, "deadline", "oracle", true, extra{}},
 		{"the agent's own crash, and init's panic after it, are the harness's", cat([]step{hello}, cons(agentCrash)), false, 0, results.Error, "panic", "agent crashed: fatal error: concurrent map writes", true, extra{}},
 		{"an oops the kernel survives runs on", cat([]step{hello}, cons(panicLog[:10]), liveness(t, 3*time.Second)), false, 0, results.Fail, "deadline", "kernel BUG in __reiserfs_panic", true, extra{}},
@@ -306,6 +306,9 @@ func TestMonitorCases(t *testing.T) {
 			}
 			if r.Seed != "42" {
 				t.Errorf("seed = %q: the hello did not reach result.json", r.Seed)
+			}
+			if r.Ended == "oracle" && (strings.Contains(r.Reason, "(during") || r.InFlight != nil) {
+				t.Errorf("reason %q, in flight %+v: a cell stopped after an oracle's failure was still running, and names no operation in flight", r.Reason, r.InFlight)
 			}
 			if failed := strings.Contains(tt.name, "oracle's failure"); (r.Timings.OracleFailedSeconds > 0) != failed {
 				t.Errorf("oracle_failed_seconds = %v; want it set only when an oracle failed while the cell ran", r.Timings.OracleFailedSeconds)
