@@ -52,20 +52,16 @@ func AttributeInjection(r *Result) bool {
 		pc, ok := faultPC(f.Report)
 		// The image starts Offset bytes before the held place.
 		base := addr - uint64(in.Offset)
-		inPlace := ok && pc >= base && pc < base+injectionSpan
+		// AttributeFreedImage has named a fault in an image it saw.
+		_, watched := r.imageAt(pc)
 		// A fault in the place outranks the function the report's stack
 		// named: once the held task had built its frame (x86, held past
 		// "mov %rsp,%rbp") the unwinder trusts the traced function's
 		// return address, and "Oops: int3 in fth_target_counted" named the
 		// victim, not the freed image it trapped in (CI, 2026-11-28).
-		// AttributeFreedImage has named a fault in an image it saw.
-		if _, named := r.imageAt(pc); ok && named {
-			inPlace = false
-		}
+		inPlace := ok && pc >= base && pc < base+injectionSpan && !watched
 		if inPlace || (f.Function == "" && reportCPU(f.Report) == in.CPU) {
-			f.Title = strings.TrimSuffix(f.Title, " in "+f.Function)
-			f.Function = place
-			f.Title = fmt.Sprintf("%s in %s", f.Title, place)
+			f.retitle(place, place)
 		}
 		if in.Outcome == event.InjReleased || in.Outcome == event.InjFreedUnderTask {
 			msg := fmt.Sprintf("the kernel died after injection %d released the task at %s", in.Seq, in.Symbol)
@@ -126,15 +122,20 @@ func AttributeFreedImage(r *Result) bool {
 		if !found {
 			continue
 		}
-		base := f.Title
-		if f.Function != "" {
-			base = strings.TrimSuffix(f.Title, " in "+f.Function)
-		}
-		f.Function = im.Name
-		f.Title = fmt.Sprintf("%s in freed %s", base, im.Name)
+		f.retitle(im.Name, "freed "+im.Name)
 		changed = true
 	}
 	return changed
+}
+
+// retitle names fn as the place of f's fault, shown in the title as
+// shown, instead of the function the title named, if any.
+func (f *Finding) retitle(fn, shown string) {
+	if f.Function != "" {
+		f.Title = strings.TrimSuffix(f.Title, " in "+f.Function)
+	}
+	f.Title += " in " + shown
+	f.Function = fn
 }
 
 // imageAt is the latest trampoline image the agent saw registered at pc:
