@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ftrace-harness/fth/internal/ctxsleep"
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 	"github.com/ftrace-harness/fth/stress/profile"
@@ -126,10 +127,8 @@ func settledMemAvailable(ctx context.Context) int64 {
 	last := memAvailable()
 	deadline := time.Now().Add(memSettleMax)
 	for last >= 0 && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
+		if !ctxsleep.Sleep(ctx, memSettleEvery) {
 			return last
-		case <-time.After(memSettleEvery):
 		}
 		now := memAvailable()
 		if now < 0 {
