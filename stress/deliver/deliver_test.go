@@ -438,8 +438,8 @@ func TestChurnOpening(t *testing.T) {
 			"ops-recursion", FilterStep("ops-recursion"), FilterStep("ops-recursion"), "ops-recursion"},
 		OpeningHold: time.Millisecond,
 		OpeningDone: func() { openingDone++ },
-		Fail: func(o event.Oracle) { t.Errorf("finding %+v", o) },
-		Logf: t.Logf,
+		Fail:        func(o event.Oracle) { t.Errorf("finding %+v", o) },
+		Logf:        t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
