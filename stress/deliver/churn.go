@@ -387,11 +387,13 @@ func skipReason(u User, cfg Config) string {
 	return cmp.Or(u.Skip, cfg.Skip[u.Name], noDriver)
 }
 
-// pick chooses the next user to change. Half the time it takes a change
-// of the callsite's state not yet made (event.DeliveryEdges), if one user
-// can make it: some edges need one of two users out of a dozen picked in
-// one state, and a 3-minute random walk missed them (CI, seed
-// 1795701389606142079). Otherwise, with k users attached it detaches one
+// pick chooses the next user to change. Half the time it aims at what is
+// not yet covered: a user never attached (CI's 3-minute churn on a slow
+// machine made 54 walk steps and never attached kretprobe, seed
+// 1795847572169310018), else a change of the callsite's state not yet
+// made (event.DeliveryEdges), if one user can make it: some edges need
+// one of two users out of a dozen picked in one state, and a 3-minute
+// random walk missed them (CI, seed 1795701389606142079). Otherwise, with k users attached it detaches one
 // with probability k/(k+2), so that the walk hovers around two users and
 // reaches nop, one ops and a direct call alone as often as the list: a
 // uniform pick over a dozen users sits at half of them.
@@ -401,6 +403,9 @@ func (c *churn) pick(names []string) string {
 		return ""
 	}
 	if c.cfg.Rng.IntN(2) == 0 {
+		if n, ok := c.neverAttached(names); ok {
+			return n
+		}
 		if n, ok := c.uncovered(names); ok {
 			return n
 		}
@@ -434,9 +439,24 @@ func (c *churn) avoided(name string) bool {
 	return false
 }
 
+// neverAttached returns, at random, a detached user never attached yet
+// whose attach the kernel has refused fewer than maxTries times.
+func (c *churn) neverAttached(names []string) (string, bool) {
+	var left []string
+	for _, n := range names {
+		if !c.attached[n] && c.res.Attaches[n] == 0 && c.res.Refused[n] < maxTries {
+			left = append(left, n)
+		}
+	}
+	if len(left) == 0 {
+		return "", false
+	}
+	return left[c.cfg.Rng.IntN(len(left))], true
+}
+
 // maxTries is how often the walk aims at an uncovered edge from its
-// source state before it leaves it to chance: the kernel may refuse the
-// attach that makes it.
+// source state, or at a user's first attach, before it leaves it to
+// chance: the kernel may refuse the attach that makes it.
 const maxTries = 3
 
 // aimDepth is how many changes ahead the walk looks for an uncovered

@@ -236,6 +236,47 @@ func TestPickCoversEdges(t *testing.T) {
 	}
 }
 
+// Every user is attached within the walk steps CI's 3-minute churn made
+// on a slow machine after the opening (54), for every seed tried: the
+// plain walk left kretprobe out (seed 1795847572169310018). A user whose
+// attach the kernel keeps refusing is left to chance after maxTries.
+func TestPickAttachesEveryUser(t *testing.T) {
+	groups := map[string]Group{
+		"fentry": GroupDirect, "fexit": GroupDirect,
+		"function-tracer": "function", "graph-tracer": GroupFgraph,
+	}
+	for n, g := range ModuleUsers() {
+		if n != "direct" && n != "ops-ipmodify" {
+			groups[n] = g
+		}
+	}
+	names := slices.Sorted(maps.Keys(groups))
+	const steps, refusing = 54, "kretprobe"
+	for seed := range uint64(500) {
+		c := &churn{
+			cfg:      Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0))},
+			attached: map[string]bool{}, groups: map[Group]int{}, tries: map[string]int{},
+			res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}},
+		}
+		for range steps {
+			n := c.pick(names)
+			if n == refusing && !c.attached[n] {
+				c.res.Refused[n]++
+				continue
+			}
+			c.record(n, !c.attached[n])
+		}
+		for _, n := range names {
+			if n != refusing && c.res.Attaches[n] == 0 {
+				t.Fatalf("seed %d: %d steps never attached %s: %v", seed, steps, n, c.res.Attaches)
+			}
+		}
+		if c.res.Refused[refusing] < maxTries {
+			t.Fatalf("seed %d: a refused user was tried %d times, want at least %d", seed, c.res.Refused[refusing], maxTries)
+		}
+	}
+}
+
 // A change Config.Avoid names is never made, and only that one: fexit
 // still comes and goes beside either user alone.
 func TestPickAvoids(t *testing.T) {
