@@ -101,6 +101,7 @@ func TestPPC64LEAttachStormIsSkippedWithReason(t *testing.T) {
 	if testing.Short() {
 		t.Skip("configures a kernel; skipped with -short")
 	}
+	clock(t)
 	out, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
 	os.RemoveAll(out)
 	cmd := exec.CommandContext(t.Context(), fthBin, "matrix", "--arches", "ppc64le", "--variants", "direct-calls-full", "--toolchain", "host", "--qemu", "host", "--out", out, "--run-id", "r")

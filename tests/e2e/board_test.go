@@ -134,11 +134,7 @@ func soakResult(t *testing.T, out, stderr string) (results.Result, string) {
 // crash from pstore and tell the reboot (new boot_id) from a blip. A wrong
 // host key must be refused before anything runs.
 func TestBoardSoakSurvivesPanic(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a kernel; skipped with -short")
-	}
-	base, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
-	os.RemoveAll(base)
+	base := e2eOut(t)
 	dir := filepath.Join(base, "board")
 	port := freePort(t)
 	vm := startBoardVM(t, dir, port)

@@ -5,13 +5,17 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +27,62 @@ import (
 )
 
 var fthBin string
+
+// clocks holds each test's wall time, printed when the package ends: go
+// test shows it only when the package fails, which is when CI's budget
+// needs to know where the time went.
+var clocks = &testClocks{}
+
+type testClocks struct {
+	mu    sync.Mutex
+	took  map[string]time.Duration
+	order []string
+}
+
+// clock times t from now to its end (subtests roll up into their parent's
+// line only through the parent's own clock).
+func clock(t *testing.T) {
+	start := time.Now()
+	t.Cleanup(func() {
+		clocks.mu.Lock()
+		defer clocks.mu.Unlock()
+		if clocks.took == nil {
+			clocks.took = map[string]time.Duration{}
+		}
+		if _, ok := clocks.took[t.Name()]; !ok {
+			clocks.order = append(clocks.order, t.Name())
+		}
+		clocks.took[t.Name()] += time.Since(start)
+	})
+}
+
+// print writes one line per timed test, slowest first, and the total.
+func (c *testClocks) print(w io.Writer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := slices.Clone(c.order)
+	slices.SortStableFunc(names, func(a, b string) int { return cmp.Compare(c.took[b], c.took[a]) })
+	var total time.Duration
+	fmt.Fprintln(w, "e2e wall time per test, slowest first:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %6.0f s  %s\n", c.took[n].Seconds(), n)
+		if !c.within(n) {
+			total += c.took[n]
+		}
+	}
+	fmt.Fprintf(w, "  %6.0f s  total\n", total.Seconds())
+}
+
+// within reports whether a test that encloses subtest n is timed itself,
+// so that n's time is already in the total.
+func (c *testClocks) within(n string) bool {
+	for i := strings.LastIndex(n, "/"); i > 0; i = strings.LastIndex(n[:i], "/") {
+		if _, ok := c.took[n[:i]]; ok {
+			return true
+		}
+	}
+	return false
+}
 
 func TestMain(m *testing.M) {
 	// -short is parsed by m.Run, too late for us; read it from the args.
@@ -42,6 +102,7 @@ func TestMain(m *testing.M) {
 		panic("build fth: " + err.Error())
 	}
 	code := m.Run()
+	clocks.print(os.Stdout)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -87,6 +148,7 @@ func e2eOut(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("boots a kernel; skipped with -short")
 	}
+	clock(t)
 	out, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
 	os.RemoveAll(out)
 	return out

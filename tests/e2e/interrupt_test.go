@@ -27,11 +27,7 @@ func TestInterruptLeavesNoQEMU(t *testing.T) {
 		{"sigkill", syscall.SIGKILL, results.Running},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if testing.Short() {
-				t.Skip("boots a kernel; skipped with -short")
-			}
-			out, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
-			os.RemoveAll(out)
+			out := e2eOut(t)
 			// A hold nobody else uses marks this test's QEMU in the process list.
 			marker := "fth.hold=17m3s"
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)

@@ -32,6 +32,7 @@ func TestInTreeConfiguredInPlace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("copies a kernel tree; skipped with -short")
 	}
+	clock(t)
 	if _, err := os.Stat(filepath.Join(defaultTree, "Makefile")); err != nil {
 		t.Skipf("no default tree (make deps): %v", err)
 	}
