@@ -59,6 +59,20 @@ func churnBudget(o options.Options) time.Duration {
 	return o.Churn
 }
 
+// raceStageBudget is the race stage's share of o's budget once the churn
+// has run for ran: what is left, and never less than the share the churn
+// was cut to leave it. The churn runs past its own budget to finish the
+// delivery opening (options.DeliveryOpeningGrace), on a slow machine by
+// 54 s, which left the race one injection per target (2026-11-28): the
+// overrun lengthens the campaign rather than cut the stage that catches
+// the race classes. 0: no bound.
+func raceStageBudget(o options.Options, ran time.Duration) time.Duration {
+	if o.Budget == 0 {
+		return 0
+	}
+	return max(o.Budget-ran, o.Budget-churnBudget(o))
+}
+
 // raceStage runs the campaign's race stage with what is left of budget
 // (0: no bound; at least one injection when the churn overran it), with
 // the background still attached and the hammer stopped: the preemptor

@@ -30,6 +30,33 @@ func TestChurnBudget(t *testing.T) {
 	}
 }
 
+// The race stage keeps the reserve the churn was cut to leave it, however
+// far the churn ran past its budget to finish the delivery opening, and
+// takes what a short churn left.
+func TestRaceStageBudget(t *testing.T) {
+	reserve := options.CampaignRaceReserve
+	for _, tc := range []struct {
+		name          string
+		churn, budget time.Duration
+		ran           time.Duration
+		want          time.Duration
+	}{
+		{"no budget, no bound", time.Minute, 0, 3 * time.Minute, 0},
+		{"the churn on time leaves the reserve", 0, 2 * time.Minute, 2*time.Minute - reserve, reserve},
+		{"an overrun keeps the reserve", 0, 2 * time.Minute, 2*time.Minute - reserve + 54*time.Second, reserve},
+		{"a churn ended early leaves more", 30 * time.Second, 2 * time.Minute, 29 * time.Second, 91 * time.Second},
+		{"a short churn's overrun keeps its share", 30 * time.Second, 2 * time.Minute, 3 * time.Minute, 90 * time.Second},
+		{"a budget below the reserve is all the race's", 0, 30 * time.Second, 2 * time.Second, 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := options.Options{Churn: tc.churn, Budget: tc.budget}
+			if got := raceStageBudget(o, tc.ran); got != tc.want {
+				t.Errorf("raceStageBudget(churn=%v, budget=%v, ran %v) = %v, want %v", tc.churn, tc.budget, tc.ran, got, tc.want)
+			}
+		})
+	}
+}
+
 // The campaign's race always makes the first injection at each target,
 // however far the churn overran the budget, and none after the budget is
 // spent.

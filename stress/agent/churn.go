@@ -190,11 +190,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	if a.opts.Scenario == options.ScenarioCampaign {
 		// The preemptor must be the only real-time task of the held CPU.
 		a.stopHammer()
-		var left time.Duration
-		if o.Budget > 0 {
-			left = o.Budget - a.sys.now().Sub(started)
-		}
-		if err := a.raceStage(ctx, left); err != nil {
+		if err := a.raceStage(ctx, raceStageBudget(o, a.sys.now().Sub(started))); err != nil {
 			return err
 		}
 		a.stage(event.StageDetach, "")

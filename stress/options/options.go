@@ -152,8 +152,10 @@ type Options struct {
 	// the churn's start: the churn is shortened to leave
 	// CampaignRaceReserve for the race, and the race injects no more once
 	// it is spent (after each target's first injection, which always
-	// runs). The storm and the detach sample are sized by N and
-	// Detach. 0 means no bound.
+	// runs). A churn that runs past its share to finish the delivery
+	// opening (at most DeliveryOpeningGrace) does not eat the race's
+	// reserve: the campaign runs past Budget by that much. The storm and
+	// the detach sample are sized by N and Detach. 0 means no bound.
 	Budget time.Duration
 
 	// The options below apply to the race scenario and the campaign's
