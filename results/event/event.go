@@ -471,9 +471,11 @@ type BenchScalingPoint struct {
 	// Errnos counts failures as "<phase>:<errno>".
 	Errnos map[string]int `json:"errnos,omitempty"`
 	// MemoryKB is the guest memory the N programs and trampolines held:
-	// MemAvailable before the load minus after the attach, in KiB, each
-	// read once the guest stopped giving memory back (the previous
-	// point's deferred frees, the agent's own heap).
+	// MemAvailable plus the agent's own resident memory, before the load
+	// minus after the attach, in KiB, each read once the guest stopped
+	// giving memory back (the previous point's deferred frees, the
+	// agent's own heap). The agent's memory is left out: what it let go
+	// meanwhile made small points negative.
 	MemoryKB int64 `json:"memory_kb,omitempty"`
 	// AttachProfile and DetachProfile say where the phase's time went,
 	// at the counts the bench profiles (option profile).

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ftrace-harness/fth/internal/ctxsleep"
@@ -114,54 +114,93 @@ func addsUp(p *event.Profile) string {
 	return fmt.Sprintf("DOES NOT add up within %.0f%%", 100*p.Margin)
 }
 
-// settledMemAvailable is MemAvailable once the guest has stopped giving
-// memory back: the agent's own freed heap returned first (a kallsyms read
-// for the profile left megabytes for the scavenger to hand back later),
-// then readings taken until two in a row, memSettleEvery apart, differ by
-// less than memSettleKB, or memSettleMax has passed. Without it the
-// previous point's images, freed after RCU-tasks grace periods, came back
-// during the next point's attach: N=300 once "held" -380 KiB (CI,
-// 2026-11-28). -1 when MemAvailable cannot be read.
-func settledMemAvailable(ctx context.Context) int64 {
+// settledKernelFree is the guest's memory free for the kernel to take
+// (kernelFree) once it has stopped changing: the agent's own freed heap
+// returned first, then readings taken memSettleEvery apart until
+// memSettleReadings in a row stay within memSettleKB of the first of
+// them, or memSettleMax has passed.
+// Without the wait the previous point's images, freed after RCU-tasks
+// grace periods, came back during the next point's attach: N=300 once
+// "held" -380 KiB (CI, 2026-11-28). -1 when it cannot be read.
+func settledKernelFree(ctx context.Context) int64 {
 	debug.FreeOSMemory()
-	last := memAvailable()
+	first := kernelFree()
+	last, steady := first, 0
 	deadline := time.Now().Add(memSettleMax)
 	for last >= 0 && time.Now().Before(deadline) {
 		if !ctxsleep.Sleep(ctx, memSettleEvery) {
 			return last
 		}
-		now := memAvailable()
+		now := kernelFree()
 		if now < 0 {
 			return now
 		}
-		if d := now - last; d < memSettleKB && d > -memSettleKB {
-			return now
+		if d := now - first; d < memSettleKB && d > -memSettleKB {
+			if steady++; steady == memSettleReadings {
+				return now
+			}
+		} else {
+			first, steady = now, 0
 		}
 		last = now
 	}
 	return last
 }
 
+// The deferred frees come in bursts with quiet gaps between them (RCU-tasks
+// grace periods under TCG): two readings 500 ms apart agreed while the
+// previous point's images were still being freed, and N=100 "held"
+// -1,112 KiB. So the figure must hold for two seconds.
 const (
-	memSettleEvery = 500 * time.Millisecond
-	memSettleKB    = 64
-	memSettleMax   = 10 * time.Second
+	memSettleEvery    = 500 * time.Millisecond
+	memSettleReadings = 4
+	memSettleKB       = 64
+	memSettleMax      = 20 * time.Second
 )
 
-// memAvailable reads MemAvailable from /proc/meminfo, in KiB; -1 when it
+// kernelFree is MemAvailable plus the agent's own resident memory, in
+// KiB: what the kernel's objects have not taken. MemAvailable alone
+// counted the agent's heap, and a point's figure was the kernel's cost
+// minus whatever the agent let go meanwhile (the vmlinux BTF and the
+// candidate lists it dropped after the first reading, returned at the
+// second): N=100 and N=300 "held" -2,392 and -2,804 KiB (2026-11-28).
+// -1 when either cannot be read.
+func kernelFree() int64 {
+	avail := procKB("/proc/meminfo", "MemAvailable:")
+	rss := procKB("/proc/self/status", "VmRSS:")
+	if avail < 0 || rss < 0 {
+		return -1
+	}
+	return avail + rss
+}
+
+// procKB reads the "<field> <n> kB" line of a /proc file; -1 when it
 // cannot.
-func memAvailable() int64 {
-	f, err := os.Open("/proc/meminfo")
+func procKB(path, field string) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var kb int64
-		if n, _ := fmt.Sscanf(sc.Text(), "MemAvailable: %d kB", &kb); n == 1 {
-			return kb
+	return parseKB(string(b), field)
+}
+
+// parseKB finds field's line in a /proc file's text and returns its
+// value in KiB, -1 when there is none.
+func parseKB(text, field string) int64 {
+	for _, l := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(l, field)
+		if !ok {
+			continue
 		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return -1
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return -1
+		}
+		return kb
 	}
 	return -1
 }
@@ -200,8 +239,8 @@ func growthExponent(ns []int, secs []float64) float64 {
 
 // formatKB is a KiB count for the log.
 func formatKB(kb int64) string {
-	if kb < 0 {
-		return "?"
+	if kb > -10*1024 && kb < 10*1024 {
+		return strconv.FormatInt(kb, 10) + " KiB"
 	}
 	return strconv.FormatInt(kb/1024, 10) + " MiB"
 }

@@ -97,7 +97,7 @@ func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, n int, p
 			err = cerr
 		}
 	}()
-	before := settledMemAvailable(ctx)
+	before := settledKernelFree(ctx)
 	lp, err := at.Load(ctx, set, r.order[:n])
 	pt.Loaded, pt.LoadSeconds = lp.Succeeded, seconds(lp.Wall.Std())
 	addErrnos(&pt, lp)
@@ -109,7 +109,7 @@ func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, n int, p
 		ap, err = at.Attach(ctx, set)
 		return err
 	})
-	if after := settledMemAvailable(ctx); before >= 0 && after >= 0 {
+	if after := settledKernelFree(ctx); before >= 0 && after >= 0 {
 		pt.MemoryKB = before - after
 	}
 	pt.Attached, pt.AttachSeconds, pt.Attach = ap.Succeeded, seconds(ap.Wall.Std()), ap.Latency
