@@ -203,10 +203,9 @@ func TestCallsiteLine(t *testing.T) {
 	}
 }
 
-// The walk takes every edge within CI's 3-minute churn (263 steps on
-// x86_64 in the run that missed "one-ops -> direct+ops") for every seed
-// tried, with x86_64's users: the pure random walk missed some.
-func TestPickCoversEdges(t *testing.T) {
+// x86Groups are x86_64's users, less the module's "direct" and
+// ops-ipmodify, for the walk's tests.
+func x86Groups() map[string]Group {
 	groups := map[string]Group{
 		"fentry": GroupDirect, "fexit": GroupDirect,
 		"function-tracer": "function", "graph-tracer": GroupFgraph,
@@ -216,6 +215,14 @@ func TestPickCoversEdges(t *testing.T) {
 			groups[n] = g
 		}
 	}
+	return groups
+}
+
+// The walk takes every edge within CI's 3-minute churn (263 steps on
+// x86_64 in the run that missed "one-ops -> direct+ops") for every seed
+// tried, with x86_64's users: the pure random walk missed some.
+func TestPickCoversEdges(t *testing.T) {
+	groups := x86Groups()
 	names := slices.Sorted(maps.Keys(groups))
 	const steps = 150
 	for seed := range uint64(500) {
@@ -241,15 +248,7 @@ func TestPickCoversEdges(t *testing.T) {
 // plain walk left kretprobe out (seed 1795847572169310018). A user whose
 // attach the kernel keeps refusing is left to chance after maxTries.
 func TestPickAttachesEveryUser(t *testing.T) {
-	groups := map[string]Group{
-		"fentry": GroupDirect, "fexit": GroupDirect,
-		"function-tracer": "function", "graph-tracer": GroupFgraph,
-	}
-	for n, g := range ModuleUsers() {
-		if n != "direct" && n != "ops-ipmodify" {
-			groups[n] = g
-		}
-	}
+	groups := x86Groups()
 	names := slices.Sorted(maps.Keys(groups))
 	const steps, refusing = 54, "kretprobe"
 	for seed := range uint64(500) {
