@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,12 +32,11 @@ var fthBin string
 // clocks holds each test's wall time, printed when the package ends: go
 // test shows it only when the package fails, which is when CI's budget
 // needs to know where the time went.
-var clocks = &testClocks{}
+var clocks = &testClocks{took: map[string]time.Duration{}}
 
 type testClocks struct {
-	mu    sync.Mutex
-	took  map[string]time.Duration
-	order []string
+	mu   sync.Mutex
+	took map[string]time.Duration
 }
 
 // clock times t from now to its end (subtests roll up into their parent's
@@ -46,12 +46,6 @@ func clock(t *testing.T) {
 	t.Cleanup(func() {
 		clocks.mu.Lock()
 		defer clocks.mu.Unlock()
-		if clocks.took == nil {
-			clocks.took = map[string]time.Duration{}
-		}
-		if _, ok := clocks.took[t.Name()]; !ok {
-			clocks.order = append(clocks.order, t.Name())
-		}
 		clocks.took[t.Name()] += time.Since(start)
 	})
 }
@@ -60,7 +54,7 @@ func clock(t *testing.T) {
 func (c *testClocks) print(w io.Writer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	names := slices.Clone(c.order)
+	names := slices.Sorted(maps.Keys(c.took))
 	slices.SortStableFunc(names, func(a, b string) int { return cmp.Compare(c.took[b], c.took[a]) })
 	var total time.Duration
 	fmt.Fprintln(w, "e2e wall time per test, slowest first:")
