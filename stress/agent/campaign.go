@@ -65,7 +65,9 @@ func churnBudget(o options.Options) time.Duration {
 // delivery opening (options.DeliveryOpeningGrace), on a slow machine by
 // 54 s, which left the race one injection per target (2026-11-28): the
 // overrun lengthens the campaign rather than cut the stage that catches
-// the race classes. 0: no bound.
+// the race classes. 0: no bound; a bounded campaign's race always gets
+// more than 0 (the reserve, or all of a budget smaller than it), which
+// the race scenario would read as no bound.
 func raceStageBudget(o options.Options, ran time.Duration) time.Duration {
 	if o.Budget == 0 {
 		return 0
@@ -73,8 +75,8 @@ func raceStageBudget(o options.Options, ran time.Duration) time.Duration {
 	return max(o.Budget-ran, o.Budget-churnBudget(o))
 }
 
-// raceStage runs the campaign's race stage with what is left of budget
-// (0: no bound; at least one injection when the churn overran it), with
+// raceStage runs the campaign's race stage with left as its budget (0: no
+// bound; raceStageBudget never gives 0 to a bounded campaign), with
 // the background still attached and the hammer stopped: the preemptor
 // must be the only real-time task on the held CPU.
 func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
@@ -96,10 +98,6 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 	}
 	held := a.sys.numCPU - 1
 	o := a.opts
-	if a.opts.Budget > 0 {
-		// At least one injection, however far the churn overran.
-		left = max(left, time.Nanosecond)
-	}
 	o.Scenario, o.Poweroff, o.Budget = options.ScenarioRace, false, left
 	argv := []string{strconv.Itoa(held)}
 	for k, v := range o.Args() {

@@ -53,6 +53,9 @@ func TestRaceStageBudget(t *testing.T) {
 			if got := raceStageBudget(o, tc.ran); got != tc.want {
 				t.Errorf("raceStageBudget(churn=%v, budget=%v, ran %v) = %v, want %v", tc.churn, tc.budget, tc.ran, got, tc.want)
 			}
+			if got := raceStageBudget(o, tc.ran); tc.budget > 0 && got <= 0 {
+				t.Errorf("a bounded campaign's race got %v: the race scenario reads 0 as no bound", got)
+			}
 		})
 	}
 }
