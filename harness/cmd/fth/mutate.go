@@ -1,25 +1,20 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"maps"
 	"path/filepath"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/mutate"
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
-	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/mutation"
 )
 
@@ -93,11 +88,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%w: --qemu: %v", errUsage, err)
 	}
 	def := matrix.DefaultParams()
-	type job struct {
-		mutant *mutate.Mutant
-		cell   runner.Cell
-	}
-	var jobs []job
+	var jobs []mutate.Job
 	for _, a := range archRows {
 		ms, err := mutate.Select(all, splitList(*names), a.Name)
 		if err != nil {
@@ -161,18 +152,18 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		jobs = append(jobs, job{nil, c})
+		jobs = append(jobs, mutate.Job{Cell: c})
 		for i := range ms {
 			c, err := mk(fmt.Sprintf("%s-%s", a.Name, ms[i].Name), &ms[i])
 			if err != nil {
 				return err
 			}
-			jobs = append(jobs, job{&ms[i], c})
+			jobs = append(jobs, mutate.Job{Mutant: &ms[i], Cell: c})
 		}
 	}
 	if *dryRun {
 		for _, j := range jobs {
-			printDryRun(stdout, j.cell, b.kernelSrc)
+			printDryRun(stdout, j.Cell, b.kernelSrc)
 		}
 		return nil
 	}
@@ -187,15 +178,15 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *build || *parallel > 1 {
 		for _, j := range jobs {
 			start := time.Now()
-			k, _, err := env.BuildKernel(ctx, j.cell.Arch, j.cell.Toolchain, j.cell.Fragments, j.cell.Patches...)
+			k, _, err := env.BuildKernel(ctx, j.Cell.Arch, j.Cell.Toolchain, j.Cell.Fragments, j.Cell.Patches...)
 			if err != nil {
-				return fmt.Errorf("%s: %w", j.cell.Name, err)
+				return fmt.Errorf("%s: %w", j.Cell.Name, err)
 			}
 			how := fmt.Sprintf("built in %.0f s", time.Since(start).Seconds())
 			if k.Cached {
 				how = "cached"
 			}
-			fmt.Fprintf(stdout, "%s: %s (%s)\n", j.cell.Name, how, k.Image)
+			fmt.Fprintf(stdout, "%s: %s (%s)\n", j.Cell.Name, how, k.Image)
 		}
 		if *build {
 			return nil
@@ -205,61 +196,8 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		*runID = "mutate-" + newRunID()
 	}
 	runDir := filepath.Join(*out, *runID)
-	table := mutation.Table{RunID: *runID, Seed: *seed, Budget: budget.Seconds()}
-	// Rows and summaries keep the jobs' order whatever order the cells
-	// end in; the table is written after every cell, so that an
-	// interrupted run keeps what it measured.
-	rows := make([]*mutation.Row, len(jobs))
-	sums := make([]*results.CellSummary, len(jobs))
-	var mu sync.Mutex
-	var runErr error
-	// As matrix.Execute runs cells: an errgroup limited to --parallel.
-	var g errgroup.Group
-	g.SetLimit(*parallel)
-	for i, j := range jobs {
-		if ctx.Err() != nil {
-			break
-		}
-		g.Go(func() error {
-			log.Info("mutation cell", "cell", j.cell.Name)
-			r, err := env.Run(ctx, *runID, runDir, j.cell)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && r.Cell == "" {
-				runErr = cmp.Or(runErr, err)
-				return nil
-			}
-			row := mutate.Judge(r)
-			row.BuildSeconds = r.Timings.KernelSeconds
-			if r.Kernel.Cached {
-				row.BuildSeconds = 0
-			}
-			if j.mutant != nil {
-				row.Mutant, row.Class = j.mutant.Name, j.mutant.Class
-			}
-			sum := results.Summarize(r, filepath.Join(runDir, j.cell.Name))
-			rows[i], sums[i] = &row, &sum
-			table.Rows = nil
-			for _, r := range rows {
-				if r != nil {
-					table.Rows = append(table.Rows, *r)
-				}
-			}
-			runErr = cmp.Or(runErr, mutation.Write(runDir, table))
-			return nil
-		})
-	}
-	_ = g.Wait()
-	if runErr != nil {
-		return runErr
-	}
-	var cellSums []results.CellSummary
-	for _, s := range sums {
-		if s != nil {
-			cellSums = append(cellSums, *s)
-		}
-	}
-	if err := results.WriteSummary(runDir, results.Summary{RunID: *runID, At: time.Now().UTC(), Cells: cellSums}); err != nil {
+	table, err := mutate.Execute(ctx, env, jobs, *parallel, runDir, mutation.Table{RunID: *runID, Seed: *seed, Budget: budget.Seconds()})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout)
