@@ -55,7 +55,7 @@ func TestExecute(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		f        fakeCells
+		f        *fakeCells
 		parallel int
 		cancel   bool
 		verdicts []results.Verdict // per job, in the jobs' order
@@ -64,7 +64,7 @@ func TestExecute(t *testing.T) {
 	}{
 		{
 			name: "rows in the jobs' order whatever order the cells end in",
-			f: fakeCells{
+			f: &fakeCells{
 				verdict: map[string]results.Verdict{"x86_64-unmutated": results.Pass, "x86_64-m1": results.Fail, "x86_64-m2": results.Pass},
 				delay:   map[string]time.Duration{"x86_64-unmutated": 60 * time.Millisecond},
 			},
@@ -73,7 +73,7 @@ func TestExecute(t *testing.T) {
 		},
 		{
 			name: "a cell that failed before its first write is a row, not judged",
-			f: fakeCells{
+			f: &fakeCells{
 				verdict: map[string]results.Verdict{"x86_64-unmutated": results.Pass, "x86_64-m2": results.Pass},
 				bare:    map[string]bool{"x86_64-m1": true},
 			},
@@ -84,7 +84,7 @@ func TestExecute(t *testing.T) {
 		},
 		{
 			name: "cells not started after an interrupt are rows, not judged",
-			f: fakeCells{
+			f: &fakeCells{
 				verdict: map[string]results.Verdict{"x86_64-unmutated": results.Pass},
 			},
 			parallel: 1,
@@ -101,7 +101,7 @@ func TestExecute(t *testing.T) {
 				tc.f.cancel = cancel
 			}
 			dir := t.TempDir()
-			table, err := Execute(ctx, &tc.f, jobs, tc.parallel, dir, mutation.Table{RunID: "r", Seed: 7})
+			table, err := Execute(ctx, tc.f, jobs, tc.parallel, dir, mutation.Table{RunID: "r", Seed: 7})
 			if err != nil {
 				t.Fatal(err)
 			}
