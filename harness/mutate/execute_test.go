@@ -130,7 +130,7 @@ func TestExecute(t *testing.T) {
 					}
 				}
 			}
-			if got := table.Err(false); !errors.Is(got, tc.err) || (tc.err == nil) != (got == nil) {
+			if got := table.Err(false); !errors.Is(got, tc.err) {
 				t.Errorf("table.Err = %v, want %v", got, tc.err)
 			}
 			if s, err := os.ReadFile(filepath.Join(dir, results.SummaryFile)); err != nil || len(s) == 0 {
