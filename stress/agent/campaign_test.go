@@ -50,10 +50,11 @@ func TestRaceStageBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := options.Options{Churn: tc.churn, Budget: tc.budget}
-			if got := raceStageBudget(o, tc.ran); got != tc.want {
+			got := raceStageBudget(o, tc.ran)
+			if got != tc.want {
 				t.Errorf("raceStageBudget(churn=%v, budget=%v, ran %v) = %v, want %v", tc.churn, tc.budget, tc.ran, got, tc.want)
 			}
-			if got := raceStageBudget(o, tc.ran); tc.budget > 0 && got <= 0 {
+			if tc.budget > 0 && got <= 0 {
 				t.Errorf("a bounded campaign's race got %v: the race scenario reads 0 as no bound", got)
 			}
 		})

@@ -394,10 +394,10 @@ func skipReason(u User, cfg Config) string {
 // made (event.DeliveryEdges), if one user can make it: some edges need
 // one of two users out of a dozen picked in one state, and a 3-minute
 // random walk missed them (CI, seed 1795701389606142079). Otherwise,
-// with k users attached it detaches one
-// with probability k/(k+2), so that the walk hovers around two users and
-// reaches nop, one ops and a direct call alone as often as the list: a
-// uniform pick over a dozen users sits at half of them.
+// with k users attached it detaches one with probability k/(k+2), so
+// that the walk hovers around two users and reaches nop, one ops and a
+// direct call alone as often as the list: a uniform pick over a dozen
+// users sits at half of them.
 func (c *churn) pick(names []string) string {
 	names = slices.DeleteFunc(slices.Clone(names), c.avoided)
 	if len(names) == 0 {
