@@ -64,6 +64,10 @@ func (a *agent) executeRepro(ctx context.Context) error {
 		return a.reproMidUpdate(ctx, true)
 	case options.ReproIPModifyMidUpdatePeer:
 		return a.reproMidUpdate(ctx, false)
+	case options.ReproRefusedDirect:
+		return a.reproRefused(ctx, true)
+	case options.ReproRefusedDirectAccepted:
+		return a.reproRefused(ctx, false)
 	}
 	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
 }

@@ -36,6 +36,7 @@ func TestParseFindings(t *testing.T) {
 		{"foreign and late", "foreign ops-regs 4 0xffffffffc0201004\nlate fprobe 1\n",
 			[]Finding{{Kind: KindForeign, User: "ops-regs", Count: 4, IP: 0xffffffffc0201004}, {Kind: KindLate, User: "fprobe", Count: 1}}, ""},
 		{"lost", "lost 9\n", []Finding{{Kind: KindLost, Count: 9}}, ""},
+		{"stray", "stray direct 2\n", []Finding{{Kind: KindStray, User: "direct", Count: 2}}, ""},
 		{"miss with its callsite", "miss ops fth_deliver_seq 1 1205 1207 1100 1300\nsite ops fth_deliver_seq 1 1205 aa1e03e9.94001234 ftrace_caller ftrace_list_ops\n",
 			[]Finding{{Kind: KindMiss, User: "ops", Func: FuncSeq, Caller: 1, From: 1205, To: 1207, WinFrom: 1100, WinTo: 1300,
 				Site: &Site{Call: 1205, Insn: "aa1e03e9.94001234", Target: "ftrace_caller", Literal: "ftrace_list_ops"}}}, ""},
@@ -113,6 +114,10 @@ func TestAttributeAndTitle(t *testing.T) {
 			"missed call: fentry on fth_deliver_seq during detach kprobe"},
 		{"foreign", Finding{Kind: KindForeign, User: "ops-regs", Count: 1, IP: 0x10},
 			"misdelivered call: ops-regs called for a function it does not trace"},
+		{"late", Finding{Kind: KindLate, User: "fprobe", Count: 1},
+			"misdelivered call: fprobe called after its detach returned"},
+		{"stray after a refusal", Finding{Kind: KindStray, User: "direct", Count: 3},
+			"misdelivered call: direct called after the kernel refused its attach"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := tt.f

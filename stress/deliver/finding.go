@@ -22,6 +22,9 @@ const (
 	KindForeign = "foreign"
 	// KindLate: User was called Count times while detached.
 	KindLate = "late"
+	// KindStray: User was called Count times after the kernel refused its
+	// attach (a refused ops was listed while the refusal was decided).
+	KindStray = "stray"
 	// KindLost: the module dropped Count findings (its buffer was full).
 	KindLost = "lost"
 	// KindCount: a counting user (BPF) saw fewer calls than its window
@@ -147,12 +150,12 @@ func parseFinding(f []string, line string) (Finding, error) {
 			return Finding{}, err
 		}
 		return Finding{Kind: KindForeign, User: f[1], Count: n[0], IP: n[1]}, nil
-	case len(f) == 3 && f[0] == KindLate:
+	case len(f) == 3 && (f[0] == KindLate || f[0] == KindStray):
 		n, err := nums(2)
 		if err != nil {
 			return Finding{}, err
 		}
-		return Finding{Kind: KindLate, User: f[1], Count: n[0]}, nil
+		return Finding{Kind: f[0], User: f[1], Count: n[0]}, nil
 	case len(f) == 2 && f[0] == KindLost:
 		n, err := nums(1)
 		if err != nil {
@@ -230,6 +233,8 @@ func (f Finding) Title() string {
 		return fmt.Sprintf("misdelivered call: %s called for a function it does not trace", f.User)
 	case KindLate:
 		return fmt.Sprintf("misdelivered call: %s called after its detach returned", f.User)
+	case KindStray:
+		return fmt.Sprintf("misdelivered call: %s called after the kernel refused its attach", f.User)
 	case KindRefused:
 		return fmt.Sprintf("refused attach: %s on %s", f.User, fn)
 	default:
@@ -250,7 +255,7 @@ func (f Finding) Detail() string {
 		return fmt.Sprintf("%d calls missing: at least %d made in the window, %d counted, %d skipped by the recursion guard", f.Count, f.From, f.To, f.Skipped)
 	case KindForeign:
 		return fmt.Sprintf("%d calls, the last at %#x", f.Count, f.IP)
-	case KindLate:
+	case KindLate, KindStray:
 		return fmt.Sprintf("%d calls", f.Count)
 	case KindRefused:
 		on := "nothing"

@@ -275,11 +275,18 @@ struct fth_user {
 	unsigned long ops_flags;
 	/* live: set before the attach starts, cleared after the detach ends. */
 	bool live;
+	/*
+	 * refused: the last attach failed. A call that reaches the user
+	 * while it is not live counts as late after a detach, as stray after
+	 * a refusal: ftrace_startup() lists the ops before the IPMODIFY
+	 * handshake that refuses it (docs/findings.md 14).
+	 */
+	bool refused;
 	/* mask: the functions the user is attached to now; window starts. */
 	unsigned int mask;
 	unsigned long from[FN_COUNT][FTH_MAX_CALLERS];
 	struct fth_track t[FN_COUNT][FTH_MAX_CALLERS];
-	atomic_long_t foreign, late, dropped, noargs;
+	atomic_long_t foreign, late, stray, dropped, noargs;
 	unsigned long foreign_ip;
 	unsigned long attaches, checked, failed;
 	struct ftrace_ops ops;
@@ -307,7 +314,7 @@ static atomic_long_t sabotage_ctr = ATOMIC_LONG_INIT(0);
 static void record(struct fth_user *u, unsigned int fn, unsigned long caller, unsigned long n)
 {
 	if (!READ_ONCE(u->live)) {
-		atomic_long_inc(&u->late);
+		atomic_long_inc(READ_ONCE(u->refused) ? &u->stray : &u->late);
 		return;
 	}
 	if (caller >= ncallers)
@@ -925,6 +932,8 @@ static bool judge_gaps(struct fth_user *u, unsigned int fn, unsigned int c, stru
 	return bad;
 }
 
+static void user_check_strays(struct fth_user *u);
+
 /*
  * checkpoint judges every attached user's windows so far, so that a miss
  * is reported when it happens rather than at the user's detach.
@@ -943,6 +952,9 @@ static void checkpoint(void)
 	for (i = 0; i < ARRAY_SIZE(users); i++) {
 		struct fth_user *u = &users[i];
 
+		/* Calls after a detach or a refusal, reported as they come. */
+		if (!READ_ONCE(u->live))
+			user_check_strays(u);
 		for (fn = 0; fn < FN_COUNT; fn++) {
 			if (!(u->judging & BIT(fn)))
 				continue;
@@ -1001,6 +1013,9 @@ static void user_check_strays(struct fth_user *u)
 	n = atomic_long_xchg(&u->late, 0);
 	if (n)
 		finding("late %s %ld", u->name, n);
+	n = atomic_long_xchg(&u->stray, 0);
+	if (n)
+		finding("stray %s %ld", u->name, n);
 }
 
 static int attach(struct fth_user *u)
@@ -1132,6 +1147,7 @@ static int user_on_begin(struct fth_user *u)
 		return -EBUSY;
 	snprintf(name, sizeof(name), "attach %s", u->name);
 	memset(u->t, 0, sizeof(u->t));
+	WRITE_ONCE(u->refused, false);
 	smp_wmb();
 	WRITE_ONCE(u->live, true);
 	u->tid = transition_begin(name);
@@ -1144,6 +1160,8 @@ static void user_on_end(struct fth_user *u, int ret)
 
 	transition_end_id(u->tid);
 	if (ret) {
+		WRITE_ONCE(u->refused, true);
+		smp_wmb();
 		WRITE_ONCE(u->live, false);
 		return;
 	}

@@ -385,18 +385,30 @@ const (
 	ReproIPModifyMidUpdatePeer = "ipmodify-mid-update-peer"
 )
 
+// ReproRefusedDirect is scenario=repro's sequence for docs/findings.md
+// 14: a direct ops refused by the IPMODIFY handshake was listed while the
+// refusal was decided, and a caller it sent to its trampoline, held by the
+// host, gets there after the refusal returned.
+// ReproRefusedDirectAccepted is its control: the same holds, the second
+// ops not IPMODIFY, the attach accepted.
+const (
+	ReproRefusedDirect         = "refused-direct"
+	ReproRefusedDirectAccepted = "refused-direct-accepted"
+)
+
 // Repros lists the repro option's sequences.
 func Repros() []string {
 	return []string{ReproIPModifyFilter, ReproIPModifyRegister, ReproDirectUnregisterFree, ReproDirectUnregisterLive,
 		ReproDirectUnregisterFreeTracefs, ReproDirectUnregisterLiveTracefs, ReproMapperRemoveFree, ReproMapperRemoveLive,
-		ReproEAgainFree, ReproEAgainPeer, ReproIPModifyMidUpdate, ReproIPModifyMidUpdatePeer}
+		ReproEAgainFree, ReproEAgainPeer, ReproIPModifyMidUpdate, ReproIPModifyMidUpdatePeer,
+		ReproRefusedDirect, ReproRefusedDirectAccepted}
 }
 
 // ReproRaces reports whether a repro sequence has the host hold vCPUs
 // through the gdbstub (the race port).
 func ReproRaces(seq string) bool {
 	return strings.HasPrefix(seq, "direct-unregister-") || strings.HasPrefix(seq, "mapper-remove-") || strings.HasPrefix(seq, "eagain-") ||
-		strings.HasPrefix(seq, ReproIPModifyMidUpdate)
+		strings.HasPrefix(seq, ReproIPModifyMidUpdate) || strings.HasPrefix(seq, ReproRefusedDirect)
 }
 
 // ScaleModuleName is the module of stress/kmod-scale: 32,768 traceable

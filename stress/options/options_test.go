@@ -337,7 +337,7 @@ func TestChurnOptions(t *testing.T) {
 		"fth.preemptevery=soon":           "fth.preemptevery",
 		"fth.hotplug=-2s":                 "fth.hotplug",
 		"fth.scenario=churn fth.churn=0s": "churn=0 needs cycles > 0",
-		"fth.scenario=repro":              "scenario=repro needs repro=<sequence> (ipmodify-filter, ipmodify-register, direct-unregister-free, direct-unregister-live, direct-unregister-free-tracefs, direct-unregister-live-tracefs, mapper-remove-free, mapper-remove-live, eagain-free, eagain-peer, ipmodify-mid-update, ipmodify-mid-update-peer)",
+		"fth.scenario=repro":              "scenario=repro needs repro=<sequence> (ipmodify-filter, ipmodify-register, direct-unregister-free, direct-unregister-live, direct-unregister-free-tracefs, direct-unregister-live-tracefs, mapper-remove-free, mapper-remove-live, eagain-free, eagain-peer, ipmodify-mid-update, ipmodify-mid-update-peer, refused-direct, refused-direct-accepted)",
 		"fth.repro=nosuch":                `fth.repro="nosuch": "nosuch": want one of ipmodify-filter, ipmodify-register`,
 	} {
 		if _, err := Parse(nil, cmdline, env4, io.Discard); err == nil || !strings.Contains(err.Error(), want) {

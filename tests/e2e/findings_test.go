@@ -132,6 +132,26 @@ func TestKnownFindingIPModifyMidUpdate(t *testing.T) {
 	})
 }
 
+// docs/findings.md 14: fth_deliver.ko's direct user, refused by the
+// IPMODIFY handshake (ops-ipmodify on its function), was on
+// ftrace_ops_list meanwhile; the host holds the attach there (at
+// ftrace_update_trampoline, right after the ops is listed) and CPU 1's
+// caller where ftrace_regs_caller jumps to the direct trampoline, lets the
+// attach be refused, then the caller: it runs the refused user's
+// trampoline. The control's second ops is not IPMODIFY (the attach is
+// accepted, the same holds); the fix waits in ftrace_startup()'s rollback
+// as ftrace_shutdown() does. Three short boots and a patched build: make
+// test-all, as make test keeps to three gdbstub hold sequences.
+func TestKnownFindingRefusedDirectCalled(t *testing.T) {
+	requireAll(t)
+	const stray = "misdelivered call: direct called after the kernel refused its attach"
+	t.Run("refused", func(t *testing.T) { repro(t, options.ReproRefusedDirect, stray, "--include-known") })
+	t.Run("accepted", func(t *testing.T) { repro(t, options.ReproRefusedDirectAccepted, "") })
+	t.Run("fixed", func(t *testing.T) {
+		repro(t, options.ReproRefusedDirect, "", "--include-known", "--patch", "results/known/fixes/ftrace-startup-refused-after-gp.patch")
+	})
+}
+
 // repro runs fth run on x86_64 with a repro sequence and extra flags
 // (--kernel, --patch) and wants the fault titled title, or a pass when
 // title is "".
