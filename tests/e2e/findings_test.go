@@ -140,8 +140,9 @@ func TestKnownFindingIPModifyMidUpdate(t *testing.T) {
 // attach be refused, then the caller: it runs the refused user's
 // trampoline. The control's second ops is not IPMODIFY (the attach is
 // accepted, the same holds); the fix waits in ftrace_startup()'s rollback
-// as ftrace_shutdown() does. Three short boots and a patched build: make
-// test-all, as make test keeps to three gdbstub hold sequences.
+// as ftrace_shutdown() does, which ends Findings 12's eagain-free too.
+// Four short boots and a patched build: make test-all, as make test keeps
+// to three gdbstub hold sequences.
 func TestKnownFindingRefusedDirectCalled(t *testing.T) {
 	requireAll(t)
 	const stray = "misdelivered call: direct called after the kernel refused its attach"
@@ -149,6 +150,9 @@ func TestKnownFindingRefusedDirectCalled(t *testing.T) {
 	t.Run("accepted", func(t *testing.T) { repro(t, options.ReproRefusedDirectAccepted, "") })
 	t.Run("fixed", func(t *testing.T) {
 		repro(t, options.ReproRefusedDirect, "", "--include-known", "--patch", "results/known/fixes/ftrace-startup-refused-after-gp.patch")
+	})
+	t.Run("fixed-eagain", func(t *testing.T) {
+		repro(t, options.ReproEAgainFree, "", "--patch", "results/known/fixes/ftrace-startup-refused-after-gp.patch")
 	})
 }
 
