@@ -310,7 +310,11 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		cfg.OpeningDone()
 	}
 	for _, a := range cfg.Avoid {
-		cfg.Logf("deliver: the churn does not attach %s while %s are attached: %s", a.User, strings.Join(a.Beside, " and "), a.Why)
+		verb := "is"
+		if len(a.Beside) > 1 {
+			verb = "are"
+		}
+		cfg.Logf("deliver: the churn does not attach %s while %s %s attached: %s", a.User, strings.Join(a.Beside, " and "), verb, a.Why)
 	}
 	for ctx.Err() == nil {
 		if n := c.pick(names); n != "" {
