@@ -369,6 +369,21 @@ func (r *raceAgent) recv(d time.Duration) (event.RaceMsg, error) {
 	return m, nil
 }
 
+// expect reads the host's next message within d, which must be one of
+// the ops want.
+func (r *raceAgent) expect(d time.Duration, want ...string) (event.RaceMsg, error) {
+	m, err := r.recv(d)
+	if err != nil {
+		return m, err
+	}
+	for _, w := range want {
+		if m.Op == w {
+			return m, nil
+		}
+	}
+	return m, fmt.Errorf("host: %+v, want %v", m, want)
+}
+
 // raceReleaseBound is how long after a stop the host lets the held vCPU go
 // itself if the agent's release has not come: a few milliseconds
 // normally, but a kernel text write on the agent's CPU (an image freed

@@ -148,6 +148,48 @@ func (d *reproDeliver) linkLater(fn string, kind oracle.Kind, key string) (func(
 	}, nil
 }
 
+// doSteps does steps in order, each logged as "i/total what: done"; the
+// first the kernel refuses ends the sequence with its error, since the
+// steps after it depend on it.
+func (a *agent) doSteps(steps []reproStep, total int) error {
+	for i, s := range steps {
+		if err := s.do(); err != nil {
+			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
+		}
+		a.reproLog("%d/%d %s: done", i+1, total, s.what)
+	}
+	return nil
+}
+
+// awaitWrite waits for a held writer's operation, what, to return once
+// the holds are done, and logs how it ended: refused is a result too.
+func (a *agent) awaitWrite(written <-chan error, what string) {
+	select {
+	case err := <-written:
+		if err != nil {
+			a.reproLog("%s: %v", what, err)
+		} else {
+			a.reproLog("%s: done", what)
+		}
+	case <-time.After(30 * time.Second):
+		a.reproLog("%s: not back after 30 s", what)
+	}
+}
+
+// emitModuleFindings reads fth_deliver.ko's findings and emits each as a
+// failed delivery oracle, the verdict's input.
+func (a *agent) emitModuleFindings(mod deliver.Module) ([]deliver.Finding, error) {
+	fs, err := mod.Findings()
+	if err != nil {
+		return nil, fmt.Errorf("repro: read the module's findings: %w", err)
+	}
+	for _, f := range fs {
+		o := f.Oracle()
+		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
+	}
+	return fs, nil
+}
+
 // onCPU0 runs write on a thread of its own pinned to CPU 0, the CPU a
 // repro's host holds the writer on, and sends its result.
 func onCPU0(write func() error) <-chan error {
@@ -219,13 +261,9 @@ func (a *agent) reproIPModify(ctx context.Context, filterLater bool) error {
 	if err := mod.Run(false); err != nil {
 		step("stop the callers: %v", err)
 	}
-	fs, err := mod.Findings()
+	fs, err := a.emitModuleFindings(mod)
 	if err != nil {
-		return fmt.Errorf("repro: read the module's findings: %w", err)
-	}
-	for _, f := range fs {
-		o := f.Oracle()
-		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
+		return err
 	}
 	users, err := mod.Users()
 	if err != nil {

@@ -96,34 +96,17 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	if runtime.GOARCH != "amd64" && directJumps[runtime.GOARCH] == nil {
 		return fmt.Errorf("repro %s: x86_64, arm64 and riscv64 only: the reader's hold is where the list function's caller jumps to a direct trampoline, known for those; ppc64le's BPF JIT ignores ORIG_STACK (docs/findings.md 11), so no -EAGAIN there", a.opts.Repro)
 	}
-	r, closePort, err := a.openRacePort()
+	h, closePort, err := a.openListCallHold(eagainAsk, eagainBuild)
 	if err != nil {
 		return err
 	}
 	defer closePort()
+	r, addr, jump, how, insnSize := h.r, h.addr, h.jump, h.how, h.insnSize
 	// The freed image has no symbol left: the host names the fault after
 	// the image the kernel last registered there (with BPF JIT symbols
 	// on, as the race scenario has them, or x86_64 registers none).
 	a.jitKallsymsOn()
 	defer a.watchImages(ctx)()
-	addr, err := ksyms.Read(ksyms.DefaultPath, []string{eagainAsk, eagainBuild, eagainCaller, x86DirectTest})
-	if err != nil {
-		return fmt.Errorf("repro: %w", err)
-	}
-	for _, name := range []string{eagainAsk, eagainBuild} {
-		if _, ok := addr.Addr(name); !ok {
-			return fmt.Errorf("repro: no kallsyms address for %s", name)
-		}
-	}
-	jump, how, err := r.directJumpOf(addr)
-	if err != nil {
-		return fmt.Errorf("repro: where a list function's caller jumps to a direct trampoline: %w", err)
-	}
-	step("the direct call is taken at %s", how.asm)
-	insnSize := 4
-	if runtime.GOARCH == "amd64" {
-		insnSize = 1
-	}
 
 	d, err := a.reproDeliver(2)
 	if err != nil {
@@ -144,11 +127,8 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 		write, writeWhat = ipmodify, "register ops-ipmodify on "+deliver.FuncSeq+" (BPF is asked as a peer and builds the trampoline again)"
 	}
 	total := len(steps) + 2
-	for i, s := range steps {
-		if err := s.do(); err != nil {
-			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
-		}
-		step("%d/%d %s: done", i+1, total, s.what)
+	if err := a.doSteps(steps, total); err != nil {
+		return err
 	}
 	// The callers run throughout: the one on CPU 1 is the reader.
 	if err := mod.Run(true); err != nil {
@@ -175,33 +155,60 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 		return fmt.Errorf("repro: %w", err)
 	}
 	step("%d/%d %s", total, total, held)
-	select {
-	case err := <-written:
-		if err != nil {
-			step("%s: %v", writeWhat, err)
-		}
-	case <-time.After(30 * time.Second):
-		step("%s: not back after 30 s", writeWhat)
-	}
+	a.awaitWrite(written, writeWhat)
 	a.sys.sleep(reproCalls)
 	return nil
+}
+
+// listCallHold is what a sequence needs to hold a writer, and a reader on
+// its way from a list function to a direct trampoline: the race port, the
+// writers' addresses, the reader's hold, and the size of a breakpoint at a
+// function's entry.
+type listCallHold struct {
+	r        *raceAgent
+	addr     ksyms.Table
+	jump     uint64
+	how      directJump
+	insnSize int
+}
+
+// openListCallHold opens the race port, reads the addresses of writers
+// (functions a writer is held at) and finds the reader's hold; close
+// closes the port.
+func (a *agent) openListCallHold(writers ...string) (listCallHold, func(), error) {
+	r, closePort, err := a.openRacePort()
+	if err != nil {
+		return listCallHold{}, nil, err
+	}
+	h := listCallHold{r: r, insnSize: 4}
+	if runtime.GOARCH == "amd64" {
+		h.insnSize = 1
+	}
+	fail := func(err error) (listCallHold, func(), error) {
+		closePort()
+		return listCallHold{}, nil, err
+	}
+	h.addr, err = ksyms.Read(ksyms.DefaultPath, append([]string{eagainCaller, x86DirectTest}, writers...))
+	if err != nil {
+		return fail(fmt.Errorf("repro: %w", err))
+	}
+	for _, name := range writers {
+		if _, ok := h.addr.Addr(name); !ok {
+			return fail(fmt.Errorf("repro: no kallsyms address for %s", name))
+		}
+	}
+	h.jump, h.how, err = r.directJumpOf(h.addr)
+	if err != nil {
+		return fail(fmt.Errorf("repro: where a list function's caller jumps to a direct trampoline: %w", err))
+	}
+	a.reproLog("the direct call is taken at %s", h.how.asm)
+	return h, closePort, nil
 }
 
 // eagainHolds reads the host's answers to the eagain sequences' chain of
 // three arms and says what was held, or why the sequence did not run.
 func eagainHolds(r *raceAgent) (string, error) {
-	next := func(wait time.Duration, want ...string) (event.RaceMsg, error) {
-		m, err := r.recv(wait)
-		if err != nil {
-			return m, err
-		}
-		for _, w := range want {
-			if m.Op == w {
-				return m, nil
-			}
-		}
-		return m, fmt.Errorf("host: %+v, want %v", m, want)
-	}
+	next := r.expect
 	const wait = 15 * time.Second
 	if m, err := next(wait, event.RaceStopped, event.RaceTimeout, event.RaceMissed); err != nil || m.Op != event.RaceStopped {
 		return "", fmt.Errorf("the writer did not stop at %s: %+v %v", eagainAsk, m, err)

@@ -167,11 +167,8 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		loop = racerReadLoop
 	}
 	total := len(steps) + 2
-	for i, s := range steps {
-		if err := s.do(); err != nil {
-			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
-		}
-		step("%d/%d %s: done", i+1, total, s.what)
+	if err := a.doSteps(steps, total); err != nil {
+		return err
 	}
 
 	h := hashRace{
@@ -466,11 +463,8 @@ func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 		}},
 	}
 	total := len(steps) + 2
-	for i, s := range steps {
-		if err := s.do(); err != nil {
-			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
-		}
-		step("%d/%d %s: done", i+1, total, s.what)
+	if err := a.doSteps(steps, total); err != nil {
+		return err
 	}
 	return a.raceHashFree(r, hashRace{
 		lookup: mapperLookup, lookupAt: lookupAt, cmps: cmps, ipOff: ipOff,

@@ -144,11 +144,8 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 			func() error { return d.link(fn, oracle.FEntry, "fentry-"+fn) }})
 	}
 	total := len(steps) + 1
-	for i, s := range steps {
-		if err := s.do(); err != nil {
-			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
-		}
-		step("%d/%d %s: done", i+1, total, s.what)
+	if err := a.doSteps(steps, total); err != nil {
+		return err
 	}
 	for try, fn := range midUpdateOthers {
 		ran, err := a.midUpdateTry(r, d, hold, fn, fmt.Sprintf("%d/%d", total, total))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/deliver"
-	"github.com/ftrace-harness/fth/stress/ksyms"
 )
 
 // refusedListed is where the sequence holds the writer: called by
@@ -49,27 +48,12 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 	if runtime.GOARCH != "amd64" && directJumps[runtime.GOARCH] == nil {
 		return fmt.Errorf("repro %s: x86_64, arm64 and riscv64 only: the reader's hold is where the list function's caller jumps to a direct trampoline, known for those", a.opts.Repro)
 	}
-	r, closePort, err := a.openRacePort()
+	h, closePort, err := a.openListCallHold(refusedListed)
 	if err != nil {
 		return err
 	}
 	defer closePort()
-	addr, err := ksyms.Read(ksyms.DefaultPath, []string{refusedListed, eagainCaller, x86DirectTest})
-	if err != nil {
-		return fmt.Errorf("repro: %w", err)
-	}
-	if _, ok := addr.Addr(refusedListed); !ok {
-		return fmt.Errorf("repro: no kallsyms address for %s", refusedListed)
-	}
-	jump, how, err := r.directJumpOf(addr)
-	if err != nil {
-		return fmt.Errorf("repro: where a list function's caller jumps to a direct trampoline: %w", err)
-	}
-	step("the direct call is taken at %s", how.asm)
-	insnSize := 4
-	if runtime.GOARCH == "amd64" {
-		insnSize = 1
-	}
+	r := h.r
 
 	d, err := a.reproDeliver(1)
 	if err != nil {
@@ -93,11 +77,8 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 		{secondWhat, func() error { return mod.Attach(second) }},
 	}
 	total := len(steps) + 2
-	for i, s := range steps {
-		if err := s.do(); err != nil {
-			return fmt.Errorf("repro: %d/%d %s: %w", i+1, total, s.what, err)
-		}
-		step("%d/%d %s: done", i+1, total, s.what)
+	if err := a.doSteps(steps, total); err != nil {
+		return err
 	}
 	if err := mod.Run(true); err != nil {
 		return fmt.Errorf("repro: start the callers: %w", err)
@@ -112,8 +93,8 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 		}
 	}
 	defer stop()
-	arm := event.RaceMsg{Op: event.RaceArm, Addr: addr[refusedListed], Size: insnSize, CPU: 0, TimeoutMS: 10000,
-		Then: &event.RaceMsg{Op: event.RaceArm, Addr: jump, Size: how.size, CPU: 1, TimeoutMS: 5000, HoldMS: int(refusedHold / time.Millisecond)}}
+	arm := event.RaceMsg{Op: event.RaceArm, Addr: h.addr[refusedListed], Size: h.insnSize, CPU: 0, TimeoutMS: 10000,
+		Then: &event.RaceMsg{Op: event.RaceArm, Addr: h.jump, Size: h.how.size, CPU: 1, TimeoutMS: 5000, HoldMS: int(refusedHold / time.Millisecond)}}
 	if err := r.send(arm); err != nil {
 		return fmt.Errorf("repro: arm: %w", err)
 	}
@@ -121,36 +102,23 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 		return fmt.Errorf("repro: arm at %s: %+v %v", refusedListed, m, err)
 	}
 	write := "attach fth_deliver.ko's direct user (register_ftrace_direct) to " + deliver.FuncSeq
-	step("%d/%d %s from CPU 0, the host holding it at %s (its ops listed), the reader (CPU 1's caller) at %s", total-1, total, write, refusedListed, how.asm)
+	step("%d/%d %s from CPU 0, the host holding it at %s (its ops listed), the reader (CPU 1's caller) at %s", total-1, total, write, refusedListed, h.how.asm)
 	written := onCPU0(func() error { return mod.Attach("direct") })
 	held, err := refusedHolds(r)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
 	step("%d/%d %s", total, total, held)
-	select {
-	case err := <-written:
-		if err != nil {
-			step("%s: %v", write, err)
-		} else {
-			step("%s: done", write)
-		}
-	case <-time.After(30 * time.Second):
-		step("%s: not back after 30 s", write)
-	}
+	a.awaitWrite(written, write)
 	a.sys.sleep(reproCalls)
 	stop()
 	// A checkpoint reports a detached or refused user's strays.
 	if err := mod.Check(); err != nil {
 		return fmt.Errorf("repro: checkpoint: %w", err)
 	}
-	fs, err := mod.Findings()
+	fs, err := a.emitModuleFindings(mod)
 	if err != nil {
-		return fmt.Errorf("repro: read the module's findings: %w", err)
-	}
-	for _, f := range fs {
-		o := f.Oracle()
-		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
+		return err
 	}
 	step("%d delivery findings", len(fs))
 	return nil
@@ -159,18 +127,7 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 // refusedHolds reads the host's answers to the two arms of the refused
 // sequences and says what was held, or why the sequence did not run.
 func refusedHolds(r *raceAgent) (string, error) {
-	next := func(want ...string) (event.RaceMsg, error) {
-		m, err := r.recv(15 * time.Second)
-		if err != nil {
-			return m, err
-		}
-		for _, w := range want {
-			if m.Op == w {
-				return m, nil
-			}
-		}
-		return m, fmt.Errorf("host: %+v, want %v", m, want)
-	}
+	next := func(want ...string) (event.RaceMsg, error) { return r.expect(15*time.Second, want...) }
 	if m, err := next(event.RaceStopped, event.RaceTimeout, event.RaceMissed); err != nil || m.Op != event.RaceStopped {
 		return "", fmt.Errorf("the writer did not stop at %s: %+v %v", refusedListed, m, err)
 	}
