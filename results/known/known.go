@@ -90,7 +90,7 @@ func All() []Finding {
 		{
 			ID:      "refused-direct-called",
 			Title:   "A direct ftrace_ops refused by the IPMODIFY handshake (no ops_func, on a function with an IPMODIFY ops) was on ftrace_ops_list while ftrace_startup() decided, and is taken off with no grace period: a caller it sent to its direct trampoline gets there after register_ftrace_direct() returned the refusal",
-			Kernels: []string{"7.3"},
+			Kernels: []string{"6.12", "7.3"},
 			// fth_deliver.ko's direct user has no ops_func: beside either
 			// IPMODIFY user its attach is refused, every time.
 			DeliverChanges: []DeliverChange{{Attach: "direct", Beside: []string{"livepatch"}}, {Attach: "direct", Beside: []string{"ops-ipmodify"}}},
