@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/ftrace-harness/fth/results/event"
@@ -83,15 +84,13 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 	if err := mod.Run(true); err != nil {
 		return fmt.Errorf("repro: start the callers: %w", err)
 	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			if err := mod.Run(false); err != nil {
-				step("stop the callers: %v", err)
-			}
+	// Stopped before the checkpoint, so that it judges a quiet module, or
+	// on the way out.
+	stop := sync.OnceFunc(func() {
+		if err := mod.Run(false); err != nil {
+			step("stop the callers: %v", err)
 		}
-	}
+	})
 	defer stop()
 	arm := event.RaceMsg{Op: event.RaceArm, Addr: h.addr[refusedListed], Size: h.insnSize, CPU: 0, TimeoutMS: 10000,
 		Then: &event.RaceMsg{Op: event.RaceArm, Addr: h.jump, Size: h.how.size, CPU: 1, TimeoutMS: 5000, HoldMS: int(refusedHold / time.Millisecond)}}
