@@ -24,7 +24,7 @@ import (
 )
 
 // keyVersion changes when the image recipe changes.
-const keyVersion = "fth-image-2" // 2: board commands and a shell
+const keyVersion = "fth-image-3" // 2: board commands and a shell; 3: reproducers' commands
 
 const (
 	// AgentPackage is the guest agent's import path.
@@ -37,7 +37,12 @@ const (
 // soak runs remotely (cat for /dev/kmsg and uploads, chmod, mv, uname, kill,
 // ...). ip brings up the user-mode network. They cost the image about a
 // few MB and nothing at run time when unused.
-var boardCommands = []string{"gosh", "sshd", "cat", "chmod", "mv", "uname", "ip", "kill", "ls", "sleep", "rm", "mkdir", "wc"}
+//
+// The standalone reproducers (results/known/repro/*/run.sh) are sh
+// scripts that run with gosh and need insmod, rmmod, grep, dmesg, echo
+// and cat besides.
+var boardCommands = []string{"gosh", "sshd", "cat", "chmod", "mv", "uname", "ip", "kill", "ls", "sleep", "rm", "mkdir", "wc",
+	"insmod", "rmmod", "grep", "dmesg", "echo"}
 
 // Request says which initramfs to build.
 type Request struct {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/options"
 )
 
@@ -159,7 +161,7 @@ func (e *Env) request(ctx context.Context, dir string, a arch.Arch, frags []stri
 }
 
 // GuestModuleDir is where the initramfs holds the modules the agent loads.
-const GuestModuleDir = "/lib/modules/fth"
+const GuestModuleDir = known.GuestModuleDir
 
 // projectModules are the project's own module source directories, one
 // module each: fth_target (the trace targets and injected bugs),
@@ -249,7 +251,22 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if options.WantsScaleModule(c.AgentArgs) {
 		extraMods = append(extraMods, scaleModule)
 	}
+	reproducer := ""
+	if c.Scenario == event.ScenarioStandalone {
+		// The reproducer's modules are built as the project's are; its
+		// run.sh goes beside them in the image (overlayReproducer).
+		reproducer = c.AgentArgs["reproducer"]
+		if hasModuleSource(filepath.Join(e.ModuleDir, known.ReproDir, reproducer)) {
+			extraMods = append(extraMods, filepath.Join(known.ReproDir, reproducer))
+		}
+	}
 	k, mods, err := e.buildKernelFrom(ctx, e.src(c), c.Arch, tc, c.Fragments, extraMods, c.Patches...)
+	if err == nil && reproducer != "" {
+		if mods == nil {
+			mods = map[string]string{}
+		}
+		mods[path.Join(known.GuestReproDir, reproducer, "run.sh")] = filepath.Join(e.ModuleDir, known.ReproDir, reproducer, "run.sh")
+	}
 	// A matrix cell the tree and toolchain cannot give is a skip with the
 	// reason: Kconfig's verdict, or a kernel whose BTF it would refuse.
 	why := ""
@@ -429,4 +446,14 @@ func VariantName(frags []string, preempt string) string {
 		return "base"
 	}
 	return strings.Join(parts, "-")
+}
+
+// hasModuleSource says dir holds a module to build (a Makefile or Kbuild).
+func hasModuleSource(dir string) bool {
+	for _, f := range []string{"Kbuild", "Makefile"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -235,6 +235,9 @@ const (
 	// writes: a live branch never meets the nop ops in its literal but on
 	// its way to a nop (the race scenario's literal target).
 	OracleCallsiteOrder OracleName = "callsite-order"
+	// OracleReproducer is a standalone reproducer's own check: its run.sh
+	// exits 1 and says what went wrong on a line that starts "FAIL: ".
+	OracleReproducer OracleName = "reproducer"
 )
 
 // Oracle is the result of an oracle check. Expected and Got are counts for
@@ -667,6 +670,10 @@ const (
 	// a known finding a random churn meets rarely (the repro option names
 	// it).
 	ScenarioRepro Scenario = "repro"
+	// ScenarioStandalone runs nothing of the harness's own: only a known
+	// finding's standalone reproducer (results/known/repro/<name>/run.sh,
+	// a shell script and its modules), as a maintainer would run it.
+	ScenarioStandalone Scenario = "standalone"
 )
 
 // legacyStorm is how results and matrix files before the one spelling
@@ -675,7 +682,7 @@ const legacyStorm = "attach-storm"
 
 // Scenarios lists every scenario, storm first. It is a new slice.
 func Scenarios() []Scenario {
-	return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign, ScenarioRepro}
+	return []Scenario{ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign, ScenarioRepro, ScenarioStandalone}
 }
 
 // ParseScenario reads a scenario name; "" is the storm, the default.

@@ -222,6 +222,9 @@ func (a *agent) execute(ctx context.Context) error {
 	if a.opts.Scenario == options.ScenarioRepro {
 		return a.executeRepro(ctx)
 	}
+	if a.opts.Scenario == options.ScenarioStandalone {
+		return a.executeStandalone(ctx)
+	}
 	// Storm, churn and campaign: a trap in a freed trampoline is named
 	// after it. Not the bench, whose timings a poller would perturb.
 	a.stopImages = func() {}

@@ -34,6 +34,8 @@ const (
 	// ScenarioCampaign runs storm, churn, race and detach in one boot.
 	ScenarioCampaign = event.ScenarioCampaign
 	ScenarioRepro    = event.ScenarioRepro
+	// ScenarioStandalone runs a known finding's standalone reproducer.
+	ScenarioStandalone = event.ScenarioStandalone
 )
 
 // MaxArgsLimit is the largest parameter count any kernel accepts for a
@@ -174,6 +176,11 @@ type Options struct {
 	RaceList bool
 	// Repro names the scripted sequence of scenario=repro (Repros).
 	Repro string
+	// Reproducer names the standalone reproducer of scenario=standalone
+	// (a directory of results/known/repro), and ReproducerArgs the words
+	// its run.sh is given ("control" for its control run).
+	Reproducer     string
+	ReproducerArgs []string
 	// Injections is how many preemptions the race injects, shared by the
 	// targets, or All (the default): one at every instruction of every
 	// target's window. The campaign's budget ends them sooner.

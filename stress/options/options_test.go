@@ -326,7 +326,7 @@ func TestChurnOptions(t *testing.T) {
 		t.Errorf("bare fth.mixed = %+v, %v", o.Mixed, err)
 	}
 	for cmdline, want := range map[string]string{
-		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn", "bench", "race", "campaign" or "repro"`,
+		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn", "bench", "race", "campaign", "repro" or "standalone"`,
 		"fth.hot=0":                       "fth.hot",
 		"fth.hot=5000":                    "fth.hot",
 		"fth.churn=-1s":                   "fth.churn",

@@ -256,11 +256,11 @@ var fields = []field{
 		usage: "`workload`: \"storm\" (attach n, hold, detach), \"churn\" (drive a hot set through callsite states with oracles), \"bench\" (measure overheads), \"race\" (preemptions injected at exact instructions through the host's gdbstub), \"campaign\" (storm, churn, race and detach in one boot: fth run's default) or \"repro\" (one scripted order of operations that reproduces a known finding: the repro option)",
 		set: func(o *Options, v string) error {
 			switch sc := event.Scenario(v); sc {
-			case ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign, ScenarioRepro:
+			case ScenarioStorm, ScenarioChurn, ScenarioBench, ScenarioRace, ScenarioCampaign, ScenarioRepro, ScenarioStandalone:
 				o.Scenario = sc
 				return nil
 			}
-			return errors.New(`want "storm", "churn", "bench", "race", "campaign" or "repro"`)
+			return errors.New(`want "storm", "churn", "bench", "race", "campaign", "repro" or "standalone"`)
 		},
 		get: func(o *Options) string { return string(o.Scenario) },
 	},
@@ -275,6 +275,30 @@ var fields = []field{
 			return nil
 		},
 		get: func(o *Options) string { return o.Repro },
+	},
+	{
+		name:  "reproducer",
+		usage: "standalone scenario: the `name` of the reproducer to run, a directory of results/known/repro (its run.sh and modules); the host checks the name",
+		set: func(o *Options, v string) error {
+			if strings.ContainsAny(v, "/ ") {
+				return fmt.Errorf("%q: want a directory name of results/known/repro", v)
+			}
+			o.Reproducer = v
+			return nil
+		},
+		get: func(o *Options) string { return o.Reproducer },
+	},
+	{
+		name:  "reproducerargs",
+		usage: "standalone scenario: comma-separated `words` given to the reproducer's run.sh (\"control\" runs its control)",
+		set: func(o *Options, v string) error {
+			o.ReproducerArgs = nil
+			if v != "" {
+				o.ReproducerArgs = strings.Split(v, ",")
+			}
+			return nil
+		},
+		get: func(o *Options) string { return strings.Join(o.ReproducerArgs, ",") },
 	},
 	{
 		name:  "budget",

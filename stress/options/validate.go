@@ -28,5 +28,8 @@ func (o *Options) Validate() error {
 	if o.Scenario == ScenarioRepro && o.Repro == "" {
 		errs = append(errs, fmt.Errorf("option repro: scenario=repro needs repro=<sequence> (%s)", strings.Join(Repros(), ", ")))
 	}
+	if o.Scenario == ScenarioStandalone && o.Reproducer == "" {
+		errs = append(errs, errors.New("option reproducer: scenario=standalone needs reproducer=<name> (a directory of results/known/repro)"))
+	}
 	return errors.Join(errs...)
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/harness/toolroot"
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/options"
 )
 
@@ -377,4 +379,22 @@ func checkRaceTarget(agent map[string]string, a arch.Arch) error {
 		return fmt.Errorf("%w: --agent-arg racetarget on %s: %v", errUsage, a.Name, err)
 	}
 	return nil
+}
+
+// checkReproducer refuses, before any build, a standalone scenario whose
+// reproducer is not a directory of results/known/repro with a run.sh,
+// naming the ones there are.
+func checkReproducer(agent map[string]string, repo string) error {
+	if agent["scenario"] != string(event.ScenarioStandalone) {
+		return nil
+	}
+	name := agent["reproducer"]
+	if _, err := os.Stat(filepath.Join(repo, known.ReproDir, name, "run.sh")); err == nil {
+		return nil
+	}
+	have, _ := filepath.Glob(filepath.Join(repo, known.ReproDir, "*", "run.sh"))
+	for i, p := range have {
+		have[i] = filepath.Base(filepath.Dir(p))
+	}
+	return fmt.Errorf("%w: --agent-arg reproducer=%s: no %s/%s/run.sh; the reproducers are: %s", errUsage, name, known.ReproDir, name, strings.Join(have, ", "))
 }

@@ -136,6 +136,9 @@ func parseRun(args []string, stdout io.Writer) (*runPlan, error) {
 	if err := checkRaceTarget(agent, a); err != nil {
 		return nil, err
 	}
+	if err := checkReproducer(agent, repo); err != nil {
+		return nil, err
+	}
 	if err := options.CheckCrashArch(agent["crash"], string(a.Name)); err != nil {
 		return nil, fmt.Errorf("%w: --crash: %v", errUsage, err)
 	}

@@ -132,7 +132,7 @@ func printTriageJSON(w io.Writer, all []triaged, several bool) error {
 		tf := triageFinding{
 			Title: f.Title, Kind: string(f.Kind), Count: f.Count, Recursive: f.Recursive,
 			GuiltyFrame: f.Function, Function: f.Function, ViaTrampoline: f.Trampoline,
-			CPU: known(f.CPU), PID: known(f.PID), Comm: f.Comm, Taint: f.Taint,
+			CPU: knownCount(f.CPU), PID: knownCount(f.PID), Comm: f.Comm, Taint: f.Taint,
 			FirstLine: f.StartLine, LastLine: f.EndLine, Report: f.Report, Stack: f.Stack, Frames: t.frames,
 		}
 		if several {
@@ -145,8 +145,8 @@ func printTriageJSON(w io.Writer, all []triaged, several bool) error {
 	return enc.Encode(out)
 }
 
-// known is n, or nil for the -1 of a report that does not say.
-func known(n int) *int {
+// knownCount is n, or nil for the -1 of a report that does not say.
+func knownCount(n int) *int {
 	if n < 0 {
 		return nil
 	}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/results/known"
+	"github.com/ftrace-harness/fth/stress/report"
+)
+
+// reproducerFail starts the line with which a reproducer's run.sh says
+// what went wrong, before it exits 1.
+const reproducerFail = "FAIL: "
+
+// executeStandalone runs a known finding's standalone reproducer and
+// nothing else of the harness's: run.sh under u-root's shell, as a
+// maintainer would run it with sh. Its exit status is the verdict: 0
+// pass, 1 the bug (its last "FAIL: " line is the title), anything else
+// the reproducer could not run. Every line it prints is logged.
+func (a *agent) executeStandalone(ctx context.Context) error {
+	dir := path.Join(known.GuestReproDir, a.opts.Reproducer)
+	script := path.Join(dir, "run.sh")
+	args := append([]string{script}, a.opts.ReproducerArgs...)
+	cmd := exec.CommandContext(ctx, command("gosh"), args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/bbin:/bin:/usr/bin:/sbin:/usr/sbin", "HOME=/", "MODDIR=" + known.GuestModuleDir}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("reproducer %s: %w", a.opts.Reproducer, err)
+	}
+	cmd.Stderr = cmd.Stdout
+	report.Logf(a.w, "reproducer %s: sh %s", a.opts.Reproducer, strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("reproducer %s: %w", a.opts.Reproducer, err)
+	}
+	var (
+		mu   sync.Mutex
+		fail string
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			report.Logf(a.w, "%s: %s", a.opts.Reproducer, line)
+			if msg, ok := strings.CutPrefix(line, reproducerFail); ok {
+				mu.Lock()
+				fail = msg
+				mu.Unlock()
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	<-done
+	werr := cmd.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	var exit *exec.ExitError
+	switch {
+	case werr == nil:
+		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &event.Oracle{Name: event.OracleReproducer, OK: true, Msg: a.opts.Reproducer}})
+		return nil
+	case errors.As(werr, &exit) && exit.ExitCode() == 1:
+		if fail == "" {
+			fail = a.opts.Reproducer + " exited 1 without a " + strings.TrimSpace(reproducerFail) + " line"
+		}
+		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &event.Oracle{Name: event.OracleReproducer, Title: fail, Msg: a.opts.Reproducer}})
+		return nil
+	default:
+		return &unjudgedError{fmt.Errorf("reproducer %s could not run: %w", a.opts.Reproducer, werr)}
+	}
+}
