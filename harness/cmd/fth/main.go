@@ -98,6 +98,7 @@ func commandTable() []command {
 		{"race", "list the race scenario's windows as the running kernel has them (--list-windows)", cmdRace},
 		{"bisect", "find the commit (or release) that made a finding appear, with a stated\nconfidence, in your git tree: fth bisect --good A --bad B --from <cell>", cmdBisect},
 		{"repro", "run a recorded cell again (same kernel fragments, seed, boot flags, QEMU flags)", cmdRepro},
+		{"verify", "run each finding's standalone reproducer without and with its fix, and its\ncontrol: one line per finding (unfixed k/n fixed k/n control k/n)", cmdVerify},
 		{"triage", "find, title and symbolize every kernel report in one or more console logs", cmdTriage},
 		{"report", "write report.html, junit.xml and summary.json for a run directory", cmdReport},
 		{"compare", "compare two runs cell by cell; exit 1 on any regression", cmdCompare},

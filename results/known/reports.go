@@ -1,0 +1,362 @@
+package known
+
+import "strings"
+
+// Report is what a mail about one finding of docs/findings.md says beyond
+// what a cell recorded: its subject, the cause in the kernel's words, how
+// to reproduce it without this harness, and the fix. `fth report --mail`
+// reads it for a cell that reproduces the finding (Match); a failure that
+// matches none is reported as new, with what the cell recorded alone.
+type Report struct {
+	// Number is the finding's number in docs/findings.md. One bug with
+	// two ways in is one report: 12 is folded into 14, 13 into 8.
+	Number string
+	// Also are the numbers folded into this one.
+	Also []string
+	// ID is the finding's entry in All, "" when it has none (a race no
+	// random workload meets is not listed there: a churn that met it by
+	// chance must fail, not pass as known).
+	ID string
+	// Bug says the finding is a kernel bug. False for what was put down
+	// to QEMU or to this harness, or is not decided (Status says which).
+	Bug bool
+	// Status is one line for a finding that is not a kernel bug, or not
+	// yet a report that can be sent.
+	Status string
+	// Subject follows "[BUG] " in the mail's subject: the subsystem's
+	// prefix, then what goes wrong, in the kernel's words.
+	Subject string
+	// Kernels and Arches are where it was seen (docs/findings.md has the
+	// runs).
+	Kernels, Arches []string
+	// Summary is the cause, as a maintainer would read it: paragraphs
+	// separated by a blank line, no word of this harness's.
+	Summary string
+	// Repros are the harness's scripted sequences that reproduce it
+	// (scenario=repro repro=<sequence>), controls not included.
+	Repros []string
+	// Titles are substrings of the titles its reports get, for a cell
+	// that neither names the finding's ID nor ran one of its sequences.
+	Titles []string
+	// Standalone is its reproducer's directory under ReproDir, "" while
+	// it has none.
+	Standalone string
+	// Fixes are its patches under FixesDir, the preferred first.
+	Fixes []string
+}
+
+// FixesDir holds the fixes, relative to the repository: one patch each,
+// in `git format-patch` form.
+const FixesDir = "results/known/fixes"
+
+// Reports returns a report for every finding of docs/findings.md, in
+// its order, in a new slice.
+func Reports() []Report {
+	return []Report{
+		{
+			Number: "1", ID: "rcu-read-unlock-special-fentry", Bug: true, Status: "no standalone reproducer and no fix patch yet",
+			Subject: "bpf: an fentry program on rcu_read_unlock_special() recurses until the stack overflows",
+			Kernels: []string{"7.3.4"}, Arches: []string{"x86_64", "riscv64"},
+			Summary: `rcu_read_unlock_special() is traceable, has BTF and is not in
+btf_id_deny, although its caller __rcu_read_unlock() is. With
+PREEMPT_RCU, a BPF fentry program attached to it crashes the kernel
+within a fraction of a second: the trampoline's exit path calls
+rcu_read_unlock() (__bpf_prog_exit_recur() -> rcu_read_unlock_migrate()
+-> migrate_enable()), whose __rcu_read_unlock() calls
+rcu_read_unlock_special() again, because the special state is cleared
+only in that function's body, which the trampoline runs after. The
+recursion guard skips the program but not the trampoline's enter and
+exit around it.
+
+With VMAP_STACK the stack runs into its guard page and the CPU double
+faults, with nothing printed; the page above the fault holds the same
+cycle of return addresses over and over (the trampoline,
+__bpf_prog_exit_recur, rcu_read_unlock_migrate, migrate_enable,
+rcu_read_unlock_special). Without VMAP_STACK the overflow corrupts
+whatever lies below the stack, and the first report varies from run to
+run (a bad-pagetable oops in futex_wait_setup, a triple fault).
+
+The likely fix is to deny the function in btf_id_deny next to
+__rcu_read_unlock(), or to mark it notrace.`,
+			Titles: []string{"rcu_read_unlock_special"},
+		},
+		{
+			Number: "2", ID: "ftrace-direct-modify-unload-hang", Bug: true, Status: "no standalone reproducer yet (loading the shipped sample is the natural one)",
+			Subject: "samples/ftrace: ftrace-direct-modify hangs x86_64 since DYNAMIC_FTRACE_WITH_JMP: my_tramp2 is at an odd address",
+			Kernels: []string{"7.3.4"}, Arches: []string{"x86_64"},
+			Summary: `Since DYNAMIC_FTRACE_WITH_JMP (7.3, x86_64), bit 0 of a direct-call
+address means "jump, don't call": ftrace_jmp_set() sets it, and both
+ftrace_call_replace() and ftrace_regs_caller honour it.
+register_ftrace_direct() and modify_ftrace_direct() accept any address.
+
+samples/ftrace/ftrace-direct-modify.c's trampolines are not aligned.
+With CONFIG_X86_KERNEL_IBT=n, my_tramp1 is 11 bytes long and my_tramp2
+starts at offset 0xb of the module's text (0x11 in
+ftrace-direct-multi-modify.c). When the sample's kthread moves the
+direct call to my_tramp2, the callsite of schedule() becomes a jmp to
+my_tramp2 - 1: my_tramp1's ret. schedule() then returns at its entry
+without switching, every task that waits spins, and the stopper threads
+and the RCU grace-period kthread never run: soft lockups, workqueue
+lockups, "rcu_preempt kthread starved".
+
+Aligning each trampoline (.balign 16) fixes the samples. The API takes
+an odd address from any caller without a word; a check in
+register_ftrace_direct() and modify_ftrace_direct() would catch the
+next caller that falls into it.`,
+			Fixes: []string{"samples-ftrace-direct-tramp-align.patch"},
+		},
+		{
+			Number: "3", Bug: false, Status: "QEMU 7.2's multi-threaded TCG, not the kernel's: not seen under QEMU 11.1",
+			Subject: "x86/ftrace: Oops: int3 under QEMU's multi-threaded TCG",
+		},
+		{
+			Number: "4", Bug: false, Status: "undecided: a KASAN report at boot, outside ftrace, with a likely mechanism in identify_cpu() that was not confirmed",
+			Subject: "x86/kasan: wild-memory-access in rcu_is_watching() at boot with 5-level paging",
+			Titles:  []string{"wild-memory-access in rcu_is_watching"},
+		},
+		{
+			Number: "5", Bug: true, Status: "no standalone reproducer yet",
+			Subject: "powerpc/ftrace: ftrace_regs_caller restores r13 (the paca) from pt_regs after a preemptible handler",
+			Kernels: []string{"7.3.4"}, Arches: []string{"ppc64le"},
+			Summary: `ftrace_regs_caller (arch/powerpc/kernel/trace/ftrace_entry.S,
+ftrace_regs_entry with allregs=1) saves r13..r31 in pt_regs and, once
+the handler has returned, restores r2..r31 from them, r13 included. r13
+is the running CPU's paca. Nothing there disables preemption: a task
+preempted in the handler, or in the code around it, and moved to
+another CPU takes the first CPU's paca back into r13 and runs on with
+another CPU's current, preempt count and per-CPU data until its next
+interrupt reloads r13.
+
+With any SAVE_REGS ftrace_ops (an ftrace-based kprobe or kretprobe)
+beside other tracing, a PREEMPT(lazy) or PREEMPT(full) pseries guest
+reports "BUG: scheduling while atomic" with preempt counts raised in
+tasks that never disabled preemption, then NULL dereferences in code
+that reads per-CPU data of the wrong CPU (__futex_hash,
+timerqueue_linked_add, pick_task_fair), in every run. The same tracing
+without a SAVE_REGS ops passes. ftrace_caller (no regs) never restores
+r13, nor does an interrupt's return to kernel mode.
+
+Restoring r2..r12 and r14..r31 removed every one of those symptoms.
+Seen only under QEMU (pseries, TCG): two later panics with the fix, with
+nothing on the console, are not explained.`,
+			Titles: []string{"NULL pointer dereference in __futex_hash"},
+			Fixes:  []string{"ppc64-ftrace-regs-caller-keep-r13.patch"},
+		},
+		{
+			Number: "6", Bug: false, Status: "undecided: a lockdep warning at every ppc64le boot, and a BPF trampoline entered with RCU not watching (interrupt_exit_kernel_prepare looks like a missing notrace); not analysed further",
+			Subject: "powerpc: BPF trampoline on interrupt_exit_kernel_prepare() entered with RCU not watching",
+			Titles:  []string{"locking bug in irqentry_exit", "RCU not watching"},
+		},
+		{
+			Number: "7", Bug: false, Status: "the harness's own module's bug (an unaligned trampoline, the trap of 2), fixed in the module",
+			Subject: "ftrace: a direct call to an odd address is taken as a jump on x86_64",
+		},
+		{
+			Number: "8", Also: []string{"13"}, ID: "ipmodify-share-asked-of-a-stranger", Bug: true, Status: "no standalone reproducer yet; the fix covers the warning, not the bypass on the filter path",
+			Subject: "ftrace: update_ftrace_direct_mod() asks BPF trampolines it does not modify to share IPMODIFY",
+			Kernels: []string{"7.3.4"}, Arches: []string{"x86_64"},
+			Summary: `With HAVE_SINGLE_FTRACE_DIRECT_OPS every BPF trampoline is one entry of
+one shared direct ftrace_ops, and update_ftrace_direct_mod() runs
+__ftrace_hash_update_ipmodify(ops, orig_hash, orig_hash, true) with
+orig_hash that ops' whole filter. For every function of that ops whose
+record has FTRACE_FL_IPMODIFY it calls bpf_tramp_ftrace_ops_func(...,
+FTRACE_OPS_CMD_ENABLE_SHARE_IPMODIFY_SELF) on that function's
+trampoline, though its caller holds only the lock of the trampoline
+being modified (the lockdep_assert_held_once() there is meant for the
+trampoline's own update).
+
+A trampoline that calls the original function (fexit) and has not
+agreed to share then gets BPF_TRAMP_F_SHARE_IPMODIFY set behind its
+back and answers -EAGAIN; the next ask warns (WARN_ON_ONCE at
+kernel/bpf/trampoline.c:121) and the attach is refused with -EBUSY.
+Two ways lead there: an IPMODIFY ops that takes the function into its
+filter after it registered (ftrace_set_filter() ->
+ftrace_hash_ipmodify_update() sets the record's flag, and the
+registration handshake, prepare_direct_functions_for_ipmodify(), never
+runs), and a fexit added to a trampoline of a livepatched function while
+another trampoline's modify runs (its flags rebuilt, its own modify not
+yet under direct_mutex).
+
+Asking only the functions being modified (hash, not orig_hash) ends the
+warning both ways. What stays on the filter path needs its own fix: the
+fexit trampoline there never learns of the IPMODIFY ops and keeps
+calling the original function directly, so a redirect by that ops is
+bypassed on every call while the fexit is attached. In-tree users set
+their filter before they register (livepatch) or restore the IP
+(kprobes), so the reachable effect in-tree is the warning and a
+spurious -EBUSY; the bypass needs an ops that grows its filter and
+redirects.`,
+			Repros: []string{"ipmodify-filter", "ipmodify-mid-update"},
+			Titles: []string{"bpf_tramp_ftrace_ops_func"},
+			Fixes:  []string{"ftrace-direct-mod-ask-only-modified.patch"},
+		},
+		{
+			Number: "9", Bug: true, Status: "no standalone reproducer yet",
+			Subject: "ftrace: unregister_ftrace_direct() frees direct_functions entries under a lookup",
+			Kernels: []string{"7.3.4", "6.12.117"}, Arches: []string{"x86_64"},
+			Summary: `unregister_ftrace_direct() takes its entries out of direct_functions
+in place (reset_direct() -> remove_direct_functions_hash():
+hlist_del_rcu(), then kfree() with no grace period). Two readers walk
+that hash without a lock the removal takes: call_direct_funcs() ->
+ftrace_find_rec_direct() with only preemption disabled (7.3 with
+HAVE_SINGLE_FTRACE_DIRECT_OPS, on a callsite that a direct call shares
+with another ops), and tracefs's enabled_functions (t_show() ->
+ftrace_find_rec_direct()) under ftrace_lock, while the removal holds
+only direct_mutex (6.12 and 7.3). A reader that holds the entry when it
+is freed reads freed memory and follows its next pointer:
+
+  general protection fault, probably for non-canonical address 0x6b6b6b6b6b6b6b7b
+  RIP: ftrace_find_rec_direct+0x4f
+
+with slab_debug=P; without poisoning the walk goes on through freed
+memory unseen until the object is reused. The other writers of
+direct_functions (register_ftrace_direct(), update_ftrace_direct_*())
+replace the hash whole and free the old one after a grace period;
+freeing the entry with kfree_rcu_mightsleep() closes the window.`,
+			Repros: []string{"direct-unregister-free", "direct-unregister-free-tracefs"},
+			Titles: []string{"ftrace_find_rec_direct", "t_show"},
+			Fixes:  []string{"ftrace-direct-unregister-free-after-gp.patch", "ftrace-direct-unregister-free-after-gp-6.12.patch"},
+		},
+		{
+			Number: "10", Bug: true, Status: "no standalone reproducer yet",
+			Subject: "ftrace: ftrace_func_mapper_remove_ip() frees an entry under a probe's lookup",
+			Kernels: []string{"7.3.4", "6.12.117"}, Arches: []string{"x86_64"},
+			Summary: `A function probe (set_ftrace_filter's func:enable_event:...,
+traceon, snapshot, ...) keeps each function's data in one
+ftrace_func_mapper, which its callback looks the ip up in on every call
+with preemption disabled (event_enable_probe() ->
+ftrace_func_mapper_find_ip() -> ftrace_lookup_ip()). Removing the probe
+from one function (!func:enable_event:...) runs
+unregister_ftrace_function_probe_func(): it takes the functions out of
+the probe's ops, waits synchronize_rcu() for calls of those functions,
+then frees each function's entry in place
+(ftrace_func_mapper_remove_ip(): hlist_del_rcu(), then kfree()). The
+callback of a function the probe stays on may be walking the same
+bucket at that moment; the grace period before was for other calls:
+
+  general protection fault, probably for non-canonical address 0x6b6b6b6b6b6b6b7b
+  RIP: ftrace_lookup_ip+0x37
+  ftrace_func_mapper_find_ip <- event_enable_probe <- function_trace_probe_call
+
+with slab_debug=P. ftrace_func_mapper_remove_ip() runs under
+ftrace_lock, a mutex, where the same path already sleeps in
+synchronize_rcu(), so kfree_rcu_mightsleep() can free the entry. The
+hash's adds are unsafe the same way by reading (a plain
+hlist_add_head() under a walking reader); not reproduced.`,
+			Repros: []string{"mapper-remove-free"},
+			Titles: []string{"ftrace_lookup_ip"},
+			Fixes:  []string{"ftrace-func-mapper-free-after-gp.patch", "ftrace-func-mapper-free-after-gp-6.12.patch"},
+		},
+		{
+			Number: "11", Bug: true, Status: "no standalone reproducer and no fix written yet",
+			Subject: "powerpc/ftrace: a BPF trampoline is not called while a livepatch of the same function is applied",
+			Kernels: []string{"7.3.4"}, Arches: []string{"ppc64le"},
+			Summary: `With PPC_FTRACE_OUT_OF_LINE, ftrace_regs_exit branches to
+livepatch_handler when an ops moved the NIP (bne- livepatch_handler)
+before it checks for a direct call (bnectr cr1), so the direct
+trampoline in CTR is dropped and the patched function runs without it.
+The powerpc BPF JIT (__arch_prepare_bpf_trampoline()) ignores
+BPF_TRAMP_F_SHARE_IPMODIFY and BPF_TRAMP_F_ORIG_STACK, so the sharing
+handshake with the IPMODIFY ops succeeds instead of refusing, as riscv's
+JIT does (-ENOTSUPP). A BPF fexit program on a livepatched function then
+sees none of its calls, and nothing warns. x86_64 and arm64 call it on
+every call.
+
+Calling the direct trampoline first would have it call the livepatched
+function through its local entry with the wrong TOC; the smallest safe
+change is to refuse the combination until the JIT supports it. Seen
+only under QEMU (pseries, TCG).`,
+			Titles: []string{"fexit on fth_deliver_seq"},
+		},
+		{
+			Number: "14", Also: []string{"12"}, ID: "refused-direct-called", Bug: true,
+			Subject: "ftrace: a refused direct call is still taken after register_ftrace_direct() returns",
+			Kernels: []string{"7.3.4", "6.12.117"}, Arches: []string{"x86_64", "arm64", "riscv64"},
+			Summary: `ftrace_startup() adds the ops to ftrace_ops_list
+(__register_ftrace_function()) and only then runs the IPMODIFY check,
+ftrace_hash_ipmodify_enable(). A direct ops without ops_func, on a
+function that already has an IPMODIFY ops (a livepatch, or a kprobe
+with a post_handler), is refused there with -EBUSY; BPF's ops_func
+refuses with -EAGAIN when the trampoline must first be rebuilt with
+BPF_TRAMP_F_ORIG_STACK. Either way the rollback takes the ops off the
+list again with no grace period.
+
+While the ops is listed, a callsite that two or more ops share goes
+through ftrace_ops_list_func(), which calls the refused ops too:
+call_direct_funcs() hands the caller the direct trampoline's address,
+and the caller jumps there once the list function returns. That jump
+can come after register_ftrace_direct() has returned the error to the
+owner, who is free to release the trampoline. BPF does so at once on
+-EAGAIN (bpf_trampoline_update() -> bpf_tramp_image_free()), and a
+caller then runs freed text: "Oops: int3" at the freed image's first
+byte on x86_64, "Oops - BRK" on arm64, "Oops - illegal instruction" on
+riscv64, when the window was held open. A module that keeps its
+trampoline sees the calls after the refusal; the reproducer counts
+them.
+
+Running the IPMODIFY check before the ops is listed closes the window
+and costs nothing; waiting in the rollback for every task that may
+have called the listed ops closes it too, but sleeps for two grace
+periods with ftrace_lock and direct_mutex held, on a path BPF takes on
+the first attach of every fexit program to a livepatched function.`,
+			Repros:     []string{"refused-direct", "eagain-free"},
+			Titles:     []string{"called after the kernel refused its attach", "direct trampoline called after register_ftrace_direct()", "in freed bpf_trampoline"},
+			Standalone: "refused-direct-called",
+			Fixes:      []string{"ftrace-startup-check-ipmodify-before-listing.patch", "ftrace-startup-refused-after-gp.patch"},
+		},
+	}
+}
+
+// How says how a cell was matched to a finding's report.
+type How string
+
+// The ways of Match, surest first.
+const (
+	// ByID: the cell's report was attributed to the finding's known
+	// trigger (Finding.Known in result.json).
+	ByID How = "id"
+	// ByRepro: the cell ran one of the finding's scripted sequences.
+	ByRepro How = "repro"
+	// ByReproducer: the cell ran the finding's standalone reproducer.
+	ByReproducer How = "reproducer"
+	// ByTitle: only the title is alike; the mail says so and claims no
+	// more.
+	ByTitle How = "title"
+)
+
+// Match returns the report of the finding a cell reproduced, and how it
+// was told: by the known finding's ID its report was attributed to, by
+// the repro sequence or standalone reproducer it ran, else by the
+// longest of the findings' title substrings in its title. ok is false for
+// a failure no finding matches: a new one.
+func Match(id, repro, reproducer, title string) (r Report, how How, ok bool) {
+	all := Reports()
+	for _, r := range all {
+		switch {
+		case id != "" && r.ID == id:
+			return r, ByID, true
+		case repro != "" && contains(r.Repros, repro):
+			return r, ByRepro, true
+		case reproducer != "" && r.Standalone == reproducer:
+			return r, ByReproducer, true
+		}
+	}
+	best := ""
+	for _, c := range all {
+		for _, t := range c.Titles {
+			if title != "" && strings.Contains(title, t) && len(t) > len(best) {
+				r, best = c, t
+			}
+		}
+	}
+	return r, ByTitle, best != ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,101 @@
+package known
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// repoFile is a path of the repository, from this package's folder.
+func repoFile(p string) string { return filepath.Join("..", "..", p) }
+
+// TestReportsAreComplete holds every finding marked a kernel bug to a
+// report a maintainer can act on: a subject, the cause, where it was
+// seen, and either a standalone reproducer and a fix, or a Status that
+// says what is missing.
+func TestReportsAreComplete(t *testing.T) {
+	numbers := map[string]bool{}
+	for _, r := range Reports() {
+		if numbers[r.Number] {
+			t.Errorf("finding %s: reported twice", r.Number)
+		}
+		numbers[r.Number] = true
+		if r.Subject == "" {
+			t.Errorf("finding %s: no subject", r.Number)
+		}
+		if !r.Bug {
+			if r.Status == "" {
+				t.Errorf("finding %s: not a kernel bug, and no Status says why", r.Number)
+			}
+			continue
+		}
+		if r.Summary == "" || len(r.Kernels) == 0 || len(r.Arches) == 0 {
+			t.Errorf("finding %s: a kernel bug needs its cause, kernels and arches", r.Number)
+		}
+		if (r.Standalone == "" || len(r.Fixes) == 0) && r.Status == "" {
+			t.Errorf("finding %s: no standalone reproducer or no fix, and no Status says so", r.Number)
+		}
+		for _, w := range []string{"cell", "oracle", "churn", "stranger", "fth_", "harness"} {
+			if strings.Contains(strings.ToLower(r.Summary+" "+r.Subject), w) {
+				t.Errorf("finding %s: its report says %q, the harness's word, not the kernel's", r.Number, w)
+			}
+		}
+	}
+}
+
+// TestReportFilesExist checks that every reproducer has what a
+// maintainer runs without the harness, and every fix is a patch in `git
+// format-patch` form with no Signed-off-by (the sender adds theirs).
+func TestReportFilesExist(t *testing.T) {
+	for _, r := range Reports() {
+		if r.Standalone != "" {
+			dir := repoFile(filepath.Join(ReproDir, r.Standalone))
+			for _, f := range []string{"run.sh", "Makefile", "config", "README"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("finding %s: reproducer %s: %v", r.Number, r.Standalone, err)
+				}
+			}
+		}
+		for _, fix := range r.Fixes {
+			b, err := os.ReadFile(repoFile(filepath.Join(FixesDir, fix)))
+			if err != nil {
+				t.Errorf("finding %s: %v", r.Number, err)
+				continue
+			}
+			s := string(b)
+			if !strings.HasPrefix(s, "From ") || !strings.Contains(s, "\nSubject: [PATCH] ") {
+				t.Errorf("finding %s: %s is not in git format-patch form (From line, Subject: [PATCH])", r.Number, fix)
+			}
+			if strings.Contains(s, "Signed-off-by:") {
+				t.Errorf("finding %s: %s carries a Signed-off-by; whoever sends it adds their own", r.Number, fix)
+			}
+		}
+	}
+}
+
+func TestMatch(t *testing.T) {
+	for _, tc := range []struct {
+		id, repro, reproducer, title string
+		want                         string
+		how                          How
+	}{
+		{id: "refused-direct-called", want: "14", how: ByID},
+		{repro: "eagain-free", want: "14", how: ByRepro},
+		{reproducer: "refused-direct-called", want: "14", how: ByReproducer},
+		{title: "Oops: int3 in freed bpf_trampoline_10737479858", want: "14", how: ByTitle},
+		{title: "general protection fault in ftrace_find_rec_direct", want: "9", how: ByTitle},
+		{title: "Oops: int3 in __do_sys_newuname"},
+	} {
+		r, how, ok := Match(tc.id, tc.repro, tc.reproducer, tc.title)
+		if tc.want == "" {
+			if ok {
+				t.Errorf("Match(%q) = finding %s, want none", tc.title, r.Number)
+			}
+			continue
+		}
+		if !ok || r.Number != tc.want || how != tc.how {
+			t.Errorf("Match(%+v) = %s by %s (%v), want %s by %s", tc, r.Number, how, ok, tc.want, tc.how)
+		}
+	}
+}
