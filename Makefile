@@ -49,6 +49,14 @@ test-e2e:
 test-scale:
 	FTH_E2E_SCALE=1 $(GO) test -count=1 -timeout 360m -v -run 'FortyThousand|TwentyThousandChurn' ./tests/e2e
 
+# Every finding's standalone reproducer (results/known/repro), 5 runs each
+# without the fix, with it, and its control: one line per finding,
+# `<finding> <arch> unfixed k/n fixed k/n control k/n <report>`.
+FTH_VERIFY_FLAGS ?=
+.PHONY: verify-findings
+verify-findings: fth
+	$(FTH) verify $(FTH_VERIFY_FLAGS)
+
 ARCH ?= x86_64
 run: fth
 	$(FTH) run --arch $(ARCH) $(FTH_RUN_FLAGS)

@@ -10,6 +10,7 @@ package results
 //	<cell>/registers.txt     a VM's vCPU registers and stack words, on a hang
 //	<cell>/tasks.txt         a board's blocked tasks and agent stacks, on a hang
 //	<cell>/pstore/, <cell>/prev-boot.log   what a rebooted board kept
+//	<cell>/mail/             fth report --mail: report.txt and its attachments
 //
 // Writers and readers (the monitor, report, compare, repro) use these names
 // and LoadRun; none spells a file name of its own.

@@ -28,8 +28,7 @@ const reproducerFail = "FAIL: "
 func (a *agent) executeStandalone(ctx context.Context) error {
 	dir := path.Join(known.GuestReproDir, a.opts.Reproducer)
 	script := path.Join(dir, "run.sh")
-	args := append([]string{script}, a.opts.ReproducerArgs...)
-	cmd := exec.CommandContext(ctx, command("gosh"), args...)
+	cmd := exec.CommandContext(ctx, command("gosh"), scriptArgs(script, a.opts.ReproducerArgs)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/bbin:/bin:/usr/bin:/sbin:/usr/sbin", "HOME=/", "MODDIR=" + known.GuestModuleDir}
 	out, err := cmd.StdoutPipe()
@@ -37,7 +36,7 @@ func (a *agent) executeStandalone(ctx context.Context) error {
 		return fmt.Errorf("reproducer %s: %w", a.opts.Reproducer, err)
 	}
 	cmd.Stderr = cmd.Stdout
-	report.Logf(a.w, "reproducer %s: sh %s", a.opts.Reproducer, strings.Join(args, " "))
+	report.Logf(a.w, "reproducer %s: sh %s", a.opts.Reproducer, strings.Join(append([]string{script}, a.opts.ReproducerArgs...), " "))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("reproducer %s: %w", a.opts.Reproducer, err)
 	}
@@ -78,4 +77,20 @@ func (a *agent) executeStandalone(ctx context.Context) error {
 	default:
 		return &unjudgedError{fmt.Errorf("reproducer %s could not run: %w", a.opts.Reproducer, werr)}
 	}
+}
+
+// scriptArgs are the shell's arguments that run script with args. u-root's
+// gosh gives a script file no arguments, so it sources the script from a
+// command that sets them, as sh script <args> would.
+func scriptArgs(script string, args []string) []string {
+	words := []string{"set", "--"}
+	for _, w := range args {
+		words = append(words, shellQuote(w))
+	}
+	return []string{"-c", strings.Join(words, " ") + "; . " + shellQuote(script)}
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -53,9 +53,11 @@ type verifyCount struct {
 
 // verifyRecord is one finding's verification on one arch.
 type verifyRecord struct {
-	Finding    string         `json:"finding"`
-	Reproducer string         `json:"reproducer"`
-	Arch       string         `json:"arch"`
+	Finding    string `json:"finding"`
+	Reproducer string `json:"reproducer"`
+	Arch       string `json:"arch"`
+	// Fix is the fix the fixed case was built with.
+	Fix        string         `json:"fix"`
 	Patches    []string       `json:"patches"`
 	KernelArgs []string       `json:"kernel_args"`
 	Counts     []*verifyCount `json:"counts"`
@@ -88,6 +90,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		runs     = fs.Int("runs", 5, "runs of each case (unfixed, fixed, control)")
 		out      = fs.String("out", "out/runs", "directory for run results")
 		runID    = fs.String("run-id", "", "run id (default: verify- plus a time stamp)")
+		fix      = fs.String("fix", "", "the fix to verify, a file of "+known.FixesDir+" (default: the finding's first, the preferred one); one finding only")
 	)
 	if err := parseFlags(fs, args, stdout, help{
 		Usage:      "fth verify [flags] [-- <fth run flags>]",
@@ -111,6 +114,15 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *findings == "all" || slices.Contains(strings.Split(*findings, ","), r.Number) {
 			todo = append(todo, r)
 		}
+	}
+	if *fix != "" {
+		if len(todo) != 1 || *findings == "all" {
+			return fmt.Errorf("%w: --fix %s: name one finding with --findings", errUsage, *fix)
+		}
+		if !slices.Contains(todo[0].Fixes, *fix) {
+			return fmt.Errorf("%w: --fix %s: finding %s's fixes are %s", errUsage, *fix, todo[0].Number, strings.Join(todo[0].Fixes, ", "))
+		}
+		todo[0].Fixes = []string{*fix}
 	}
 	if *findings != "all" {
 		for _, n := range strings.Split(*findings, ",") {
@@ -233,6 +245,7 @@ func verifyPlans(repo string, f known.Report, a, out, runID string, runArgs []st
 	if len(f.Fixes) == 0 {
 		return nil, nil, fmt.Errorf("finding %s: no fix to verify", f.Number)
 	}
+	rec.Fix = f.Fixes[0]
 	var plans []*runPlan
 	for _, vc := range verifyCases {
 		args := []string{"--arch", a, "--out", out, "--run-id", runID,
@@ -304,4 +317,3 @@ func writeFileAtomic(path string, b []byte) error {
 	}
 	return os.Rename(tmp, path)
 }
-
