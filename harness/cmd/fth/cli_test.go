@@ -35,7 +35,7 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"silence past the deadline", fthRun("--silence", "10m", "--deadline", "5m"), "must be shorter than --deadline"},
 		{"unknown preemption model", fthRun("--preempt", "bogus"), `--preempt "bogus": want none, voluntary, full, lazy`},
 		{"preemption model typo", fthRun("--preempt", "ful"), "did you mean full?"},
-		{"unknown scenario", fthRun("--agent-arg", "scenario=bogus"), `--agent-arg scenario=bogus: want "storm", "churn", "bench", "race", "campaign" or "repro"`},
+		{"unknown scenario", fthRun("--agent-arg", "scenario=bogus"), `--agent-arg scenario=bogus: want "storm", "churn", "bench", "race", "campaign", "repro" or "standalone"`},
 		{"unknown agent option", fthRun("--agent-arg", "bogus=1"), `the agent has no option "bogus"`},
 		{"agent option typo", fthRun("--agent-arg", "hott=4"), "did you mean hot?"},
 		{"hot set of zero", fthRun("--agent-arg", "hot=0"), "--agent-arg hot=0: want an integer from 1 to"},

@@ -48,6 +48,42 @@ func TestReportCommand(t *testing.T) {
 	}
 }
 
+// TestReportMail writes the mail report of a real failed cell: the text
+// on stdout and in <cell>/mail/report.txt, its attachments beside it; a
+// run directory, a passing cell and --bisect without --mail are refused.
+func TestReportMail(t *testing.T) {
+	cell := filepath.Join(realRun(t, "tcg-multi-1"), "x86_64-direct-calls-full")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"report", "--mail", "--vmlinux", "none", cell}, &out, &out); err != nil {
+		t.Fatalf("report --mail: %v\n%s", err, out.String())
+	}
+	if !strings.HasPrefix(out.String(), "Subject: [BUG] ftrace: Oops: int3 in __do_sys_newuname\n") {
+		t.Errorf("stdout does not start with the subject:\n%s", out.String())
+	}
+	b, err := os.ReadFile(filepath.Join(cell, "mail", "report.txt"))
+	if err != nil || !strings.Contains(out.String(), string(b)) {
+		t.Errorf("report.txt: %v, or not what was printed", err)
+	}
+	if _, err := os.Stat(filepath.Join(cell, "mail", "console.log")); err != nil {
+		t.Errorf("console.log not attached: %v", err)
+	}
+	pass := filepath.Join(realRun(t, "tcg-single-1"), "x86_64-direct-calls-full")
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"report", "--mail", filepath.Dir(cell)}, true, "not a cell directory"},
+		{[]string{"report", "--bisect", "x", filepath.Dir(cell)}, true, "--bisect goes with --mail"},
+		{[]string{"report", "--mail", pass}, false, "nothing to report"},
+	} {
+		err := run(context.Background(), tc.args, &out, &out)
+		if err == nil || errors.Is(err, errUsage) != tc.usage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q (usage %v)", tc.args, err, tc.want, tc.usage)
+		}
+	}
+}
+
 func TestReportAndCompareUsage(t *testing.T) {
 	tests := []struct {
 		args []string
