@@ -39,8 +39,14 @@ type Report struct {
 	// that neither names the finding's ID nor ran one of its sequences.
 	Titles []string
 	// Standalone is its reproducer's directory under ReproDir, "" while
-	// it has none.
+	// it has none; Fails is a regular expression a title of a failing
+	// run of it matches (the reproducer's FAIL line, or for a hang the
+	// watchdogs' words).
 	Standalone string
+	Fails      string
+	// Run says how a maintainer runs the standalone reproducer: numbered
+	// steps, the files by their names.
+	Run string
 	// Fixes are its patches under FixesDir, the preferred first.
 	Fixes []string
 }
@@ -81,7 +87,7 @@ __rcu_read_unlock(), or to mark it notrace.`,
 			Titles: []string{"rcu_read_unlock_special"},
 		},
 		{
-			Number: "2", ID: "ftrace-direct-modify-unload-hang", Bug: true, Status: "no standalone reproducer yet (loading the shipped sample is the natural one)",
+			Number: "2", ID: "ftrace-direct-modify-unload-hang", Bug: true,
 			Subject: "samples/ftrace: ftrace-direct-modify hangs x86_64 since DYNAMIC_FTRACE_WITH_JMP: my_tramp2 is at an odd address",
 			Kernels: []string{"7.3.4"}, Arches: []string{"x86_64"},
 			Summary: `Since DYNAMIC_FTRACE_WITH_JMP (7.3, x86_64), bit 0 of a direct-call
@@ -103,6 +109,15 @@ Aligning each trampoline (.balign 16) fixes the samples. The API takes
 an odd address from any caller without a word; a check in
 register_ftrace_direct() and modify_ftrace_direct() would catch the
 next caller that falls into it.`,
+			Standalone: "direct-modify-odd-trampoline",
+			Run: `The shipped sample is the reproducer; run.sh loads it.
+
+  1. Build with the options in config (CONFIG_X86_KERNEL_IBT=n).
+  2. MODDIR=<the kernel's build directory>/samples/ftrace ./run.sh
+     (the machine locks up within seconds; with the fix, it prints
+     "no hang" after 20 s)
+  3. MODDIR=... ./run.sh control   (ftrace-direct.ko: must pass)`,
+			Fails: `hang|hung|stall|lockup`,
 			Fixes: []string{"samples-ftrace-direct-tramp-align.patch"},
 		},
 		{
@@ -302,7 +317,17 @@ the first attach of every fexit program to a livepatched function.`,
 			Repros:     []string{"refused-direct", "eagain-free"},
 			Titles:     []string{"called after the kernel refused its attach", "direct trampoline called after register_ftrace_direct()", "in freed bpf_trampoline"},
 			Standalone: "refused-direct-called",
-			Fixes:      []string{"ftrace-startup-check-ipmodify-before-listing.patch", "ftrace-startup-refused-after-gp.patch"},
+			Run: `The attached reproducer needs no other tool: a module, a script that
+loads it and says what it saw, a config fragment, and a debug patch
+that widens the window so that most runs hit it.
+
+  1. Apply ftrace-race-delay.patch (debug only), build with the options
+     in config, and boot with ftrace_race_delay_ms=20.
+  2. make KDIR=<the kernel's build directory>
+  3. ./run.sh           (exit 1 and a FAIL: line: the bug)
+     ./run.sh control   (the control: must pass)`,
+			Fails: `^direct trampoline called after register_ftrace_direct\(\) returned an error$`,
+			Fixes: []string{"ftrace-startup-check-ipmodify-before-listing.patch", "ftrace-startup-refused-after-gp.patch"},
 		},
 	}
 }

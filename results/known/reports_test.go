@@ -3,6 +3,7 @@ package known
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -50,8 +51,14 @@ func TestReportsAreComplete(t *testing.T) {
 func TestReportFilesExist(t *testing.T) {
 	for _, r := range Reports() {
 		if r.Standalone != "" {
+			if r.Run == "" {
+				t.Errorf("finding %s: a standalone reproducer and no Run steps", r.Number)
+			}
+			if _, err := regexp.Compile(r.Fails); err != nil || r.Fails == "" {
+				t.Errorf("finding %s: its reproducer's Fails %q: %v", r.Number, r.Fails, err)
+			}
 			dir := repoFile(filepath.Join(ReproDir, r.Standalone))
-			for _, f := range []string{"run.sh", "Makefile", "config", "README"} {
+			for _, f := range []string{"run.sh", "config", "README"} {
 				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 					t.Errorf("finding %s: reproducer %s: %v", r.Number, r.Standalone, err)
 				}

@@ -384,26 +384,12 @@ func kernelCmdline(s string) string {
 func reproduce(b *strings.Builder, c Cell, f *known.Report) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("How to reproduce:\n\n")
-	if f != nil && f.Standalone != "" {
-		p("%s\n\n", indent(standaloneSteps(f.Standalone), "  "))
+	if f != nil && f.Run != "" {
+		p("%s\n\n", indent(f.Run, "  "))
 	}
 	if c.ReproCommand != "" {
 		p("  With ftrace-harness (builds the same kernel, boots it under QEMU and\n  runs the same steps):\n\n    %s\n\n", c.ReproCommand)
 	}
-}
-
-// standaloneSteps is how a maintainer runs a finding's reproducer
-// without this harness. The files are attached under their own names.
-func standaloneSteps(dir string) string {
-	return `The attached reproducer needs no other tool: a module, a script that
-loads it and says what it saw, a config fragment, and a debug patch
-that widens the window so that most runs hit it.
-
-  1. Apply ftrace-race-delay.patch (debug only), build with the options
-     in config, and boot with ftrace_race_delay_ms=20.
-  2. make KDIR=<the kernel's build directory>
-  3. ./run.sh           (exit 1 and a FAIL: line: the bug)
-     ./run.sh control   (the control: must pass)`
 }
 
 func fixes(b *strings.Builder, f *known.Report) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -272,10 +273,10 @@ func verifyPlans(repo string, f known.Report, a, out, runID string, runArgs []st
 	return rec, plans, nil
 }
 
-// sameFinding says a title is f's: the title matches f's report.
+// sameFinding says a title is that of a failing run of f's reproducer.
 func sameFinding(f known.Report, title string) bool {
-	r, _, ok := known.Match("", "", "", title)
-	return ok && r.Number == f.Number
+	ok, err := regexp.MatchString(f.Fails, title)
+	return err == nil && ok
 }
 
 // mailReport writes the mail report of a failed cell and returns its

@@ -176,13 +176,20 @@ static struct ftrace_ops direct_ops;
 
 static struct task_struct **callers;
 
+/*
+ * Bursts of calls, then a short sleep: a task that never sleeps is never
+ * quiescent for RCU-tasks, and the unregistrations of the control wait
+ * for it.
+ */
 static int caller_fn(void *data)
 {
 	unsigned long n = 0;
+	unsigned int i;
 
 	while (!kthread_should_stop()) {
-		refused_direct_target(n++);
-		cond_resched();
+		for (i = 0; i < 256; i++)
+			refused_direct_target(n++);
+		usleep_range(50, 100);
 	}
 	return 0;
 }
