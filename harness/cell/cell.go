@@ -16,6 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/hang"
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 // Spec is everything a cell needs beyond the built artifacts.
@@ -100,7 +101,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		Progress:   spec.Progress,
 		// The agent option that stops avoiding the known findings' triggers
 		// also makes them count.
-		IncludeKnown:  spec.AgentArgs["includeknown"] == "true",
+		IncludeKnown:  options.WantsKnown(spec.AgentArgs),
 		Harness:       GuestHarness,
 		StopAtFinding: spec.StopAtFinding,
 	})

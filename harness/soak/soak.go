@@ -34,6 +34,7 @@ import (
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/stress/options"
 )
 
 // Config says what to soak.
@@ -131,7 +132,7 @@ func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
 	defer b.Close()
 	err = monitor.Run(ctx, log, w, b, monitor.Spec{
 		Timeouts:     cfg.Timeouts(),
-		IncludeKnown: cfg.AgentArgs["includeknown"] == "true",
+		IncludeKnown: options.WantsKnown(cfg.AgentArgs),
 		// A board reboots after a panic, and the board target reports
 		// the new boot with what pstore kept: the soak goes on.
 		SurvivesPanic: true,

@@ -430,6 +430,14 @@ func WantsScaleModule(args map[string]string) bool {
 	return err == nil && b
 }
 
+// WantsKnown says whether agent arguments ask to include the known
+// findings (includeknown), read as the agent reads it (1, t, true, ...),
+// so that host and guest agree on whether a known finding counts.
+func WantsKnown(args map[string]string) bool {
+	b, err := parseBool(args["includeknown"])
+	return err == nil && b
+}
+
 // ReproKernelArgs are the kernel parameters a repro sequence needs: a
 // freed slab object poisoned (0x6b), so that a read of it after the free
 // faults instead of finding its old contents.

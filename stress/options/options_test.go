@@ -531,3 +531,18 @@ func TestRaceTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestWantsKnown reads includeknown as the agent's option table does, so
+// that the host judges a known finding as the guest was told to treat it.
+func TestWantsKnown(t *testing.T) {
+	for v, want := range map[string]bool{"true": true, "1": true, "t": true, "TRUE": true, "false": false, "0": false, "": false, "yes": false} {
+		if got := WantsKnown(map[string]string{"includeknown": v}); got != want {
+			t.Errorf("WantsKnown(includeknown=%q) = %v, want %v", v, got, want)
+		}
+		var o Options
+		err := o.Set("includeknown", v)
+		if (err == nil && o.IncludeKnown) != want {
+			t.Errorf("includeknown=%q: the agent reads %v (err %v), the host %v", v, o.IncludeKnown, err, want)
+		}
+	}
+}

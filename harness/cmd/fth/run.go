@@ -197,15 +197,22 @@ func readPatches(paths []string) ([]kbuild.Patch, error) {
 // inventory, loading, the background trampolines and the teardown.
 const churnMargin = 15 * time.Minute
 
-// deadlineFor is the default deadline for agent: a churn longer than the
-// default deadline allows gets its duration plus churnMargin, so that
-// `--agent-arg churn=30m` runs its half hour instead of ending at the
-// deadline as an error.
+// deadlineFor is the default deadline for agent: a churn, or a campaign
+// whose budget (its churn and race together), is longer than the default
+// deadline allows gets its duration plus churnMargin, so that
+// `--agent-arg churn=30m` or `--agent-arg budget=60m` runs its time
+// instead of ending at the deadline as an error.
 func deadlineFor(agent map[string]string, def time.Duration) time.Duration {
-	if sc := agent["scenario"]; sc != string(event.ScenarioChurn) && sc != string(event.ScenarioCampaign) {
+	key := ""
+	switch agent["scenario"] {
+	case string(event.ScenarioChurn):
+		key = "churn"
+	case string(event.ScenarioCampaign):
+		key = "budget"
+	default:
 		return def
 	}
-	d, err := time.ParseDuration(agent["churn"])
+	d, err := time.ParseDuration(agent[key])
 	if err != nil || d+churnMargin <= def {
 		return def
 	}
