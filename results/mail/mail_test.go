@@ -181,3 +181,47 @@ func TestReportsNameRealSequences(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryFindingHasAMail composes the report of a failed cell for
+// every finding of docs/findings.md, matched as a real cell would be (by
+// its known ID, its repro sequence or its standalone reproducer), and
+// checks that it carries the finding's subject, cause, reproduction and
+// fix, in the kernel's words.
+func TestEveryFindingHasAMail(t *testing.T) {
+	for _, f := range known.Reports() {
+		if !f.Bug {
+			continue
+		}
+		r := results.Result{Arch: "x86_64", Verdict: results.Fail, Reason: "some title", CPUs: 2,
+			Kernel: results.Kernel{Release: "7.3.4"}, Request: &results.Request{AgentArgs: map[string]string{}}}
+		switch {
+		case f.ID != "":
+			r.Findings = []results.Finding{{Kind: "warning", Title: "WARNING in something", Known: f.ID}}
+		case len(f.Repros) > 0:
+			r.Request.AgentArgs["repro"] = f.Repros[0]
+		case f.Standalone != "":
+			r.Request.AgentArgs["reproducer"] = f.Standalone
+		default:
+			t.Logf("finding %s: neither an ID, a sequence nor a reproducer: reported by title only", f.Number)
+			continue
+		}
+		rep := Compose(Cell{Result: r, ReproCommand: "fth repro x"})
+		if rep.Finding == nil || rep.Finding.Number != f.Number {
+			t.Errorf("finding %s: matched %+v", f.Number, rep.Finding)
+			continue
+		}
+		body := rep.Body
+		if rep.Subject != "[BUG] "+f.Subject || !strings.Contains(body, strings.SplitN(f.Summary, "\n", 2)[0]) {
+			t.Errorf("finding %s: subject %q, or the cause missing:\n%s", f.Number, rep.Subject, body)
+		}
+		if len(f.Fixes) > 0 && !strings.Contains(body, "Fix: "+f.Fixes[0]) {
+			t.Errorf("finding %s: the fix is not named:\n%s", f.Number, body)
+		}
+		if f.Standalone != "" && !strings.Contains(body, strings.SplitN(f.Run, "\n", 2)[0]) {
+			t.Errorf("finding %s: the standalone reproducer's steps are missing:\n%s", f.Number, body)
+		}
+		if !strings.Contains(body, "fth repro x") {
+			t.Errorf("finding %s: no way to reproduce:\n%s", f.Number, body)
+		}
+	}
+}
