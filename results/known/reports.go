@@ -26,9 +26,10 @@ type Report struct {
 	// Subject follows "[BUG] " in the mail's subject: the subsystem's
 	// prefix, then what goes wrong, in the kernel's words.
 	Subject string
-	// Kernels and Arches are where it was seen (docs/findings.md has the
-	// runs).
-	Kernels, Arches []string
+	// Seen says where it was seen, kernel by kernel with its arches
+	// ("Linux 7.3.4 (x86_64) and 6.12.117 (x86_64)"); docs/findings.md
+	// has the runs.
+	Seen string
 	// Summary is the cause, as a maintainer would read it: paragraphs
 	// separated by a blank line, no word of this harness's.
 	Summary string
@@ -62,7 +63,7 @@ func Reports() []Report {
 		{
 			Number: "1", ID: "rcu-read-unlock-special-fentry", Bug: true, Status: "no standalone reproducer and no fix patch yet",
 			Subject: "bpf: an fentry program on rcu_read_unlock_special() recurses until the stack overflows",
-			Kernels: []string{"7.3.4"}, Arches: []string{"x86_64", "riscv64"},
+			Seen:    "Linux 7.3.4 (x86_64, riscv64)",
 			Summary: `rcu_read_unlock_special() is traceable, has BTF and is not in
 btf_id_deny, although its caller __rcu_read_unlock() is. With
 PREEMPT_RCU, a BPF fentry program attached to it crashes the kernel
@@ -89,7 +90,7 @@ __rcu_read_unlock(), or to mark it notrace.`,
 		{
 			Number: "2", ID: "ftrace-direct-modify-unload-hang", Bug: true,
 			Subject: "samples/ftrace: ftrace-direct-modify hangs x86_64 since DYNAMIC_FTRACE_WITH_JMP: my_tramp2 is at an odd address",
-			Kernels: []string{"7.3.4"}, Arches: []string{"x86_64"},
+			Seen:    "Linux 7.3.4 (x86_64)",
 			Summary: `Since DYNAMIC_FTRACE_WITH_JMP (7.3, x86_64), bit 0 of a direct-call
 address means "jump, don't call": ftrace_jmp_set() sets it, and both
 ftrace_call_replace() and ftrace_regs_caller honour it.
@@ -132,7 +133,7 @@ next caller that falls into it.`,
 		{
 			Number: "5", Bug: true, Status: "no standalone reproducer yet",
 			Subject: "powerpc/ftrace: ftrace_regs_caller restores r13 (the paca) from pt_regs after a preemptible handler",
-			Kernels: []string{"7.3.4"}, Arches: []string{"ppc64le"},
+			Seen:    "Linux 7.3.4 (ppc64le, under QEMU)",
 			Summary: `ftrace_regs_caller (arch/powerpc/kernel/trace/ftrace_entry.S,
 ftrace_regs_entry with allregs=1) saves r13..r31 in pt_regs and, once
 the handler has returned, restores r2..r31 from them, r13 included. r13
@@ -169,7 +170,7 @@ nothing on the console, are not explained.`,
 		{
 			Number: "8", Also: []string{"13"}, ID: "ipmodify-share-asked-of-a-stranger", Bug: true, Status: "no standalone reproducer yet; the fix covers the warning, not the bypass on the filter path",
 			Subject: "ftrace: update_ftrace_direct_mod() asks BPF trampolines it does not modify to share IPMODIFY",
-			Kernels: []string{"7.3.4"}, Arches: []string{"x86_64"},
+			Seen:    "Linux 7.3.4 (x86_64)",
 			Summary: `With HAVE_SINGLE_FTRACE_DIRECT_OPS every BPF trampoline is one entry of
 one shared direct ftrace_ops, and update_ftrace_direct_mod() runs
 __ftrace_hash_update_ipmodify(ops, orig_hash, orig_hash, true) with
@@ -208,7 +209,7 @@ redirects.`,
 		{
 			Number: "9", Bug: true, Status: "no standalone reproducer yet",
 			Subject: "ftrace: unregister_ftrace_direct() frees direct_functions entries under a lookup",
-			Kernels: []string{"7.3.4", "6.12.117"}, Arches: []string{"x86_64"},
+			Seen:    "Linux 7.3.4 and 6.12.117 (x86_64)",
 			Summary: `unregister_ftrace_direct() takes its entries out of direct_functions
 in place (reset_direct() -> remove_direct_functions_hash():
 hlist_del_rcu(), then kfree() with no grace period). Two readers walk
@@ -235,7 +236,7 @@ freeing the entry with kfree_rcu_mightsleep() closes the window.`,
 		{
 			Number: "10", Bug: true, Status: "no standalone reproducer yet",
 			Subject: "ftrace: ftrace_func_mapper_remove_ip() frees an entry under a probe's lookup",
-			Kernels: []string{"7.3.4", "6.12.117"}, Arches: []string{"x86_64"},
+			Seen:    "Linux 7.3.4 and 6.12.117 (x86_64)",
 			Summary: `A function probe (set_ftrace_filter's func:enable_event:...,
 traceon, snapshot, ...) keeps each function's data in one
 ftrace_func_mapper, which its callback looks the ip up in on every call
@@ -265,7 +266,7 @@ hlist_add_head() under a walking reader); not reproduced.`,
 		{
 			Number: "11", Bug: true, Status: "no standalone reproducer and no fix written yet",
 			Subject: "powerpc/ftrace: a BPF trampoline is not called while a livepatch of the same function is applied",
-			Kernels: []string{"7.3.4"}, Arches: []string{"ppc64le"},
+			Seen:    "Linux 7.3.4 (ppc64le, under QEMU)",
 			Summary: `With PPC_FTRACE_OUT_OF_LINE, ftrace_regs_exit branches to
 livepatch_handler when an ops moved the NIP (bne- livepatch_handler)
 before it checks for a direct call (bnectr cr1), so the direct
@@ -286,7 +287,7 @@ only under QEMU (pseries, TCG).`,
 		{
 			Number: "14", Also: []string{"12"}, ID: "refused-direct-called", Bug: true,
 			Subject: "ftrace: a refused direct call is still taken after register_ftrace_direct() returns",
-			Kernels: []string{"7.3.4", "6.12.117"}, Arches: []string{"x86_64", "arm64", "riscv64"},
+			Seen:    "Linux 7.3.4 (x86_64, arm64; riscv64 through BPF's -EAGAIN) and 6.12.117 (arm64)",
 			Summary: `ftrace_startup() adds the ops to ftrace_ops_list
 (__register_ftrace_function()) and only then runs the IPMODIFY check,
 ftrace_hash_ipmodify_enable(). A direct ops without ops_func, on a

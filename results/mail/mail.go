@@ -194,10 +194,10 @@ func seenOn(r *results.Result) string {
 }
 
 func seenOnAll(f *known.Report, this string) string {
-	if len(f.Kernels) == 0 {
+	if f.Seen == "" {
 		return this
 	}
-	return "Linux " + strings.Join(f.Kernels, " and ") + " (" + strings.Join(f.Arches, ", ") + ")"
+	return f.Seen
 }
 
 func accelWords(a string) string {
