@@ -234,7 +234,7 @@ freeing the entry with kfree_rcu_mightsleep() closes the window.`,
 			Fixes:  []string{"ftrace-direct-unregister-free-after-gp.patch", "ftrace-direct-unregister-free-after-gp-6.12.patch"},
 		},
 		{
-			Number: "10", Bug: true, Status: "no standalone reproducer yet",
+			Number: "10", Bug: true,
 			Subject: "ftrace: ftrace_func_mapper_remove_ip() frees an entry under a probe's lookup",
 			Seen:    "Linux 7.3.4 and 6.12.117 (x86_64)",
 			Summary: `A function probe (set_ftrace_filter's func:enable_event:...,
@@ -259,9 +259,19 @@ ftrace_lock, a mutex, where the same path already sleeps in
 synchronize_rcu(), so kfree_rcu_mightsleep() can free the entry. The
 hash's adds are unsafe the same way by reading (a plain
 hlist_add_head() under a walking reader); not reproduced.`,
-			Repros: []string{"mapper-remove-free"},
-			Titles: []string{"ftrace_lookup_ip"},
-			Fixes:  []string{"ftrace-func-mapper-free-after-gp.patch", "ftrace-func-mapper-free-after-gp-6.12.patch"},
+			Repros:     []string{"mapper-remove-free"},
+			Titles:     []string{"ftrace_lookup_ip", "ftrace_func_mapper_find_ip"},
+			Standalone: "mapper-remove-free",
+			Fails:      `(general protection fault|unable to handle|KASAN).* in ftrace_(func_mapper_find_ip|lookup_ip)`,
+			Run: `The attached reproducer needs only tracefs: a script, a config
+fragment, and a debug patch that widens the window so that most runs
+hit it.
+
+  1. Apply ftrace-race-delay.patch (debug only), build with the options
+     in config, and boot with ftrace_race_delay_ms=20 slab_debug=P.
+  2. ./run.sh           (the kernel faults: the bug)
+     ./run.sh control   (a function of another bucket: must pass)`,
+			Fixes: []string{"ftrace-func-mapper-free-after-gp.patch", "ftrace-func-mapper-free-after-gp-6.12.patch"},
 		},
 		{
 			Number: "11", Bug: true, Status: "no standalone reproducer and no fix written yet",
