@@ -366,8 +366,8 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		PauseAfter: c.PauseAfter,
 		Progress:   e.Progress,
 		// A campaign is judged by its first finding, as fth mutate's
-		// cells are: what follows an oops is the oops's aftermath.
-		// and so is a standalone reproducer: its job ends at its report.
+		// cells are: what follows an oops is the oops's aftermath. So
+		// is a standalone reproducer, whose job ends at its report.
 		StopAtFinding: c.StopAtFinding || c.Scenario == event.ScenarioCampaign || c.Scenario == event.ScenarioStandalone,
 	}
 	if err := cell.Run(ctx, log, w, spec); err != nil {
