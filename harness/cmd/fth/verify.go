@@ -57,6 +57,8 @@ type verifyRecord struct {
 	Finding    string `json:"finding"`
 	Reproducer string `json:"reproducer"`
 	Arch       string `json:"arch"`
+	// Natural: without the reproducer's debug patch and parameters.
+	Natural bool `json:"natural,omitempty"`
 	// Fix is the fix the fixed case was built with.
 	Fix        string         `json:"fix"`
 	Patches    []string       `json:"patches"`
@@ -71,6 +73,9 @@ type verifyRecord struct {
 func (v *verifyRecord) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", v.Finding, v.Arch)
+	if v.Natural {
+		b.WriteString(" natural")
+	}
 	for _, c := range v.Counts {
 		fmt.Fprintf(&b, " %s %d/%d", c.Case.Name, c.AsExpected, c.Runs)
 		if c.Errors > 0 {
@@ -92,6 +97,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		out      = fs.String("out", "out/runs", "directory for run results")
 		runID    = fs.String("run-id", "", "run id (default: verify- plus a time stamp)")
 		fix      = fs.String("fix", "", "the fix to verify, a file of "+known.FixesDir+" (default: the finding's first, the preferred one); one finding only")
+		natural  = fs.Bool("natural", false, "without the reproducer's debug patch and kernel parameters: how often a plain kernel meets the bug")
 	)
 	if err := parseFlags(fs, args, stdout, help{
 		Usage:      "fth verify [flags] [-- <fth run flags>]",
@@ -158,7 +164,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var jobs []job
 	for _, a := range strings.Split(*arches, ",") {
 		for _, f := range todo {
-			rec, plans, err := verifyPlans(repo, f, a, *out, *runID, fs.Args(), stdout)
+			rec, plans, err := verifyPlans(repo, f, a, *natural, *out, *runID, fs.Args(), stdout)
 			if err != nil {
 				return err
 			}
@@ -233,15 +239,18 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // verifyPlans checks the three cases of f's reproducer on arch a and
 // returns their record and run plans.
-func verifyPlans(repo string, f known.Report, a, out, runID string, runArgs []string, stdout io.Writer) (*verifyRecord, []*runPlan, error) {
+func verifyPlans(repo string, f known.Report, a string, natural bool, out, runID string, runArgs []string, stdout io.Writer) (*verifyRecord, []*runPlan, error) {
 	dir := filepath.Join(repo, known.ReproDir, f.Standalone)
-	rec := &verifyRecord{Finding: f.Number, Reproducer: f.Standalone, Arch: a}
-	debug, _ := filepath.Glob(filepath.Join(dir, "*.patch"))
+	rec := &verifyRecord{Finding: f.Number, Reproducer: f.Standalone, Arch: a, Natural: natural}
+	var debug []string
+	if !natural {
+		debug, _ = filepath.Glob(filepath.Join(dir, "*.patch"))
+		if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+			rec.KernelArgs = strings.Fields(string(b))
+		}
+	}
 	for _, d := range debug {
 		rec.Patches = append(rec.Patches, relTo(repo, d))
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
-		rec.KernelArgs = strings.Fields(string(b))
 	}
 	if len(f.Fixes) == 0 {
 		return nil, nil, fmt.Errorf("finding %s: no fix to verify", f.Number)

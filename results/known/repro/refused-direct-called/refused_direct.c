@@ -287,13 +287,24 @@ static int __init refused_direct_init(void)
 		       stray);
 
 unregister_second:
-	unregister_ftrace_function(&second_ops);
+	if (unregister_ftrace_function(&second_ops))
+		goto disabled;
 unregister_plain:
-	unregister_ftrace_function(&plain_ops);
+	if (unregister_ftrace_function(&plain_ops))
+		goto disabled;
 free_filters:
 	ftrace_free_filter(&plain_ops);
 	ftrace_free_filter(&second_ops);
 	ftrace_free_filter(&direct_ops);
+	return err;
+
+disabled:
+	/*
+	 * ftrace_kill() ran: the ops cannot be taken off the list, so the
+	 * module must not go away under them.
+	 */
+	__module_get(THIS_MODULE);
+	pr_err("ftrace is disabled (a WARNING above says why): the module stays loaded\n");
 	return err;
 }
 
