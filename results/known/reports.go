@@ -262,7 +262,7 @@ hlist_add_head() under a walking reader); not reproduced.`,
 			Repros:     []string{"mapper-remove-free"},
 			Titles:     []string{"ftrace_lookup_ip", "ftrace_func_mapper_find_ip"},
 			Standalone: "mapper-remove-free",
-			Fails:      `(general protection fault|unable to handle|KASAN).* in ftrace_(func_mapper_find_ip|lookup_ip)`,
+			Fails:      ` in ftrace_(func_mapper_find_ip|lookup_ip)$`,
 			Run: `The attached reproducer needs only tracefs: a script, a config
 fragment, and a debug patch that widens the window so that most runs
 hit it.

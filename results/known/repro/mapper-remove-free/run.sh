@@ -93,15 +93,16 @@ if [ -r $knob ]; then
 	echo "ftrace_race_delay_ms=$(cat $knob)"
 fi
 
+# Two writers in processes of their own, until the stop file appears.
 stop=$here/stop
 rm -f $stop
-writer() {
-	while [ ! -e $stop ]; do
-		echo x > /dev/null
-	done
-}
-writer &
-writer &
+shell=/bin/sh
+if [ -x /bbin/gosh ]; then
+	shell=/bbin/gosh
+fi
+$shell -c "while [ ! -e $stop ]; do echo x > /dev/null; done" &
+$shell -c "while [ ! -e $stop ]; do echo x > /dev/null; done" &
+sleep 1
 
 if ! echo "$reader:$probe" >> $t/set_ftrace_filter; then
 	echo > $stop
