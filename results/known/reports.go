@@ -337,11 +337,12 @@ the first attach of every fexit program to a livepatched function.`,
 			Titles:     []string{"called after the kernel refused its attach", "direct trampoline called after register_ftrace_direct()", "in freed bpf_trampoline"},
 			Standalone: "refused-direct-called",
 			Run: `The attached reproducer needs no other tool: a module, a script that
-loads it and says what it saw, a config fragment, and a debug patch
-that widens the window so that most runs hit it.
+loads it and says what it saw, and a config fragment. A plain kernel
+meets the window a few times in 50 attempts; the debug patch widens it.
 
-  1. Apply ftrace-race-delay.patch (debug only), build with the options
-     in config, and boot with ftrace_race_delay_ms=20.
+  1. Build with the options in config; optionally apply
+     ftrace-race-delay.patch (debug only) and boot with
+     ftrace_race_delay_ms=20.
   2. make KDIR=<the kernel's build directory>
   3. ./run.sh           (exit 1 and a FAIL: line: the bug)
      ./run.sh control   (the control: must pass)`,

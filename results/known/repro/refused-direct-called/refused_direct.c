@@ -26,8 +26,9 @@
  * accepted, and the calls are counted as "attached" (the control: the
  * callers do reach the trampoline through the list function).
  *
- * The window is a few instructions wide. The debug patch that comes with
- * this reproducer widens it (ftrace_race_delay_ms=).
+ * A plain kernel meets the window a few times in 50 attempts; the debug
+ * patch that comes with this reproducer widens it
+ * (ftrace_race_delay_ms=).
  *
  * Results are in /sys/module/refused_direct/parameters/ and in the log.
  */

@@ -18,9 +18,9 @@
 # Exit status: 0 no call after a refusal (control: the trampoline was
 # reached), 1 the bug, 2 the reproducer could not run or judge.
 #
-# The window is a few instructions wide. To hit it on most runs, build
-# the kernel with ftrace-race-delay.patch and boot it with
-# ftrace_race_delay_ms=20 (or write 20 to
+# A plain kernel meets the window a few times in 50 attempts. To meet it
+# on most attempts, build the kernel with ftrace-race-delay.patch and boot
+# it with ftrace_race_delay_ms=20 (or write 20 to
 # /sys/module/kernel/parameters/ftrace_race_delay_ms before this script).
 
 case $0 in
