@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
@@ -145,7 +146,7 @@ func Save(dir string, rep Report, files map[string]string) error {
 		if err != nil {
 			return err
 		}
-		if err := writeAtomic(filepath.Join(dir, name), b); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, name), b); err != nil {
 			return err
 		}
 	}
@@ -153,15 +154,7 @@ func Save(dir string, rep Report, files map[string]string) error {
 	if err := Write(&b, rep); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, ReportFile), []byte(b.String()))
-}
-
-func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(filepath.Join(dir, ReportFile), []byte(b.String()))
 }
 
 // reproducerOutput is what a standalone reproducer printed: the agent

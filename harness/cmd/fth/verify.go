@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/results/mail"
@@ -147,13 +147,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	runDir := filepath.Join(*out, *runID)
 	var records []*verifyRecord
-	save := func() error {
-		b, err := json.MarshalIndent(records, "", "  ")
-		if err != nil {
-			return err
-		}
-		return writeFileAtomic(filepath.Join(runDir, verifyFile), b)
-	}
+	save := func() error { return atomicfile.WriteJSON(filepath.Join(runDir, verifyFile), records) }
 	// Every plan is checked before anything is built.
 	type job struct {
 		rec   *verifyRecord
@@ -317,13 +311,4 @@ func relTo(base, p string) string {
 		return r
 	}
 	return p
-}
-
-// writeFileAtomic writes b to path through a temporary file and a rename.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
