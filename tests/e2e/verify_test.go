@@ -14,8 +14,8 @@ import (
 // workload of the harness's and no debugger), 5 runs each of the kernel
 // without the fix, with the fix and the control. The unfixed kernel must
 // fail with the finding's title in at least 4 of 5 runs, the others pass
-// every time; fth verify exits 1 otherwise. About 20 minutes on x86_64
-// (two patched builds, 15 boots): make test-all.
+// every time; fth verify exits 1 otherwise. About 30 minutes on x86_64
+// for Findings 10 and 14 (four patched builds, 30 boots): make test-all.
 func TestVerifyFindings(t *testing.T) {
 	requireAll(t)
 	out := e2eOut(t)
