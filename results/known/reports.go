@@ -316,7 +316,7 @@ function may still be walking the ops: __ftrace_ops_list_func() then
 finds a listed ops with no func, and its FTRACE_WARN_ON() calls
 ftrace_kill(), which disables function tracing for the whole system
 until reboot (WARNING: kernel/trace/ftrace.c:8579 at
-arch_ftrace_ops_list_func, "op=... direct_ops"; 1 of 3 runs of the
+arch_ftrace_ops_list_func, "op=... direct_ops"; 3 of 8 runs of the
 reproducer without the debug patch).
 
 Running the IPMODIFY check before the ops is listed closes the window
