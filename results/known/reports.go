@@ -198,7 +198,7 @@ redirects.`,
 			Fixes:  []string{"ftrace-direct-mod-ask-only-modified.patch"},
 		},
 		{
-			Number: "9", Bug: true, Status: "no standalone reproducer yet",
+			Number: "9", Bug: true,
 			Subject: "ftrace: unregister_ftrace_direct() frees direct_functions entries under a lookup",
 			Seen:    "Linux 7.3.4 and 6.12.117 (x86_64)",
 			Summary: `unregister_ftrace_direct() takes its entries out of direct_functions
@@ -220,9 +220,21 @@ memory unseen until the object is reused. The other writers of
 direct_functions (register_ftrace_direct(), update_ftrace_direct_*())
 replace the hash whole and free the old one after a grace period;
 freeing the entry with kfree_rcu_mightsleep() closes the window.`,
-			Repros: []string{"direct-unregister-free", "direct-unregister-free-tracefs"},
-			Titles: []string{"ftrace_find_rec_direct", "t_show"},
-			Fixes:  []string{"ftrace-direct-unregister-free-after-gp.patch", "ftrace-direct-unregister-free-after-gp-6.12.patch"},
+			Repros:     []string{"direct-unregister-free", "direct-unregister-free-tracefs"},
+			Titles:     []string{"ftrace_find_rec_direct", "t_show"},
+			Standalone: "direct-unregister-free",
+			Fails:      ` in (t_show|ftrace_find_rec_direct)$`,
+			Run: `The attached reproducer needs a module and tracefs: the module, a
+script that picks the functions and reads enabled_functions, a config
+fragment, and a debug patch that widens the window so that most runs
+hit it.
+
+  1. Apply ftrace-race-delay.patch (debug only), build with the options
+     in config, and boot with ftrace_race_delay_ms=20 slab_debug=P.
+  2. make KDIR=<the kernel's build directory>
+  3. ./run.sh           (the kernel faults: the bug)
+     ./run.sh control   (functions of two buckets: must pass)`,
+			Fixes: []string{"ftrace-direct-unregister-free-after-gp.patch", "ftrace-direct-unregister-free-after-gp-6.12.patch"},
 		},
 		{
 			Number: "10", Bug: true,
