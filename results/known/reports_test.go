@@ -2,6 +2,7 @@ package known
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -103,6 +104,49 @@ func TestMatch(t *testing.T) {
 		}
 		if !ok || r.Number != tc.want || how != tc.how {
 			t.Errorf("Match(%+v) = %s by %s (%v), want %s by %s", tc, r.Number, how, ok, tc.want, tc.how)
+		}
+	}
+}
+
+// TestCheckpatchStrict runs the kernel tree's scripts/checkpatch.pl
+// --strict on every fix, every reproducer's debug patch and module: what
+// leaves this repository for a mailing list must pass it. No Signed-off-by
+// is the one message ignored (whoever sends a patch adds theirs). The tree
+// is the one `make deps` unpacks; without it the test says so and skips.
+func TestCheckpatchStrict(t *testing.T) {
+	root := os.Getenv("FTH_SRC_ROOT")
+	if root == "" {
+		root = "/var/cache/fth/src"
+	}
+	tree := filepath.Join(root, "linux-source-7.3")
+	script := filepath.Join(tree, "scripts", "checkpatch.pl")
+	if _, err := os.Stat(script); err != nil {
+		t.Skipf("no %s (make deps unpacks it): %v", script, err)
+	}
+	var files []string
+	for _, r := range Reports() {
+		for _, f := range r.Fixes {
+			files = append(files, repoFile(filepath.Join(FixesDir, f)))
+		}
+		if r.Standalone != "" {
+			dir := repoFile(filepath.Join(ReproDir, r.Standalone))
+			for _, glob := range []string{"*.patch", "*.c"} {
+				m, _ := filepath.Glob(filepath.Join(dir, glob))
+				files = append(files, m...)
+			}
+		}
+	}
+	for _, f := range files {
+		abs, _ := filepath.Abs(f)
+		args := []string{script, "--strict", "--no-tree", "--ignore", "MISSING_SIGN_OFF"}
+		if filepath.Ext(f) == ".c" {
+			args = append(args, "-f")
+		}
+		cmd := exec.Command("perl", append(args, abs)...)
+		cmd.Dir = tree
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "total: 0 errors, 0 warnings, 0 checks") {
+			t.Errorf("checkpatch.pl --strict %s: %v\n%s", f, err, out)
 		}
 	}
 }
