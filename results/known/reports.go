@@ -169,8 +169,9 @@ orig_hash that ops' whole filter. For every function of that ops whose
 record has FTRACE_FL_IPMODIFY it calls bpf_tramp_ftrace_ops_func(...,
 FTRACE_OPS_CMD_ENABLE_SHARE_IPMODIFY_SELF) on that function's
 trampoline, though its caller holds only the lock of the trampoline
-being modified (the lockdep_assert_held_once() there is meant for the
-trampoline's own update).
+being modified: on a PROVE_LOCKING kernel the
+lockdep_assert_held_once(select_trampoline_lock(tr)) there fires first
+(kernel/bpf/trampoline.c:112).
 
 A trampoline that calls the original function (fexit) and has not
 agreed to share then gets BPF_TRAMP_F_SHARE_IPMODIFY set behind its
