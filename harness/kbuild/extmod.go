@@ -96,6 +96,13 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 
 // moduleFiles lists the files of an external module source directory: its
 // Kbuild (or Makefile) and C sources and headers, sorted.
+// HasModuleSource says src is a module source directory BuildModule
+// takes: a Kbuild or a Makefile beside its sources.
+func HasModuleSource(src string) bool {
+	_, err := moduleFiles(src)
+	return err == nil
+}
+
 func moduleFiles(src string) ([]string, error) {
 	ents, err := os.ReadDir(src)
 	if err != nil {

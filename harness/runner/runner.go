@@ -254,9 +254,9 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	reproducer := ""
 	if c.Scenario == event.ScenarioStandalone {
 		// The reproducer's modules are built as the project's are; its
-		// run.sh goes beside them in the image (overlayReproducer).
+		// run.sh goes into the image's overlay with them, below.
 		reproducer = c.AgentArgs["reproducer"]
-		if hasModuleSource(filepath.Join(e.ModuleDir, known.ReproDir, reproducer)) {
+		if kbuild.HasModuleSource(filepath.Join(e.ModuleDir, known.ReproDir, reproducer)) {
 			extraMods = append(extraMods, filepath.Join(known.ReproDir, reproducer))
 		}
 	}
@@ -447,14 +447,4 @@ func VariantName(frags []string, preempt string) string {
 		return "base"
 	}
 	return strings.Join(parts, "-")
-}
-
-// hasModuleSource says dir holds a module to build (a Makefile or Kbuild).
-func hasModuleSource(dir string) bool {
-	for _, f := range []string{"Kbuild", "Makefile"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			return true
-		}
-	}
-	return false
 }

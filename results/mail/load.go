@@ -73,8 +73,7 @@ func Load(ctx context.Context, dir string, o Options) (Cell, map[string]string, 
 		}
 		c.Bisect = string(b)
 	}
-	rep := Compose(c)
-	if f := rep.Finding; f != nil && rep.How != known.ByTitle && o.Repo != "" {
+	if f, how := match(&r); f != nil && how != known.ByTitle && o.Repo != "" {
 		if f.Standalone != "" {
 			src := filepath.Join(o.Repo, known.ReproDir, f.Standalone)
 			ents, err := os.ReadDir(src)
@@ -133,6 +132,21 @@ func decode(ctx context.Context, r results.Result, report, console, path string)
 		return nil, "the report has no call trace to decode"
 	}
 	return out, ""
+}
+
+// WriteCell writes the report of the cell in dir into <dir>/Dir, with its
+// attachments (Load, Compose, Save), and returns it and its file.
+func WriteCell(ctx context.Context, dir string, o Options) (Report, string, error) {
+	c, files, err := Load(ctx, dir, o)
+	if err != nil {
+		return Report{}, "", err
+	}
+	rep := Compose(c)
+	out := filepath.Join(dir, Dir)
+	if err := Save(out, rep, files); err != nil {
+		return Report{}, "", err
+	}
+	return rep, filepath.Join(out, ReportFile), nil
 }
 
 // Save writes the report and its attachments into dir: ReportFile, and

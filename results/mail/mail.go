@@ -55,9 +55,9 @@ type Report struct {
 	How     known.How
 }
 
-// Compose writes the report of c.
-func Compose(c Cell) Report {
-	r := &c.Result
+// match tells the finding of docs/findings.md a cell reproduced, if any
+// (known.Match), from what the cell recorded.
+func match(r *results.Result) (*known.Report, known.How) {
 	h := r.Headline(true)
 	repro, reproducer := "", ""
 	if r.Request != nil {
@@ -67,11 +67,20 @@ func Compose(c Cell) Report {
 	if h.Finding != nil {
 		id = h.Finding.Known
 	}
+	f, how, ok := known.Match(id, repro, reproducer, plainTitle(r, h))
+	if !ok {
+		return nil, ""
+	}
+	return &f, how
+}
+
+// Compose writes the report of c.
+func Compose(c Cell) Report {
+	r := &c.Result
+	h := r.Headline(true)
 	title := plainTitle(r, h)
 	var rep Report
-	if f, how, ok := known.Match(id, repro, reproducer, title); ok {
-		rep.Finding, rep.How = &f, how
-	}
+	rep.Finding, rep.How = match(r)
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path"
 	"strings"
-	"sync"
 
 	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
@@ -40,29 +39,18 @@ func (a *agent) executeStandalone(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("reproducer %s: %w", a.opts.Reproducer, err)
 	}
-	var (
-		mu   sync.Mutex
-		fail string
-	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
-			report.Logf(a.w, "%s: %s", a.opts.Reproducer, line)
-			if msg, ok := strings.CutPrefix(line, reproducerFail); ok {
-				mu.Lock()
-				fail = msg
-				mu.Unlock()
-			}
+	// Read to the end before Wait, which closes the pipe.
+	fail := ""
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		report.Logf(a.w, "%s: %s", a.opts.Reproducer, line)
+		if msg, ok := strings.CutPrefix(line, reproducerFail); ok {
+			fail = msg
 		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	<-done
+	}
+	_, _ = io.Copy(io.Discard, out)
 	werr := cmd.Wait()
-	mu.Lock()
-	defer mu.Unlock()
 	var exit *exec.ExitError
 	switch {
 	case werr == nil:

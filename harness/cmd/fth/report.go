@@ -105,18 +105,13 @@ func writeMail(ctx context.Context, cellDir, vmlinux, bisectDir string, stdout i
 		return fmt.Errorf("%w: report --mail %s: not a cell directory (no %s): give out/runs/<run-id>/<cell>", errUsage, cellDir, results.ResultFile)
 	}
 	repo, _ := findRepo()
-	c, files, err := mail.Load(ctx, cellDir, mail.Options{Repo: repo, Vmlinux: vmlinux, Bisect: bisectDir})
+	rep, path, err := mail.WriteCell(ctx, cellDir, mail.Options{Repo: repo, Vmlinux: vmlinux, Bisect: bisectDir})
 	if err != nil {
-		return fmt.Errorf("report --mail: %w", err)
-	}
-	rep := mail.Compose(c)
-	out := filepath.Join(cellDir, mail.Dir)
-	if err := mail.Save(out, rep, files); err != nil {
 		return fmt.Errorf("report --mail: %w", err)
 	}
 	if err := mail.Write(stdout, rep); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nwritten: %s (attachments beside it)\n", filepath.Join(out, mail.ReportFile))
+	fmt.Fprintf(stdout, "\nwritten: %s (attachments beside it)\n", path)
 	return nil
 }

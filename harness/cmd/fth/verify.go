@@ -16,7 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/results/mail"
 )
 
-// VerifyFile is a verification run's record, in its run directory.
+// verifyFile is a verification run's record, in its run directory.
 const verifyFile = "verify.json"
 
 // verifyCase is one of the three ways a standalone reproducer is run.
@@ -33,10 +33,12 @@ type verifyCase struct {
 // verifyCases are the three runs of every reproducer: the kernel
 // without the fix fails with the finding's title, the kernel with it
 // passes, and the control passes.
-var verifyCases = []verifyCase{
-	{Name: "unfixed", WantFail: true},
-	{Name: "fixed", Fixed: true},
-	{Name: "control", Control: true},
+func verifyCases() []verifyCase {
+	return []verifyCase{
+		{Name: "unfixed", WantFail: true},
+		{Name: "fixed", Fixed: true},
+		{Name: "control", Control: true},
+	}
 }
 
 // verifyCount is one case's tally.
@@ -168,6 +170,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 	}
+	if len(jobs) == 0 {
+		return fmt.Errorf("%w: no finding has a standalone reproducer to verify", errUsage)
+	}
 	if jobs[0].plan.dryRun {
 		for _, j := range jobs {
 			fmt.Fprintf(stdout, "finding %s on %s, %s, %d runs:\n", j.rec.Finding, j.rec.Arch, j.count.Case.Name, *runs)
@@ -251,7 +256,7 @@ func verifyPlans(repo string, f known.Report, a string, natural bool, out, runID
 	}
 	rec.Fix = f.Fixes[0]
 	var plans []*runPlan
-	for _, vc := range verifyCases {
+	for _, vc := range verifyCases() {
 		args := []string{"--arch", a, "--out", out, "--run-id", runID,
 			"--agent-arg", "scenario=standalone", "--agent-arg", "reproducer=" + f.Standalone}
 		for _, p := range debug {
@@ -285,15 +290,11 @@ func sameFinding(f known.Report, title string) bool {
 // mailReport writes the mail report of a failed cell and returns its
 // path, or why it could not be written.
 func mailReport(ctx context.Context, repo, cellDir string) string {
-	c, files, err := mail.Load(ctx, cellDir, mail.Options{Repo: repo})
+	_, path, err := mail.WriteCell(ctx, cellDir, mail.Options{Repo: repo})
 	if err != nil {
 		return "(no report: " + err.Error() + ")"
 	}
-	dir := filepath.Join(cellDir, mail.Dir)
-	if err := mail.Save(dir, mail.Compose(c), files); err != nil {
-		return "(no report: " + err.Error() + ")"
-	}
-	return filepath.Join(dir, mail.ReportFile)
+	return path
 }
 
 func reproducerList() string {
