@@ -96,26 +96,35 @@ func AddOracle(list []event.Oracle, o event.Oracle) []event.Oracle {
 // FailedOracle describes the first failed oracle check or summary in os:
 // the host fails a cell on it even if the agent said all was well.
 func FailedOracle(os []event.Oracle) (string, bool) {
-	for _, o := range os {
-		if o.OK || o.Skipped != "" {
-			continue
+	o, ok := FirstFailedOracle(os)
+	if !ok {
+		return "", false
+	}
+	switch {
+	case o.Title != "" && o.Checks == 0:
+		return o.Title, true
+	case o.Function != "" && o.Checks == 0 && o.Name == event.OracleExact:
+		return fmt.Sprintf("oracle %s failed on %s: expected %d hits, got %d", o.Name, o.Function, o.Expected, o.Got), true
+	case o.Function != "" && o.Checks == 0:
+		msg := fmt.Sprintf("oracle %s failed on %s: expected %#x, got %#x", o.Name, o.Function, o.Expected, o.Got)
+		if o.Msg != "" {
+			msg += " " + o.Msg
 		}
-		switch {
-		case o.Title != "" && o.Checks == 0:
-			return o.Title, true
-		case o.Function != "" && o.Checks == 0 && o.Name == event.OracleExact:
-			return fmt.Sprintf("oracle %s failed on %s: expected %d hits, got %d", o.Name, o.Function, o.Expected, o.Got), true
-		case o.Function != "" && o.Checks == 0:
-			msg := fmt.Sprintf("oracle %s failed on %s: expected %#x, got %#x", o.Name, o.Function, o.Expected, o.Got)
-			if o.Msg != "" {
-				msg += " " + o.Msg
-			}
-			return msg, true
-		default:
-			return fmt.Sprintf("oracle %s: %d of %d checks failed", o.Name, o.Failures, o.Checks), true
+		return msg, true
+	default:
+		return fmt.Sprintf("oracle %s: %d of %d checks failed", o.Name, o.Failures, o.Checks), true
+	}
+}
+
+// FirstFailedOracle is the first check in os that ran and failed: the
+// one FailedOracle titles.
+func FirstFailedOracle(os []event.Oracle) (event.Oracle, bool) {
+	for _, o := range os {
+		if !o.OK && o.Skipped == "" {
+			return o, true
 		}
 	}
-	return "", false
+	return event.Oracle{}, false
 }
 
 func mergeLiveness(prev, cur *event.Liveness) *event.Liveness {

@@ -151,16 +151,12 @@ func plainTitle(r *results.Result, h results.Headline) string {
 		return "the kernel hangs: no console output for " + rest
 	}
 	if h.Finding == nil {
-		if o, ok := failedCheck(r.Oracles); ok && t == failedTitle(r) {
-			return checkTitle(o, t)
+		if o, ok := results.FirstFailedOracle(r.Oracles); ok {
+			if ft, _ := results.FailedOracle(r.Oracles); t == ft {
+				return checkTitle(o, t)
+			}
 		}
 	}
-	return t
-}
-
-// failedTitle is the title the harness gave a failed check.
-func failedTitle(r *results.Result) string {
-	t, _ := results.FailedOracle(r.Oracles)
 	return t
 }
 
@@ -281,7 +277,7 @@ func what(b *strings.Builder, c Cell, h results.Headline, title string) {
 		}
 	default:
 		p("What was seen: %s.\n\n", title)
-		if o, ok := failedCheck(r.Oracles); ok {
+		if o, ok := results.FirstFailedOracle(r.Oracles); ok {
 			if why := checkWords[o.Name]; why != "" {
 				p("%s\n\n", wrap(why, 72))
 			}
@@ -306,15 +302,6 @@ var checkWords = map[event.OracleName]string{
 	event.OracleDelivery:      "Several users of one callsite (ftrace_ops with different flags, kprobes, a kretprobe, an fprobe, a direct call, BPF fentry and fexit programs, the function tracer, a livepatch) were attached, detached and refiltered while kthreads called the function with sequence numbers: every call made while a user is attached must reach it, and none made while it is not.",
 	event.OracleCallsiteOrder: "The writes to a CALL_OPS callsite were checked in order: a live branch must never meet the nop ops in its literal except on its way to a nop.",
 	event.OracleReproducer:    "The reproducer's own check failed.",
-}
-
-func failedCheck(os []event.Oracle) (event.Oracle, bool) {
-	for _, o := range os {
-		if !o.OK && o.Skipped == "" {
-			return o, true
-		}
-	}
-	return event.Oracle{}, false
 }
 
 // opWords says what an operation of the harness did.
