@@ -1,6 +1,9 @@
 package known
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Report is what a mail about one finding of docs/findings.md says beyond
 // what a cell recorded: its subject, the cause in the kernel's words, how
@@ -384,7 +387,7 @@ func Match(id, repro, reproducer, title string) (r Report, how How, ok bool) {
 		switch {
 		case id != "" && r.ID == id:
 			return r, ByID, true
-		case repro != "" && contains(r.Repros, repro):
+		case repro != "" && slices.Contains(r.Repros, repro):
 			return r, ByRepro, true
 		case reproducer != "" && r.Standalone == reproducer:
 			return r, ByReproducer, true
@@ -399,13 +402,4 @@ func Match(id, repro, reproducer, title string) (r Report, how How, ok bool) {
 		}
 	}
 	return r, ByTitle, best != ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
