@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -171,11 +172,7 @@ func report() string { return filepath.Join("..", "report", "testdata") }
 func TestReportsNameRealSequences(t *testing.T) {
 	for _, r := range known.Reports() {
 		for _, s := range r.Repros {
-			found := false
-			for _, have := range options.Repros() {
-				found = found || have == s
-			}
-			if !found {
+			if !slices.Contains(options.Repros(), s) {
 				t.Errorf("finding %s names repro sequence %q, which the agent does not have", r.Number, s)
 			}
 		}

@@ -135,11 +135,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *findings != "all" {
 		for _, n := range strings.Split(*findings, ",") {
-			found := false
-			for _, r := range todo {
-				found = found || r.Number == n
-			}
-			if !found {
+			if !slices.ContainsFunc(todo, func(r known.Report) bool { return r.Number == n }) {
 				return fmt.Errorf("%w: --findings %s: finding %s has no standalone reproducer (%s)", errUsage, *findings, n, reproducerList())
 			}
 		}
