@@ -36,13 +36,23 @@ func Overlay(log *slog.Logger, base Image, files map[string]string, cacheDir str
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\noverlay of %s\n", keyVersion, base.Key)
 	contents := map[string][]byte{}
+	modes := map[string]uint64{}
 	for _, g := range guests {
 		b, err := os.ReadFile(files[g])
 		if err != nil {
 			return Image{}, fmt.Errorf("overlay: %w", err)
 		}
+		st, err := os.Stat(files[g])
+		if err != nil {
+			return Image{}, fmt.Errorf("overlay: %w", err)
+		}
+		// A program stays executable; everything else is a plain file.
+		modes[g] = 0o644
+		if st.Mode()&0o111 != 0 {
+			modes[g] = 0o755
+		}
 		contents[g] = b
-		fmt.Fprintf(h, "file %s %d\n", g, len(b))
+		fmt.Fprintf(h, "file %s %o %d\n", g, modes[g], len(b))
 		h.Write(b)
 	}
 	key := hex.EncodeToString(h.Sum(nil))
@@ -56,7 +66,7 @@ func Overlay(log *slog.Logger, base Image, files map[string]string, cacheDir str
 	w := cpio.Newc.Writer(&extra)
 	recs := make([]cpio.Record, 0, len(guests))
 	for _, g := range guests {
-		recs = append(recs, cpio.StaticFile(g[1:], string(contents[g]), 0o644))
+		recs = append(recs, cpio.StaticFile(g[1:], string(contents[g]), modes[g]))
 	}
 	cpio.MakeAllReproducible(recs)
 	if err := cpio.WriteRecordsAndDirs(w, recs); err != nil {

@@ -18,27 +18,37 @@ import (
 // manifest it is written last, so a killed build is redone.
 const extDoneName = ".fth-done"
 
+// Ext is what an external module build gives: its module and the user
+// programs its Makefile builds with it (kbuild's userprogs).
+type Ext struct {
+	// Module is the .ko; empty when the directory builds programs only.
+	Module string
+	// Programs are the user programs' paths, sorted.
+	Programs []string
+}
+
 // BuildModule builds the out-of-tree module whose Kbuild file and sources
 // are in src against k, the way a kernel developer would (make M=...), and
-// returns its .ko: src must build exactly one. The build lives in k's
-// cache entry under ext/, keyed by the kernel and the contents of src, so
-// it is redone only when either changes. req must be the request k was
-// built from: it supplies the toolchain and the source tree.
-func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, src string) (string, error) {
+// returns its .ko and programs: src must build at most one module, and a
+// module or a program. The build lives in k's cache entry under ext/,
+// keyed by the kernel and the contents of src, so it is redone only when
+// either changes. req must be the request k was built from: it supplies
+// the toolchain and the source tree.
+func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, src string) (Ext, error) {
 	name := filepath.Base(src)
 	if k.Modules == nil {
-		return "", fmt.Errorf("module %s: kernel %s was built without CONFIG_MODULES=y (or by an older fth): rebuild it with the base fragment", name, k.Key[:16])
+		return Ext{}, fmt.Errorf("module %s: kernel %s was built without CONFIG_MODULES=y (or by an older fth): rebuild it with the base fragment", name, k.Key[:16])
 	}
 	files, err := moduleFiles(src)
 	if err != nil {
-		return "", fmt.Errorf("module %s: %w", name, err)
+		return Ext{}, fmt.Errorf("module %s: %w", name, err)
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\nkernel %s\n", keyVersion, k.Key)
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(src, f))
 		if err != nil {
-			return "", fmt.Errorf("module %s: %w", name, err)
+			return Ext{}, fmt.Errorf("module %s: %w", name, err)
 		}
 		fmt.Fprintf(h, "file %s %d\n", f, len(b))
 		h.Write(b)
@@ -47,33 +57,33 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 	entry := filepath.Dir(k.BuildDir)
 	dir := filepath.Join(entry, "ext", name+"-"+key[:16])
 	if _, err := os.Stat(filepath.Join(dir, extDoneName)); err == nil {
-		if ko, err := onlyKO(dir); err == nil {
-			return ko, nil
+		if ext, err := outputs(dir); err == nil {
+			return ext, nil
 		}
 	}
 	unlock, err := lock(ctx, log, entry)
 	if err != nil {
-		return "", err
+		return Ext{}, err
 	}
 	defer unlock()
 
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("module %s: %w", name, err)
+		return Ext{}, fmt.Errorf("module %s: %w", name, err)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(filepath.Join(src, f))
 		if err != nil {
-			return "", err
+			return Ext{}, err
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			return "", fmt.Errorf("module %s: %w", name, err)
+			return Ext{}, fmt.Errorf("module %s: %w", name, err)
 		}
 	}
 	// The kernel's own toolchain (req's): a module built by another
 	// compiler may not load (or be refused by the build's compiler checks).
 	if err := req.Toolchain.checkFor(req.Arch.Name); err != nil {
-		return "", fmt.Errorf("module %s: %w", name, err)
+		return Ext{}, fmt.Errorf("module %s: %w", name, err)
 	}
 	// A patched kernel's modules see its patched files too.
 	b := &builder{req: req, out: k.BuildDir, log: log, ov: overlay{dir: k.PatchDir, files: k.PatchedFiles}}
@@ -81,17 +91,17 @@ func BuildModule(ctx context.Context, log *slog.Logger, req Request, k Kernel, s
 	args := []string{"-C", req.Source.Dir, "O=" + k.BuildDir, "CC=" + req.Toolchain.CC, "M=" + dir, "modules"}
 	log.Info("building module", "module", name, "arch", req.Arch.Name, "dir", dir)
 	if _, err := b.run(ctx, "make M="+name, "make", args, nil); err != nil {
-		return "", fmt.Errorf("module %s: %w", name, err)
+		return Ext{}, fmt.Errorf("module %s: %w", name, err)
 	}
-	ko, err := onlyKO(dir)
+	ext, err := outputs(dir)
 	if err != nil {
-		return "", fmt.Errorf("module %s: make succeeded but %w", name, err)
+		return Ext{}, fmt.Errorf("module %s: make succeeded but %w", name, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, extDoneName), nil, 0o644); err != nil {
-		return "", err
+		return Ext{}, err
 	}
-	log.Info("module built", "module", name, "seconds", time.Since(start).Round(time.Millisecond))
-	return ko, nil
+	log.Info("module built", "module", name, "programs", len(ext.Programs), "seconds", time.Since(start).Round(time.Millisecond))
+	return ext, nil
 }
 
 // moduleFiles lists the files of an external module source directory: its
@@ -130,11 +140,39 @@ func moduleFiles(src string) ([]string, error) {
 	return files, nil
 }
 
-// onlyKO returns the one .ko in dir.
-func onlyKO(dir string) (string, error) {
+// outputs lists what a finished build in dir gave: at most one .ko, and
+// the executables of kbuild's userprogs (a Makefile's
+// `userprogs-always-y += name`), which kbuild builds with the kernel's
+// compiler along with the module.
+func outputs(dir string) (Ext, error) {
 	kos, _ := filepath.Glob(filepath.Join(dir, "*.ko"))
-	if len(kos) != 1 {
-		return "", fmt.Errorf("%s holds %d .ko files, want exactly one", dir, len(kos))
+	if len(kos) > 1 {
+		return Ext{}, fmt.Errorf("%s holds %d .ko files, want at most one", dir, len(kos))
 	}
-	return kos[0], nil
+	var ext Ext
+	if len(kos) == 1 {
+		ext.Module = kos[0]
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return Ext{}, err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if !e.Type().IsRegular() || strings.Contains(n, ".") {
+			continue
+		}
+		st, err := e.Info()
+		if err != nil {
+			return Ext{}, err
+		}
+		if st.Mode()&0o111 != 0 {
+			ext.Programs = append(ext.Programs, filepath.Join(dir, n))
+		}
+	}
+	sort.Strings(ext.Programs)
+	if ext.Module == "" && len(ext.Programs) == 0 {
+		return Ext{}, fmt.Errorf("%s holds no .ko and no program", dir)
+	}
+	return ext, nil
 }

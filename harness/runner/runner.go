@@ -178,18 +178,25 @@ const scaleModule = "stress/kmod-scale"
 
 // modules builds the project's test modules against k and returns every
 // module the guest gets, as guest path → host path: k's in-tree modules
-// (the ftrace samples) and fth_target. A kernel without modules gets none.
+// (the ftrace samples), fth_target and the others, and the user programs
+// a module's Makefile builds with it. A kernel without modules gets none.
 func (e *Env) modules(ctx context.Context, req kbuild.Request, k kbuild.Kernel, extra ...string) (map[string]string, error) {
 	if k.Modules == nil {
 		return nil, nil
 	}
 	files := map[string]string{}
 	for _, src := range append(projectModules(), extra...) {
-		ko, err := kbuild.BuildModule(ctx, e.Log, req, k, filepath.Join(e.ModuleDir, src))
+		ext, err := kbuild.BuildModule(ctx, e.Log, req, k, filepath.Join(e.ModuleDir, src))
 		if err != nil {
 			return nil, err
 		}
-		files[GuestModuleDir+"/"+filepath.Base(ko)] = ko
+		// A reproducer's program goes beside its module, as its
+		// Makefile leaves it.
+		for _, p := range append(ext.Programs, ext.Module) {
+			if p != "" {
+				files[GuestModuleDir+"/"+filepath.Base(p)] = p
+			}
+		}
 	}
 	for name, p := range k.Modules {
 		files[GuestModuleDir+"/"+name+".ko"] = p

@@ -198,6 +198,23 @@ func (r fthRun) mustCell(t *testing.T) {
 	}
 }
 
+// logConsoleTail logs the last n lines of the cell's console.log, so that
+// a failure in CI, whose output directory is gone with the machine, keeps
+// the kernel's side of it in the test's output.
+func (r fthRun) logConsoleTail(t *testing.T, n int) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.cell, "console.log"))
+	if err != nil {
+		t.Logf("console.log: %v", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	t.Logf("the last %d lines of %s:\n%s", len(lines), filepath.Join(r.cell, "console.log"), strings.Join(lines, "\n"))
+}
+
 // (a) The x86_64 7.3 kernel passes the default cell, the campaign — 2,000
 // trampolines attached under preempt=full and kept, the churn with its
 // oracles on top, preemptions injected at a trampoline's first

@@ -166,6 +166,7 @@ func repro(t *testing.T, seq, title string, flags ...string) {
 	r.mustCell(t)
 	if title == "" {
 		if r.exit != 0 || r.result.Verdict != results.Pass {
+			r.logConsoleTail(t, 120)
 			t.Fatalf("exit %d, verdict %s (%s): want a pass", r.exit, r.result.Verdict, r.result.Reason)
 		}
 		return
@@ -174,6 +175,7 @@ func repro(t *testing.T, seq, title string, flags ...string) {
 		t.Fatalf("no fault on %s: the finding no longer reproduces; if the kernel fixed it, say so in docs/findings.md", r.result.Kernel.Release)
 	}
 	if r.exit != 1 || r.result.Title() != title {
+		r.logConsoleTail(t, 120)
 		t.Fatalf("exit %d, verdict %s (%s), title %q: want %s", r.exit, r.result.Verdict, r.result.Reason, r.result.Title(), title)
 	}
 	t.Logf("reproduced: %s", title)
@@ -312,6 +314,7 @@ func eagain(t *testing.T, arch string) {
 		r := runFthArch(t, arch, 40*time.Minute, "--agent-arg", "scenario=repro", "--agent-arg", "repro=eagain-peer")
 		r.mustCell(t)
 		if r.exit != 0 || r.result.Verdict != results.Pass {
+			r.logConsoleTail(t, 120)
 			t.Fatalf("exit %d, verdict %s (%s): want a pass", r.exit, r.result.Verdict, r.result.Reason)
 		}
 	})
