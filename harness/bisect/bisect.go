@@ -6,31 +6,39 @@
 // three. A bisection that judges a revision by one run names a wrong commit
 // whenever a bad revision happens to pass (syzbot's cause bisection was
 // right for about a third of its bugs, mostly for that reason). Here every
-// revision runs the test several times, adaptively, and every verdict
-// carries the probability that it is wrong:
+// revision runs the test several times, adaptively, each revision's runs
+// are kept as its own Evidence, and every verdict states how sure it is:
 //
-//   - bad: Policy.BadFailures failures of the kind bisected. A failure is
-//     never taken for chance: the harness counts only kernel-side failures
-//     (results.Result.Headline), so a correct kernel does not produce them,
-//     and the good end must show none.
+//   - bad: Policy.BadFailures failures of the kind bisected (Kind: the
+//     title with its location); the revision then runs on to
+//     Policy.RateFailures failures, to measure its rate. Its confidence
+//     (BadConfidence) is the probability that the failures are not another
+//     bug's that shares the kind, bounded by the passes of the revisions
+//     below.
 //   - good: no failure in enough passes that a bad revision would likely
-//     have shown one. How likely is the question: a bad revision's failure
-//     probability p is estimated from every revision judged bad (pooled
-//     failures and passes; with a uniform prior, p ~ Beta(failures+1,
-//     passes+1)), and a good verdict after n passes is wrong with
-//     probability E[(1-p)^n] under that estimate (Evidence.PassProb). The
-//     runs it takes are chosen so that the product over every good verdict
-//     stays above Policy.Threshold.
+//     have shown one. No rate is assumed for the whole history (a later
+//     commit may make the bug likelier): a revision is judged against its
+//     nearest known-bad descendant, by a lower credible bound of that
+//     revision's own rate over all its runs (Evidence.Lower), and its
+//     confidence is one minus the probability that a bad revision failing
+//     at that bound passes every run (GoodConfidence).
 //
-// The result's confidence is the product over the good verdicts (the good
-// end's, the search's and the culprit's parent's again). Below the
-// threshold the result is inconclusive, never a culprit.
+// The answer rests on the candidate being bad and the first bad one: if
+// it is not, its parent is bad, and so is the bad end with the candidate
+// reverted. Verification runs the candidate again, then its parent and
+// the revert, both judged against the lower of the candidate's bound and
+// Policy.MinRate (a bad parent may fail less often than a candidate that
+// raised the rate); a wrong answer survives only if both pass every run.
+// A parent that fails sends the search on below it. The answer's
+// confidence is the candidate's bad verdict's times one minus that
+// survival; below Policy.Threshold the result is inconclusive, never a
+// culprit. Evaluate checks these numbers against simulated histories;
+// docs/bisect.md has the table and the reasoning.
 package bisect
 
 import (
 	"context"
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 )
@@ -139,10 +147,17 @@ type Step struct {
 	Index   int     `json:"index"`
 	Runs    []Run   `json:"runs"`
 	Verdict Verdict `json:"verdict"`
-	// Confidence is the probability that the verdict is right: 1 for bad
-	// (see the package doc), Evidence.GoodConfidence for good, 0
-	// otherwise.
+	// Confidence is the probability that the verdict is right:
+	// BadConfidence for bad, GoodConfidence for good (against Reference),
+	// 0 otherwise. It is the revision's, from all its runs so far.
 	Confidence float64 `json:"confidence"`
+	// Reference is the failure rate a good verdict was judged against:
+	// the lower credible bound of the rate of the revision's nearest
+	// known-bad descendant (Evidence.Lower).
+	Reference float64 `json:"reference,omitempty"`
+	// Evidence is the revision's runs so far, this step's and earlier
+	// steps' of the same target.
+	Evidence Evidence `json:"evidence"`
 }
 
 // Tally counts a step's runs by outcome.
@@ -171,23 +186,40 @@ func (s Step) Tally() Tally {
 
 // Policy is how many runs a revision gets and what a culprit needs.
 type Policy struct {
-	// MinRuns is the fewest passes that make a revision good.
+	// MinRuns is the fewest passes that make a revision good, and the
+	// fewest new passes its parent's verification takes.
 	MinRuns int `json:"min_runs"`
-	// MaxRuns caps the runs of one revision.
+	// MaxRuns caps the runs of one step.
 	MaxRuns int `json:"max_runs"`
 	// BadFailures failures of the kind bisected make a revision bad.
 	BadFailures int `json:"bad_failures"`
+	// RateFailures is how many failures a bad revision runs to (within
+	// MaxRuns) so that the revisions below it, judged against its rate,
+	// need few passes.
+	RateFailures int `json:"rate_failures"`
 	// MaxBroken broken runs make a revision a skip.
 	MaxBroken int `json:"max_broken"`
-	// Threshold is the least confidence a culprit is named with.
+	// Threshold is the least confidence a culprit is named with, and the
+	// confidence a good verdict asks.
 	Threshold float64 `json:"threshold"`
+	// Credible is the posterior probability that a bad revision's failure
+	// rate is below the bound the revisions under it are judged against
+	// (Evidence.Lower).
+	Credible float64 `json:"credible"`
+	// MinRate is the least failure rate of a bad revision the answer
+	// guards against: the candidate's parent is judged against the lower
+	// of it and the candidate's bound, since a bad parent may fail less
+	// often than the candidate (the candidate raised the rate).
+	MinRate float64 `json:"min_rate"`
 }
 
-// DefaultPolicy: two failures for bad, at least two passes for good, at
-// most 12 runs a revision, a culprit at 0.9. syzbot suppresses its results
-// below 0.66; a bisection here controls its reruns, so it asks more.
+// DefaultPolicy: one failure of the kind for bad, run on to three to
+// measure the rate, at least two passes for good, at most 16 runs a step,
+// a culprit at 0.9, rates bounded at their 5% quantile. syzbot suppresses
+// its results below 0.66; a bisection here controls its reruns, so it asks
+// more.
 func DefaultPolicy() Policy {
-	return Policy{MinRuns: 2, MaxRuns: 12, BadFailures: 2, MaxBroken: 2, Threshold: 0.9}
+	return Policy{MinRuns: 2, MaxRuns: 16, BadFailures: 1, RateFailures: 3, MaxBroken: 2, Threshold: 0.9, Credible: 0.05, MinRate: 0.1}
 }
 
 // Check says what is wrong with p, naming the flag to fix.
@@ -195,6 +227,8 @@ func (p Policy) Check() error {
 	switch {
 	case p.BadFailures < 1:
 		return fmt.Errorf("--bad-failures %d: want at least 1", p.BadFailures)
+	case p.RateFailures < p.BadFailures:
+		return fmt.Errorf("--rate-failures %d: want at least --bad-failures (%d)", p.RateFailures, p.BadFailures)
 	case p.MinRuns < 1:
 		return fmt.Errorf("--min-runs %d: want at least 1", p.MinRuns)
 	case p.MaxRuns < p.MinRuns || p.MaxRuns < p.BadFailures:
@@ -203,108 +237,51 @@ func (p Policy) Check() error {
 		return fmt.Errorf("--max-broken %d: want at least 1", p.MaxBroken)
 	case p.Threshold <= 0 || p.Threshold >= 1:
 		return fmt.Errorf("--threshold %g: want a probability between 0 and 1, exclusive", p.Threshold)
+	case p.Credible <= 0 || p.Credible >= 0.5:
+		return fmt.Errorf("--credible %g: want a probability between 0 and 0.5, exclusive", p.Credible)
+	case p.MinRate <= 0 || p.MinRate > 1:
+		return fmt.Errorf("--min-rate %g: want a probability above 0, at most 1", p.MinRate)
 	}
 	return nil
 }
 
-// Evidence is what the revisions judged bad showed: their failures and
-// passes, pooled. A bad revision's failure probability p is not known,
-// only this; with a uniform prior its posterior is Beta(Fail+1, Pass+1)
-// (sampling each revision until its BadFailures-th failure does not change
-// the likelihood, so not the posterior either).
-type Evidence struct{ Fail, Pass int }
-
-// Known says there is any evidence yet.
-func (e Evidence) Known() bool { return e.Fail+e.Pass > 0 }
-
-// Rate is the posterior mean of p.
-func (e Evidence) Rate() float64 {
-	return float64(e.Fail+1) / float64(e.Fail+e.Pass+2)
-}
-
-// PassProb is the probability that a bad revision passes n runs in a
-// row: E[(1-p)^n] under the posterior, B(a, b+n) / B(a, b).
-func (e Evidence) PassProb(n int) float64 {
-	a, b := float64(e.Fail+1), float64(e.Pass+1)
-	return math.Exp(lbeta(a, b+float64(n)) - lbeta(a, b))
-}
-
-// GoodConfidence is the probability that a revision that passed n runs
-// (and failed none) is not a bad one that happened to pass them.
-func (e Evidence) GoodConfidence(n int) float64 { return 1 - e.PassProb(n) }
-
-// RunsFor is the fewest passes after which a good verdict is wrong with
-// probability at most alpha, or limit+1 if limit passes are not enough.
-func (e Evidence) RunsFor(alpha float64, limit int) int {
-	for n := 1; n <= limit; n++ {
-		if e.PassProb(n) <= alpha {
-			return n
-		}
-	}
-	return limit + 1
-}
-
-func lbeta(a, b float64) float64 {
-	la, _ := math.Lgamma(a)
-	lb, _ := math.Lgamma(b)
-	lab, _ := math.Lgamma(a + b)
-	return la + lb - lab
-}
-
-// judge decides a step from its runs, or says it needs another run.
-// alpha is the most a good verdict may be wrong by; without evidence yet
-// (the bad end) a step is never judged good before the cap.
-func (p Policy) judge(t Tally, ev Evidence, alpha float64) (Verdict, bool) {
-	need := math.MaxInt
-	if ev.Known() {
-		need = max(p.MinRuns, ev.RunsFor(alpha, p.MaxRuns))
-	}
-	switch {
-	case t.Fail >= p.BadFailures:
-		return Bad, true
-	case t.Broken >= p.MaxBroken:
-		return Skip, true
-	case t.Fail == 0 && t.Pass >= need:
-		return Good, true
-	case t.Runs() >= p.MaxRuns:
-		if t.Fail == 0 && t.Pass >= p.MinRuns {
-			// Fewer passes than alpha asks: a good verdict whose
-			// lower confidence the result's product carries.
-			return Good, true
-		}
-		return Unclear, true
-	}
-	return "", false
-}
-
-// Gather pools the evidence of the steps judged bad.
-func Gather(steps []Step) Evidence {
-	var e Evidence
-	for _, s := range steps {
-		if s.Verdict == Bad {
-			t := s.Tally()
-			e.Fail += t.Fail
-			e.Pass += t.Pass
-		}
-	}
-	return e
-}
-
-// kindRe finds what varies between two reports of one bug: a location
-// after " in " (the function, which inlining and layout move between
-// revisions) and numbers (a trampoline's key, an address, a count).
+// Kind normalisation: what varies between two reports of one bug. In the
+// title group, numbers (an address, a CPU, a duration); in the location, the
+// offset (+0x1c/0x40), a compiler clone's suffix (.isra.0, .constprop.0,
+// .cold) and a trailing number (a freed trampoline's key,
+// bpf_trampoline_92341858338).
 var (
-	kindLocRe = regexp.MustCompile(` in \S+.*$`)
-	kindNumRe = regexp.MustCompile(`\b(0x)?[0-9a-f]*[0-9][0-9a-f]*\b`)
+	kindNumRe    = regexp.MustCompile(`\b((0x)?[0-9a-f]*[0-9][0-9a-f]*|[0-9]+(s|ms|us|ns))\b`)
+	kindOffRe    = regexp.MustCompile(`\+0x[0-9a-f]+(/0x[0-9a-f]+)?$`)
+	kindCloneRe  = regexp.MustCompile(`(\.(isra|constprop|part|cold|lto_priv|llvm|localalias)(\.[0-9]+)*)+$`)
+	kindSuffixRe = regexp.MustCompile(`_[0-9]+$`)
 )
 
 // Kind is the failure kind of a title: what "the same failure" means to a
-// bisection. Two titles of one kind differ only in the function they name
-// and in numbers: "Oops: int3 in bpf_trampoline_92341858338" and "Oops:
-// int3 in do_syscall_64" are one kind. A failure of another kind at some
-// revision is another bug until shown otherwise, and counts neither way
-// (Other): the search then says inconclusive rather than chase it.
+// bisection. It is the title group (what went wrong: "WARNING", "Oops:
+// int3", "BUG: soft lockup") with its location (the function after the
+// last " in "), as syzbot tells bugs apart: "WARNING in ftrace_bug" and
+// "WARNING in __ftrace_hash_move" are two bugs, and a revision that shows
+// the second is not bad for the first. What varies between two reports of
+// one bug is normalised away: numbers in the group, and in the location
+// its offset, a compiler clone's suffix and a trailing number, so "Oops:
+// int3 in bpf_trampoline_92341858338" and "Oops: int3 in
+// bpf_trampoline_6442" are one kind. A failure of another kind counts
+// neither way (Other).
 func Kind(title string) string {
-	k := kindLocRe.ReplaceAllString(title, "")
-	return strings.TrimSpace(kindNumRe.ReplaceAllString(k, "N"))
+	group, loc := strings.TrimSpace(title), ""
+	if i := strings.LastIndex(group, " in "); i >= 0 {
+		group, loc = group[:i], strings.TrimSpace(group[i+len(" in "):])
+	}
+	group = strings.TrimSpace(kindNumRe.ReplaceAllString(group, "N"))
+	if loc == "" {
+		return group
+	}
+	if f := strings.Fields(loc); len(f) > 0 {
+		loc = f[0]
+	}
+	loc = kindOffRe.ReplaceAllString(loc, "")
+	loc = kindCloneRe.ReplaceAllString(loc, "")
+	loc = kindSuffixRe.ReplaceAllString(loc, "_N")
+	return group + " in " + loc
 }

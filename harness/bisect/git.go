@@ -3,12 +3,18 @@ package bisect
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Repo is the developer's git tree (or a bare repository). Nothing here writes to its files or
@@ -151,4 +157,83 @@ func (w *Worktree) Remove(ctx context.Context) error {
 func (r Repo) TreeID(ctx context.Context, rev string) (string, error) {
 	out, err := r.git(ctx, "rev-parse", rev+"^{tree}")
 	return strings.TrimSpace(string(out)), err
+}
+
+// stampEpoch and stampSpan bound the times Stamp gives: 2^60 ns (36
+// years) from 1980-01-01 UTC, all in the past, so make never sees a
+// source newer than a build and warns of no clock skew.
+const (
+	stampEpoch = 315532800 // Unix seconds
+	stampSpan  = 1 << 60
+)
+
+// stampTime is the modification time Stamp gives a file whose content
+// hashes to id (hex): a point in the span chosen by the hash.
+func stampTime(id string) (time.Time, error) {
+	b, err := hex.DecodeString(id)
+	if err != nil || len(b) < 8 {
+		return time.Time{}, fmt.Errorf("content hash %q: want hex of 8 bytes or more", id)
+	}
+	return time.Unix(stampEpoch, int64(binary.BigEndian.Uint64(b)%stampSpan)), nil
+}
+
+// Stamp sets the modification time of every file of the worktree (and of
+// its .git file) to one chosen by the file's content: the object git
+// stores it as, which the index records. Kernel builds are cached by a
+// hash of their tree's paths, sizes and modification times (kbuild's
+// Source.Identity); a checkout gives each file the time it was written,
+// so the same revision checked out again, in a worktree made anew by the
+// next bisection, would never hit the cache. Stamped, the identity is a
+// function of the revision's content (its tree, or with a revert the
+// index's), and a repeated bisection builds nothing it built before.
+// Two different contents differ in a stamp unless their hashes agree in
+// 60 bits.
+//
+// The stamps are in the past; each build's outputs are newer, so make
+// rebuilds from a stamped tree what a fresh checkout's would. git's own
+// stat records are refreshed after.
+func (w *Worktree) Stamp(ctx context.Context) error {
+	wt := Repo{Dir: w.Dir}
+	out, err := wt.git(ctx, "ls-files", "--stage", "-z")
+	if err != nil {
+		return fmt.Errorf("stamp %s: %w", w.Dir, err)
+	}
+	for _, entry := range strings.Split(string(out), "\x00") {
+		// <mode> <object> <stage>\t<path>
+		meta, path, ok := strings.Cut(entry, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 || f[0] == "160000" {
+			continue // a submodule is a directory
+		}
+		if err := stampFile(filepath.Join(w.Dir, path), f[1]); err != nil {
+			return fmt.Errorf("stamp %s: %w", w.Dir, err)
+		}
+	}
+	dotgit := filepath.Join(w.Dir, ".git")
+	if b, err := os.ReadFile(dotgit); err == nil {
+		sum := sha256.Sum256(b)
+		if err := stampFile(dotgit, hex.EncodeToString(sum[:])); err != nil {
+			return fmt.Errorf("stamp %s: %w", w.Dir, err)
+		}
+	}
+	if _, err := wt.git(ctx, "update-index", "-q", "--refresh"); err != nil {
+		return fmt.Errorf("stamp %s: %w", w.Dir, err)
+	}
+	return nil
+}
+
+// stampFile gives path (not a symbolic link's target) the stamp of id.
+func stampFile(path, id string) error {
+	t, err := stampTime(id)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Lstat(path); err == nil && st.ModTime().Equal(t) {
+		return nil
+	}
+	ts := unix.NsecToTimespec(t.UnixNano())
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &os.PathError{Op: "utimensat", Path: path, Err: err}
+	}
+	return nil
 }

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ftrace-harness/fth/harness/kbuild"
 )
 
 // history makes a git tree of five commits: a adds f1.c to f4.c, b, c
@@ -129,5 +132,118 @@ func TestRepo(t *testing.T) {
 	}
 	if _, err := os.Stat(w.Dir); err == nil {
 		t.Error("the worktree is still there")
+	}
+}
+
+// kernelHistory makes a git tree that kbuild takes for a kernel tree: a
+// Makefile with a version, a source file, and a symbolic link; the
+// second commit changes the file's content but not its size, which only
+// the stamp (not the path or size) can tell from the first.
+func kernelHistory(t *testing.T) (string, []string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte("VERSION = 7\nPATCHLEVEL = 3\nSUBLEVEL = 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("Makefile", filepath.Join(dir, "GNUmakefile")); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, text := range []string{"int a;\n", "int b;\n"} {
+		if err := os.WriteFile(filepath.Join(dir, "ftrace.c"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		git("add", "-A")
+		git("commit", "-q", "-m", text)
+		ids = append(ids, git("rev-parse", "HEAD"))
+	}
+	return dir, ids
+}
+
+// buildKey is the kernel cache key kbuild gives the tree at dir.
+func buildKey(t *testing.T, dir string) string {
+	t.Helper()
+	src, err := kbuild.OpenSource(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kbuild.Key(src, "x86_64", nil, kbuild.Toolchain{})
+}
+
+// A stamped worktree's build key is its content's: the same revision
+// checked out anew (new modification times) keys the same kernel, and a
+// change of content keys another, even at the same size.
+func TestStampKeysByContent(t *testing.T) {
+	ctx := context.Background()
+	dir, ids := kernelHistory(t)
+	r := Repo{Dir: dir}
+	place := filepath.Join(t.TempDir(), "bisect", "0123456789ab", "base")
+	w, err := r.AddWorktree(ctx, place, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := buildKey(t, w.Dir)
+
+	// The next bisection: the worktree made again, its files written at
+	// another time.
+	if err := w.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w, err = r.AddWorktree(ctx, place, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	for _, f := range []string{"Makefile", "ftrace.c", ".git"} {
+		if err := os.Chtimes(filepath.Join(w.Dir, f), later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if buildKey(t, w.Dir) == first {
+		t.Fatal("unstamped, the key did not change with the times: the test shows nothing")
+	}
+	if err := w.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := buildKey(t, w.Dir); got != first {
+		t.Errorf("the same revision with other modification times keys %s, first %s", got[:12], first[:12])
+	}
+
+	if err := w.Checkout(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if buildKey(t, w.Dir) == first {
+		t.Error("another content of the same size keys the same kernel")
+	}
+	if err := w.Checkout(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stamp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := buildKey(t, w.Dir); got != first {
+		t.Errorf("back at the first revision: key %s, first %s", got[:12], first[:12])
+	}
+	if st, _ := exec.Command("git", "-C", w.Dir, "status", "--porcelain").Output(); len(st) != 0 {
+		t.Errorf("the stamped worktree is not clean:\n%s", st)
+	}
+	if err := w.Remove(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

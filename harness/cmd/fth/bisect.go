@@ -46,21 +46,27 @@ func cmdBisect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		jobs      = fs.Int("j", 0, "make -j (default: number of CPUs)")
 	)
 	fs.IntVar(&pol.MinRuns, "min-runs", pol.MinRuns, "fewest passing runs that make a revision good")
-	fs.IntVar(&pol.MaxRuns, "max-runs", pol.MaxRuns, "most runs of one revision")
+	fs.IntVar(&pol.MaxRuns, "max-runs", pol.MaxRuns, "most runs of one step (the parent's verification takes more if --min-rate needs them)")
 	fs.IntVar(&pol.BadFailures, "bad-failures", pol.BadFailures, "failures of the kind bisected that make a revision bad")
+	fs.IntVar(&pol.RateFailures, "rate-failures", pol.RateFailures, "failures a bad revision runs on to, to measure its rate for the revisions below it")
 	fs.IntVar(&pol.MaxBroken, "max-broken", pol.MaxBroken, "runs that do not build, boot or reach a verdict before a revision is skipped")
 	fs.Float64Var(&pol.Threshold, "threshold", pol.Threshold, "least confidence a culprit is named with; below it the answer is inconclusive")
+	fs.Float64Var(&pol.Credible, "credible", pol.Credible, "probability that a bad revision's rate is below the bound the revisions under it are judged against")
+	fs.Float64Var(&pol.MinRate, "min-rate", pol.MinRate, "least failure rate of a bad revision the answer guards against (its parent may fail less often than the culprit)")
 	if err := parseFlags(fs, args, stdout, help{
 		Usage:      "fth bisect (--good REV --bad REV [--kernel-src TREE] | --kernels A,B,...) [flags] (--from CELL | -- <fth run flags>)",
 		Positional: true,
 		About: `Finds the first revision at which a test fails, when it fails only some of
-the time. Each revision runs the test adaptively: two failures of the kind
-the bad end shows make it bad; good takes enough passes that a bad revision
-would likely have failed one, judged by the failure rate seen on the bad
-revisions. Every step states its confidence, the answer their product; below
---threshold it is inconclusive, never a culprit. The culprit is verified:
-it fails again, its parent passes again, and the bad end with it reverted
-passes. The test is a recorded cell (--from) or fth run's flags after --.
+the time. Each revision runs the test adaptively: a failure of the kind the
+bad end shows (its title and location) makes it bad, and it runs on to
+measure its rate; good takes enough passes that a bad revision would likely
+have failed one, judged against the rate of its nearest bad revision. The
+candidate is verified: it fails again, its parent passes again and the bad
+end with it reverted passes, both judged against the lower of the
+candidate's rate and --min-rate; a parent that fails sends the search on
+below it. Every step states its confidence; the answer's rests on the
+candidate's and those two, and below --threshold it is inconclusive, never
+a culprit. The test is a recorded cell (--from) or fth run's flags after --.
 Exit codes: 0 a culprit named, 2 none (inconclusive, or the ends do not
 behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 	}); err != nil {
@@ -183,11 +189,25 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 		if err != nil {
 			return err
 		}
+		// One bisection at a time in a place: two would move each
+		// other's worktrees under their builds.
 		place := filepath.Join(b.cache, "bisect", tree[:12])
+		unlock, err := bisect.Lock(ctx, place, fmt.Sprintf("fth bisect pid %d, run %s", os.Getpid(), runDir), func(path, by string) {
+			fmt.Fprintf(stderr, "waiting for %s: another bisection of this tree holds it (%s); Ctrl-C to stop\n", path, orUnknown(by))
+		})
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		if t.base, err = repo.AddWorktree(ctx, filepath.Join(place, "base"), revs[0].ID); err != nil {
 			return fmt.Errorf("worktree of the good end: %w", err)
 		}
 		defer t.base.Remove(context.WithoutCancel(ctx))
+		// Stamped, the good end's build is keyed by its content: the next
+		// bisection from it, in a worktree made anew, reuses its kernels.
+		if err := t.base.Stamp(ctx); err != nil {
+			return err
+		}
 		if t.work, err = repo.AddWorktree(ctx, filepath.Join(place, "work"), revs[len(revs)-1].ID); err != nil {
 			return fmt.Errorf("worktree: %w", err)
 		}
@@ -229,7 +249,14 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 }
 
 func policyText(p bisect.Policy) string {
-	return fmt.Sprintf("bad at %d failures, good after at least %d passes, at most %d runs a revision, a culprit at confidence %.2f", p.BadFailures, p.MinRuns, p.MaxRuns, p.Threshold)
+	return fmt.Sprintf("bad at %d failures (measured to %d), good after at least %d passes, at most %d runs a step, a culprit at confidence %.2f guarding against rates down to %.2f", p.BadFailures, p.RateFailures, p.MinRuns, p.MaxRuns, p.Threshold, p.MinRate)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "its holder is not recorded"
+	}
+	return s
 }
 
 func orUnset(s string) string {
@@ -283,9 +310,12 @@ func bisectSummaryText(r bisect.Result, reproduce string) string {
 		if r.Revert {
 			revert = "the bad revision with it reverted passes"
 		}
-		return fmt.Sprintf("fth bisect: %q (%s) first appears at %s %q, confidence %.3f: it failed again, its parent passed again, %s. A bad revision fails %.0f%% of runs (estimated from %d failures and %d passes). %s.\nReproduce: %s",
-			r.FirstTitle, r.Kind, r.Culprit.Short(), r.Culprit.Subject, r.Confidence, revert, 100*r.Rate, r.Evidence.Fail, r.Evidence.Pass, cost, reproduce)
+		return fmt.Sprintf("fth bisect: %q (%s) first appears at %s %q, confidence %.3f: it failed again, its parent passed again, %s. The culprit fails %.0f%% of runs (%d of %d); its parent passed %d, judged against a failure rate of %.2f. %s.\nReproduce: %s",
+			r.FirstTitle, r.Kind, r.Culprit.Short(), r.Culprit.Subject, r.Confidence, revert, 100*r.Rate, r.Evidence.Fail, r.Evidence.Runs(), r.Parent.Pass, r.Reference, cost, reproduce)
 	default:
+		if r.Candidate != nil {
+			return fmt.Sprintf("fth bisect: %s for %q: %s. The search ended at %s %q, which is not named the culprit. %s.", r.Verdict, r.FirstTitle, r.Reason, r.Candidate.Short(), r.Candidate.Subject, cost)
+		}
 		return fmt.Sprintf("fth bisect: %s for %q: %s. %s.", r.Verdict, r.FirstTitle, r.Reason, cost)
 	}
 }
@@ -353,11 +383,14 @@ func (t *cellTester) source(ctx context.Context, target bisect.Target) (string, 
 	}
 	// Files added or removed: an overlay cannot carry that, so the
 	// moving worktree is built as it is (ccache still serves the
-	// unchanged files).
+	// unchanged files), stamped so that its kernel is keyed by content.
 	if target.Revert == nil {
 		if err := t.work.Checkout(ctx, target.Rev.ID); err != nil {
 			return "", nil, err
 		}
+	}
+	if err := t.work.Stamp(ctx); err != nil {
+		return "", nil, err
 	}
 	return t.work.Dir, nil, nil
 }

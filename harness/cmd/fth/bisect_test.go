@@ -23,10 +23,11 @@ func sampleBisect() bisect.Result {
 	fail := bisect.Run{Outcome: bisect.Fail, Title: "Oops: int3 in bpf_trampoline_6442", Cell: "/o/b/001-999999999999-run1", Built: true, BuildSeconds: 61, GuestSeconds: 9}
 	pass := bisect.Run{Outcome: bisect.Pass, Cell: "/o/b/003-888888888888-run1", GuestSeconds: 40}
 	return bisect.Result{
-		Verdict: bisect.Found, Culprit: &culprit, Confidence: 0.962, Rate: 0.8, Evidence: bisect.Evidence{Fail: 6},
-		Kind: "Oops: int3", FirstTitle: fail.Title, Revert: true, Revisions: 16,
+		Verdict: bisect.Found, Culprit: &culprit, Candidate: &culprit, Confidence: 0.962, Rate: 0.8, Evidence: bisect.Evidence{Fail: 6},
+		Parent: bisect.Evidence{Pass: 3}, Reference: 0.1,
+		Kind: "Oops: int3 in bpf_trampoline_N", FirstTitle: fail.Title, Revert: true, Revisions: 16,
 		Steps: []bisect.Step{
-			{Role: bisect.RoleBadEnd, Target: bisect.Target{Rev: culprit}, Runs: []bisect.Run{fail, fail}, Verdict: bisect.Bad, Confidence: 1},
+			{Role: bisect.RoleBadEnd, Target: bisect.Target{Rev: culprit}, Runs: []bisect.Run{fail, fail}, Verdict: bisect.Bad, Confidence: 0.995},
 			{Role: bisect.RoleVerifyParent, Target: bisect.Target{Rev: parent}, Runs: []bisect.Run{pass, pass, pass}, Verdict: bisect.Good, Confidence: 0.962},
 			{Role: bisect.RoleVerifyRevert, Target: bisect.Target{Rev: culprit, Revert: &culprit}, Runs: []bisect.Run{pass, {Outcome: bisect.Broken, Reason: "kernel build: error"}}, Verdict: bisect.Skip},
 		},
@@ -39,7 +40,7 @@ func sampleBisect() bisect.Result {
 func TestBisectText(t *testing.T) {
 	r := sampleBisect()
 	sum := bisectSummaryText(r, "git -C ~/linux checkout 999999999999 && fth run --kernel-src ~/linux --arch x86_64")
-	for _, want := range []string{`"Oops: int3 in bpf_trampoline_6442" (Oops: int3) first appears at 999999999999 "bpf: free the image early"`, "confidence 0.962", "the bad revision with it reverted passes", "fails 80% of runs", "16 revisions, 3 steps, 7 runs, 2 kernels built", "Reproduce: git -C ~/linux checkout"} {
+	for _, want := range []string{`"Oops: int3 in bpf_trampoline_6442" (Oops: int3 in bpf_trampoline_N) first appears at 999999999999 "bpf: free the image early"`, "confidence 0.962", "the bad revision with it reverted passes", "fails 80% of runs (6 of 6)", "its parent passed 3, judged against a failure rate of 0.10", "16 revisions, 3 steps, 7 runs, 2 kernels built", "Reproduce: git -C ~/linux checkout"} {
 		if !strings.Contains(sum, want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}
@@ -51,8 +52,12 @@ func TestBisectText(t *testing.T) {
 		}
 	}
 	r.Verdict, r.Reason, r.Culprit = bisect.Inconclusive, "confidence 0.71 is below the threshold 0.90", nil
-	if sum := bisectSummaryText(r, ""); !strings.Contains(sum, "inconclusive") || !strings.Contains(sum, "below the threshold") {
+	if sum := bisectSummaryText(r, ""); !strings.Contains(sum, "inconclusive") || !strings.Contains(sum, "below the threshold") || !strings.Contains(sum, `ended at 999999999999 "bpf: free the image early", which is not named the culprit`) {
 		t.Errorf("inconclusive summary: %s", sum)
+	}
+	r.Candidate = nil
+	if sum := bisectSummaryText(r, ""); strings.Contains(sum, "ended at") {
+		t.Errorf("inconclusive summary without a candidate: %s", sum)
 	}
 }
 

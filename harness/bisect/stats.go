@@ -1,0 +1,141 @@
+package bisect
+
+import "math"
+
+// Evidence is what one revision's runs showed: failures of the kind
+// bisected and passes (failures of other kinds and broken runs count
+// neither way). A revision's failure probability r is not known, only
+// this; with a uniform prior its posterior is Beta(Fail+1, Pass+1).
+// Running a revision until its first failure, or until enough passes,
+// does not change the likelihood r^Fail (1-r)^Pass, so not the posterior
+// either.
+type Evidence struct{ Fail, Pass int }
+
+// Runs is how many runs the evidence counts.
+func (e Evidence) Runs() int { return e.Fail + e.Pass }
+
+// Add is the evidence of both.
+func (e Evidence) Add(o Evidence) Evidence { return Evidence{e.Fail + o.Fail, e.Pass + o.Pass} }
+
+// Rate is the posterior mean of the failure probability.
+func (e Evidence) Rate() float64 {
+	return float64(e.Fail+1) / float64(e.Runs()+2)
+}
+
+// Lower is the lower credible bound of the failure probability at level
+// beta: the failure probability is below it with posterior probability
+// beta (the beta-quantile of Beta(Fail+1, Pass+1)). Zero without a
+// failure.
+func (e Evidence) Lower(beta float64) float64 {
+	if e.Fail == 0 {
+		return 0
+	}
+	return betaQuantile(beta, e.Fail+1, e.Pass+1)
+}
+
+// GoodConfidence is the confidence that a revision that passed n runs and
+// failed none is good, against a reference failure probability ref (a
+// lower bound of what a bad revision there fails at): one minus the
+// probability that a bad revision failing at ref passes all n.
+func GoodConfidence(n int, ref float64) float64 {
+	if ref <= 0 {
+		return 0
+	}
+	return 1 - math.Pow(1-ref, float64(n))
+}
+
+// PassesFor is the fewest passes after which GoodConfidence against ref
+// reaches conf, or limit+1 when limit passes do not.
+func PassesFor(conf, ref float64, limit int) int {
+	if ref <= 0 {
+		return limit + 1
+	}
+	n := int(math.Ceil(math.Log(1-conf) / math.Log(1-ref)))
+	switch {
+	case ref >= 1:
+		n = 1
+	case n < 1:
+		n = 1
+	case n > limit:
+		n = limit + 1
+	}
+	return n
+}
+
+// sharedKind is the prior probability that the kind bisected is not the
+// bug's alone: that some other bug, present since before the good end,
+// shows the same title at the same location (see BadConfidence).
+const sharedKind = 0.05
+
+// BadConfidence is the confidence that a revision that failed e.Fail runs
+// of the kind (and passed e.Pass) is bad, given good passes of revisions
+// below it (the good end's and those judged good) with none of the kind.
+//
+// A failure of the kind at a good revision needs another bug with the
+// same title and location, present since before the good end: prior
+// probability sharedKind, its rate q then unknown (uniform) and bounded
+// by the good passes, q ~ Beta(1, good+1). Against it, a bad revision
+// fails at an unknown rate r (uniform). With even prior odds the
+// confidence is the posterior probability of "bad".
+func BadConfidence(e Evidence, good int) float64 {
+	if e.Fail == 0 {
+		return 0
+	}
+	f, s, g := float64(e.Fail), float64(e.Pass), float64(good)
+	// P(shared | the good passes): the slab's marginal is 1/(g+1).
+	shared := sharedKind / (g + 1) / (sharedKind/(g+1) + 1 - sharedKind)
+	// E[q^f (1-q)^s] under Beta(1, g+1), against E[r^f (1-r)^s] under
+	// Beta(1, 1), in logs.
+	lGood := math.Log(shared) + lbeta(1+f, 1+g+s) - lbeta(1, 1+g)
+	lBad := lbeta(1+f, 1+s)
+	return 1 / (1 + math.Exp(lGood-lBad))
+}
+
+func lbeta(a, b float64) float64 {
+	la, _ := math.Lgamma(a)
+	lb, _ := math.Lgamma(b)
+	lab, _ := math.Lgamma(a + b)
+	return la + lb - lab
+}
+
+// betaCDF is the regularized incomplete beta function I_x(a, b) for
+// whole a and b: the probability that a+b-1 trials of probability x
+// succeed at least a times.
+func betaCDF(x float64, a, b int) float64 {
+	switch {
+	case x <= 0:
+		return 0
+	case x >= 1:
+		return 1
+	}
+	n := a + b - 1
+	// The binomial terms from k = a up, each from the one before.
+	lx, l1x := math.Log(x), math.Log1p(-x)
+	lc, _ := math.Lgamma(float64(n + 1))
+	la, _ := math.Lgamma(float64(a + 1))
+	lb, _ := math.Lgamma(float64(n - a + 1))
+	term := math.Exp(lc - la - lb + float64(a)*lx + float64(n-a)*l1x)
+	sum := 0.0
+	for k := a; k <= n; k++ {
+		sum += term
+		term *= float64(n-k) / float64(k+1) * x / (1 - x)
+	}
+	return min(sum, 1)
+}
+
+// betaQuantile is the q-quantile of Beta(a, b), by bisection.
+func betaQuantile(q float64, a, b int) float64 {
+	if b == 1 {
+		return math.Pow(q, 1/float64(a))
+	}
+	lo, hi := 0.0, 1.0
+	for range 60 {
+		mid := (lo + hi) / 2
+		if betaCDF(mid, a, b) < q {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
