@@ -64,7 +64,7 @@ const FixesDir = "results/known/fixes"
 func Reports() []Report {
 	return []Report{
 		{
-			Number: "1", ID: "rcu-read-unlock-special-fentry", Bug: true, Status: "no standalone reproducer and no fix patch yet",
+			Number: "1", ID: "rcu-read-unlock-special-fentry", Bug: true,
 			Subject: "bpf: an fentry program on rcu_read_unlock_special() recurses until the stack overflows",
 			Seen:    "Linux 7.3.4 (x86_64, riscv64)",
 			Summary: `rcu_read_unlock_special() is traceable, has BTF and is not in
@@ -86,9 +86,30 @@ rcu_read_unlock_special). Without VMAP_STACK the overflow corrupts
 whatever lies below the stack, and the first report varies from run to
 run (a bad-pagetable oops in futex_wait_setup, a triple fault).
 
-The likely fix is to deny the function in btf_id_deny next to
-__rcu_read_unlock(), or to mark it notrace.`,
-			Titles: []string{"rcu_read_unlock_special"},
+The fix denies the function in btf_id_deny next to __rcu_read_unlock();
+marking it notrace, as its callee rcu_preempt_deferred_qs_irqrestore()
+already is, would close it for every ftrace user.`,
+			Titles:     []string{"rcu_read_unlock_special"},
+			Standalone: "rcu-read-unlock-special",
+			Run: `The attached reproducer is a program and a script; nothing is timed.
+
+  1. Build with the options in config.
+  2. make KDIR=<the kernel's build directory>   (or cc -O2 -Wall -static)
+  3. ./run.sh           (the kernel crashes within a second: the bug)
+     ./run.sh control   (an fentry program on rcu_note_context_switch():
+                         the kernel keeps running)`,
+			// The recursion overflows the stack, and what is reported
+			// first depends on what the overflow hits: with VMAP_STACK
+			// the guard page, and then nothing is printed (a triple fault
+			// resets the guest, or the vCPUs loop in the fault entry code
+			// and the console goes silent); without it whatever lies
+			// below the stack (a NULL dereference in copy_process, a bad
+			// page table in futex_wait_setup). So any kernel crash of
+			// the reproducer's 10 s counts; the control (the same
+			// program and load, the program on another function) and
+			// the fixed kernel must show none.
+			Fails: `^(BUG: |Oops|general protection fault|kernel BUG|Kernel panic|WARNING|reset: the guest reset|hang: no output for )`,
+			Fixes: []string{"bpf-deny-rcu-read-unlock-special.patch"},
 		},
 		{
 			Number: "2", ID: "ftrace-direct-modify-unload-hang", Bug: true, Status: "no standalone reproducer yet: the shipped sample loaded alone for 20 s did not hang 7.3.4 x86_64 (1 run); the hang came under other load",
@@ -162,7 +183,7 @@ nothing on the console, are not explained.`,
 			Subject: "ftrace: a direct call to an odd address is taken as a jump on x86_64",
 		},
 		{
-			Number: "8", Also: []string{"13"}, ID: "ipmodify-share-asked-of-a-stranger", Bug: true, Status: "no standalone reproducer yet; the fix covers the warning, not the bypass on the filter path",
+			Number: "8", Also: []string{"13"}, ID: "ipmodify-share-asked-of-a-stranger", Bug: true, Status: "13's path (a fexit added while another trampoline's modify runs) has no standalone reproducer; its fix is the second patch",
 			Subject: "ftrace: update_ftrace_direct_mod() asks BPF trampolines it does not modify to share IPMODIFY",
 			Seen:    "Linux 7.3.4 (x86_64)",
 			Summary: `With HAVE_SINGLE_FTRACE_DIRECT_OPS every BPF trampoline is one entry of
@@ -188,18 +209,40 @@ runs), and a fexit added to a trampoline of a livepatched function while
 another trampoline's modify runs (its flags rebuilt, its own modify not
 yet under direct_mutex).
 
-Asking only the functions being modified (hash, not orig_hash) ends the
-warning both ways. What stays on the filter path needs its own fix: the
-fexit trampoline there never learns of the IPMODIFY ops and keeps
-calling the original function directly, so a redirect by that ops is
-bypassed on every call while the fexit is attached. In-tree users set
-their filter before they register (livepatch) or restore the IP
-(kprobes), so the reachable effect in-tree is the warning and a
-spurious -EBUSY; the bypass needs an ops that grows its filter and
-redirects.`,
-			Repros: []string{"ipmodify-filter", "ipmodify-mid-update"},
-			Titles: []string{"bpf_tramp_ftrace_ops_func"},
-			Fixes:  []string{"ftrace-direct-mod-ask-only-modified.patch"},
+On the filter path the fexit trampoline never learns of the IPMODIFY
+ops and keeps calling the original function directly, so a redirect by
+that ops is bypassed on every call while the fexit is attached. In-tree
+users set their filter before they register (livepatch) or restore the
+IP (kprobes, whose IPMODIFY ops grows its filter this way), so the
+reachable effect in-tree is the warning and a spurious -EBUSY; the
+bypass needs an ops that grows its filter and redirects, as the
+reproducer's module does.
+
+Two patches, one per path. Running the registration's handshake
+(prepare_direct_functions_for_ipmodify()) in ftrace_set_hash() for the
+functions a registered IPMODIFY ops adds to its filter ends the bypass
+and the warning on the filter path. Asking only the functions being
+modified (hash, not orig_hash) in update_ftrace_direct_mod() ends the
+warning on the second path; on the filter path it ends the warning but
+not the bypass.`,
+			Repros:     []string{"ipmodify-filter", "ipmodify-mid-update"},
+			Titles:     []string{"bpf_tramp_ftrace_ops_func"},
+			Standalone: "ipmodify-share",
+			Run: `The attached reproducer needs no other tool and no timing: a module
+(an IPMODIFY ftrace_ops that redirects, as livepatch's does), a program
+that loads two empty BPF programs with the bpf() syscall, a script, and
+a config fragment.
+
+  1. Build with the options in config.
+  2. make KDIR=<the kernel's build directory>   (module and program)
+  3. ./run.sh           (exit 1, the WARNING and a refused attach: the bug)
+     ./run.sh control   (the ops registered with both functions: passes)
+
+Step 6 of its output shows the bypass: /proc/cmdline reads the real
+command line, not the redirect, while the fexit program is attached;
+the reproducer fails on it too.`,
+			Fails: `^WARNING in bpf_tramp_ftrace_ops_func$|^BPF trampoline attach refused after an IPMODIFY ops grew its filter$|^BPF fexit trampoline bypasses the redirect of an IPMODIFY ops$`,
+			Fixes: []string{"ftrace-ipmodify-filter-share-direct.patch", "ftrace-direct-mod-ask-only-modified.patch"},
 		},
 		{
 			Number: "9", Bug: true,
