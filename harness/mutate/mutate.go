@@ -86,7 +86,15 @@ type Mutant struct {
 	Patch []byte
 	// Default says the mutant is part of `make mutation`.
 	Default bool
+	// Needs names what the bug needs to show at all, beyond the default
+	// cell: "kvm", a real CPU, for a bug that shows only as a stale
+	// instruction fetch, which QEMU's TCG cannot give (docs/mutation.md,
+	// "The INT3 sync class"). Such a mutant is never Default.
+	Needs string
 }
+
+// NeedsKVM is the Needs of a mutant whose bug only a real CPU can show.
+const NeedsKVM = "kvm"
 
 // DefaultAgent is the scenario every mutant runs unless its header says
 // otherwise: the churn with every tracer, modules and preemption-model
@@ -142,8 +150,8 @@ func Load(dir string) ([]Mutant, error) {
 }
 
 // Parse reads a mutant: "Key: value" header lines (Mutant, Class, Arches,
-// Agent, Fragments, Default, Why; a line starting with white space continues
-// the previous value), then the diff.
+// Agent, Fragments, Default, Needs, Why; a line starting with white space
+// continues the previous value), then the diff.
 func Parse(name string, text []byte) (Mutant, error) {
 	m := Mutant{Name: name, Patch: text, Agent: map[string]string{}}
 	if !nameRe.MatchString(name) {
@@ -172,7 +180,7 @@ func Parse(name string, text []byte) (Mutant, error) {
 		head[last] = strings.TrimSpace(v)
 	}
 	for k := range head {
-		if !slices.Contains([]string{"Mutant", "Class", "Arches", "Agent", "Fragments", "Default", "Why"}, k) {
+		if !slices.Contains([]string{"Mutant", "Class", "Arches", "Agent", "Fragments", "Default", "Needs", "Why"}, k) {
 			return m, fmt.Errorf("%w: unknown header %q", ErrBadMutant, k)
 		}
 	}
@@ -205,6 +213,15 @@ func Parse(name string, text []byte) (Mutant, error) {
 		if m.Default, err = strconv.ParseBool(d); err != nil {
 			return m, fmt.Errorf("%w: Default %q: want true or false", ErrBadMutant, d)
 		}
+	}
+	switch m.Needs = head["Needs"]; m.Needs {
+	case "":
+	case NeedsKVM:
+		if m.Default {
+			return m, fmt.Errorf("%w: Needs: kvm with Default: true: a bug TCG cannot show would count as a miss in every TCG score", ErrBadMutant)
+		}
+	default:
+		return m, fmt.Errorf("%w: Needs %q: want kvm or nothing", ErrBadMutant, m.Needs)
 	}
 	m.Why = head["Why"]
 	if m.Why == "" {

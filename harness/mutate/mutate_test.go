@@ -90,6 +90,8 @@ func TestParseRefuses(t *testing.T) {
 		"bad agent":      {"m", ok + "Agent: churn\n" + diff, "key=value"},
 		"not a diff":     {"m", ok, "unified diff"},
 		"bad name":       {"M_1", ok + diff, "lower-case"},
+		"unknown needs":  {"m", ok + "Needs: fpga\n" + diff, "want kvm"},
+		"kvm default":    {"m", ok + "Needs: kvm\nDefault: true\n" + diff, "every TCG score"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -100,8 +102,11 @@ func TestParseRefuses(t *testing.T) {
 		})
 	}
 	m, err := Parse("m", []byte(ok+"Agent: churn=30s hot=4\nFragments: debug/lockdep\n"+diff))
-	if err != nil || m.Agent["churn"] != "30s" || m.Agent["hot"] != "4" || m.Fragments[0] != "debug/lockdep" || m.Default {
+	if err != nil || m.Agent["churn"] != "30s" || m.Agent["hot"] != "4" || m.Fragments[0] != "debug/lockdep" || m.Default || m.Needs != "" {
 		t.Fatalf("Parse = %+v, %v", m, err)
+	}
+	if m, err := Parse("m", []byte(ok+"Needs: kvm\n"+diff)); err != nil || m.Needs != NeedsKVM {
+		t.Fatalf("Parse with Needs: kvm = %+v, %v", m, err)
 	}
 }
 

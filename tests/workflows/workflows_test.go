@@ -249,3 +249,34 @@ func TestNightlyRaceExploresEveryArch(t *testing.T) {
 		t.Errorf("race.yaml: scenario %q, agent %v: want the race scenario at every point of every target, both actions", p.Scenario, p.Agent)
 	}
 }
+
+// TestNightlyRunsTheSyncMutantsOnKVM: the INT3 sync mutants that need a
+// real CPU (their absence shows only as a stale instruction fetch, which
+// TCG cannot give: docs/mutation.md) run nightly on KVM when the runner
+// has /dev/kvm, every one the default campaign misses under TCG among
+// them, against the INT3 race target, and the job says so when it has
+// no KVM instead of passing in silence.
+func TestNightlyRunsTheSyncMutantsOnKVM(t *testing.T) {
+	w := load(t, "nightly-race.yml")
+	j, ok := w.Jobs["int3-kvm"]
+	if !ok {
+		t.Fatal("nightly-race.yml: no int3-kvm job")
+	}
+	probe, ok := j.step(func(s step) bool { return strings.Contains(s.Run, "/dev/kvm") })
+	if !ok || !strings.Contains(probe.Run, "GITHUB_STEP_SUMMARY") {
+		t.Error("int3-kvm: no step that probes /dev/kvm and says in the summary when it is missing")
+	}
+	run, ok := j.step(func(s step) bool { return strings.Contains(s.Run, "fth mutate") })
+	if !ok {
+		t.Fatal("int3-kvm: no fth mutate step")
+	}
+	for _, want := range []string{"--accel kvm", "--device /dev/kvm", "racetarget=int3", "--require-detected", "make deps",
+		"x86-int3-no-int3-sync", "x86-int3-no-tail-sync"} {
+		if !strings.Contains(run.Run, want) {
+			t.Errorf("int3-kvm's fth mutate step lacks %q", want)
+		}
+	}
+	if !strings.Contains(run.If, "steps.kvm.outputs.have") {
+		t.Errorf("int3-kvm's fth mutate step runs without KVM (if: %q)", run.If)
+	}
+}
