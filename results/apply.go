@@ -3,7 +3,7 @@ package results
 import (
 	"fmt"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Apply folds the state an agent event carries into r: the hello's seed

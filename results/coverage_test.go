@@ -3,7 +3,7 @@ package results
 import (
 	"testing"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 func TestRaceCoverage(t *testing.T) {

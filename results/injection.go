@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/regs"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // cpuRe finds the CPU a report came from.

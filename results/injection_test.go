@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/ftrace-harness/fth/results/console"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // The report is the x86_64 mutant bpf-tramp-skip-rcu-tasks under the race

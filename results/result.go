@@ -15,8 +15,8 @@ import (
 	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results/console"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/hang"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // MaxOracleFailures bounds the failed checks kept in Result.Oracles; the

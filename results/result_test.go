@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // result.json must be readable after every update, and never half-written.

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // ErrNoCells means a directory holds no <cell>/result.json.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // StageRecord is one stage of a campaign cell (event.Stages), as the host

@@ -16,7 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/hang"
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // Spec is everything a cell needs beyond the built artifacts.

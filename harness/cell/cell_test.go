@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 func TestAgentCmdlineSorted(t *testing.T) {

@@ -1,7 +1,7 @@
 package matrix
 
 import (
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 
 	"context"
 	"encoding/json"

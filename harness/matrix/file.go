@@ -18,7 +18,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // AllArches expands to every row of the arch table, in table order.

@@ -11,7 +11,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // fixtureTree is the excerpt of Linux 7.3.4's Kconfig in testdata, with the

@@ -19,9 +19,9 @@ import (
 	"github.com/ftrace-harness/fth/harness/target"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/hang"
 	"github.com/ftrace-harness/fth/results/known"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Spec bounds one cell.

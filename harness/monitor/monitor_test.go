@@ -17,7 +17,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/target"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // step is one scripted happening of a fake target: an event after a delay,

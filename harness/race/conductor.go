@@ -23,7 +23,7 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/gdbstub"
 	"github.com/ftrace-harness/fth/harness/target"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Conductor serves one VM's race port.

@@ -14,7 +14,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/gdbstub/gdbstubtest"
 
 	"github.com/ftrace-harness/fth/harness/gdbstub"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // The conductor runs against a real QEMU: a riscv64 virt machine with no

@@ -23,9 +23,9 @@ import (
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // Env is what every cell of a run shares.

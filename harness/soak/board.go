@@ -16,7 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/target"
 	"github.com/ftrace-harness/fth/harness/target/ssh"
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // board is a board under soak as a target.Instance. What is truly a

@@ -34,7 +34,7 @@ import (
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // Config says what to soak.

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // BenchRule decides when a bench figure got worse rather than noisier. The

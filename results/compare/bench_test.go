@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // loadBench reads a real bench section from testdata: bench-full1 and

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Rule decides when a slower median is a regression rather than noise.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 func msd(v float64) event.Duration { return event.Duration(v * float64(time.Millisecond)) }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // KindOracle is a churn oracle that passed in A and fails in B: the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.xml from the writer's output")

@@ -14,9 +14,9 @@ import (
 
 	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/results/symbolize"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Dir is the folder of a cell that Save writes the report into.

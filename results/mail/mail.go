@@ -20,8 +20,8 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Cell is what the report is written from.

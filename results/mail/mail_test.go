@@ -11,7 +11,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/known"
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the writer's output")

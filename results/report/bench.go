@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // benchView is a cell's bench section. Every number arrives precomputed

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // cellView is one cell's section of the page: its facts, phases, plots,

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // churnView is what the churn scenario records besides phases: its

@@ -8,7 +8,7 @@ import (
 	"regexp"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 //go:embed templates/report.html.tmpl

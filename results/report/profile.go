@@ -5,7 +5,7 @@ import (
 	"html/template"
 	"strings"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // profileView is one profiled operation of the bench: a stacked bar of its

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // raceView is one race target's window as a table: an instruction per

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/symbolize"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the renderer's output")

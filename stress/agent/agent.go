@@ -13,12 +13,12 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/inventory"
-	"github.com/ftrace-harness/fth/stress/options"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // agent holds one run's state, so that finish can release whatever the steps
@@ -54,7 +54,7 @@ type agent struct {
 }
 
 // The agent's modes are subcommands: what the binary is for, apart from
-// the scenario options (stress/options) a run takes.
+// the scenario options (wire/options) a run takes.
 const (
 	// modeRun, no subcommand, runs a scenario: in the harness VM, started
 	// by init with its options on the kernel command line.

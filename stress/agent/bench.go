@@ -7,11 +7,11 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/bench"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/inventory"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // executeBench runs the bench scenario after the inventory and emits its one

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/stress/options"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 func TestChurnBudget(t *testing.T) {

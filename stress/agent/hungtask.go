@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 const (

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // imagePoll is how often the image watcher drains the kernel's symbol

@@ -1,10 +1,10 @@
 // Command agent is the ftrace-harness guest agent. Started by u-root's init
 // inside the test VM, it attaches thousands of BPF fentry trampolines while
 // threads hammer preemption and migration, and streams JSON-line events (see
-// package results/event) to the host over the virtio-serial port fth.agent.
+// package wire/event) to the host over the virtio-serial port fth.agent.
 //
 // Options come from fth.<name>=<value> keys on the kernel command line and
-// from flags (see package stress/options); run with -h for the list.
+// from flags (see package wire/options); run with -h for the list.
 package main
 
 import (

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
-	"github.com/ftrace-harness/fth/stress/options"
 	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // Kernel files of crash=lkdtm:<TYPE> and crash=bug:<name>.

@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/disasm"
 	"github.com/ftrace-harness/fth/stress/ksyms"
-	"github.com/ftrace-harness/fth/stress/options"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
+	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // The INT3 window (racetarget=int3, x86): x86 patches a live callsite in

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/disasm"
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 func TestJudgeInjection(t *testing.T) {

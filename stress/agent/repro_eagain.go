@@ -10,10 +10,10 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // The kernel's names the eagain sequences hold vCPUs in.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/disasm"
 	"github.com/ftrace-harness/fth/stress/kmods"
@@ -26,6 +25,7 @@ import (
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // The kernel's names the direct-unregister-free sequence holds vCPUs in.

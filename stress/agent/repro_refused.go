@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // refusedListed is where the sequence holds the writer: called by

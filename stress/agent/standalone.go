@@ -10,9 +10,9 @@ import (
 	"path"
 	"strings"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // reproducerFail starts the line with which a reproducer's run.sh says

@@ -11,7 +11,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 func TestRatio(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // attachFEntryMulti is BPF_TRACE_FENTRY_MULTI of enum bpf_attach_type as

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ftrace-harness/fth/stress/bench/benchopts"
+	"github.com/ftrace-harness/fth/wire/benchopts"
 )
 
 func TestParseOpsRunFixtures(t *testing.T) {

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/internal/ctxsleep"
-	"github.com/ftrace-harness/fth/results/event"
-	"github.com/ftrace-harness/fth/stress/bench/benchopts"
 	"github.com/ftrace-harness/fth/stress/profile"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/benchopts"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // profileAt says whether the points of count n get a profile: the largest

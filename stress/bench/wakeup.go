@@ -14,9 +14,9 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Wakeup measurement settings, cyclictest's usual ones: a 1 ms period at

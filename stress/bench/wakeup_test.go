@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // within reports whether got is within the histogram's 3 significant digits

@@ -7,11 +7,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/stress/tracers"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // KprobeGroup is the kprobe event group of every probe the agent creates,

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/internal/ctxsleep"
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/tally"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // DefaultDir is where the CPU devices are.

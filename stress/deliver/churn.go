@@ -16,7 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/internal/ctxsleep"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // Counted is a user the agent attaches itself that counts its hits but
@@ -100,10 +101,9 @@ var excludes = map[string][]string{
 // (Counted) and the tracers (Toggle).
 func AgentUsers() []string { return []string{"fentry", "fexit", "function-tracer", "graph-tracer"} }
 
-// UserNames are every user the delivery churn knows, sorted.
-func UserNames() []string {
-	return slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(ModuleUsers())), AgentUsers()...)))
-}
+// UserNames are every user the delivery churn knows, sorted: the wire's
+// list, which ModuleUsers and AgentUsers cover (TestUserNames).
+func UserNames() []string { return options.DeliveryUsers() }
 
 // State names the callsite's dispatch state for the set of groups
 // attached: nop; one ops (the CALL_OPS literal's single ops, or an x86 ops

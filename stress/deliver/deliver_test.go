@@ -17,7 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 func TestParseFindings(t *testing.T) {
@@ -562,5 +563,14 @@ func TestJudgeRefusal(t *testing.T) {
 				t.Errorf("findings %+v, want one delivery finding %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestUserNames: the wire's list of delivery users (what deliverskip
+// takes, checked on the host) is exactly the users this package drives.
+func TestUserNames(t *testing.T) {
+	got := slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(ModuleUsers())), AgentUsers()...)))
+	if want := options.DeliveryUsers(); !slices.Equal(got, want) {
+		t.Errorf("ModuleUsers and AgentUsers give %q; wire/options.DeliveryUsers says %q", got, want)
 	}
 }

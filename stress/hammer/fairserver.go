@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // FairServerDir is where Linux (6.12 and later) exposes each CPU's fair
@@ -15,17 +17,9 @@ import (
 const FairServerDir = "/sys/kernel/debug/sched/fair_server"
 
 // DefaultFairShare is the share of each CPU the hammer reserves for
-// SCHED_OTHER tasks while its real-time threads run. The kernel's default
-// (50 ms of every second) is sized for real hardware. Under TCG a guest
-// CPU is tens of times slower and the agent itself is written in Go, whose
-// runtime makes a thread leaving a syscall spin (casgstatus) until a
-// stack scan by another, SCHED_OTHER thread ends: an RT hammer thread spun
-// that way on one CPU while the scanner waited behind it, the agent fell
-// silent and RCU-tasks could not finish a grace period for minutes (the
-// vCPU dump of the stall shows it). A larger reserve keeps the pressure
-// (RT wakeups still preempt anything at any instruction) without letting
-// the harness starve the tasks the kernel waits for.
-const DefaultFairShare = 0.4
+// SCHED_OTHER tasks while its real-time threads run: the options'
+// default, whose doc says why it is larger than the kernel's.
+const DefaultFairShare = options.DefaultRTReserve / 100.0
 
 // fairReserve raises every CPU's fair server runtime to share of its
 // period and returns a function that puts the old values back. A kernel

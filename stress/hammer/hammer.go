@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // DefaultInterval is how often the monitor reports Liveness.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 func TestCheckDetectsStalls(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Summarize returns the distribution of samples. Percentiles use the

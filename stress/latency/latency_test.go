@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 func ms(v ...int) []time.Duration {

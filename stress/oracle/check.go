@@ -3,10 +3,10 @@ package oracle
 import (
 	"fmt"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
-// Oracle names as they appear in Oracle events (results/event owns them,
+// Oracle names as they appear in Oracle events (wire/event owns them,
 // so the host reads the same names the guest writes).
 const (
 	NameFuncIP      = event.OracleFuncIP

@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/tally"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // DefaultPath is the PREEMPT_DYNAMIC control file.

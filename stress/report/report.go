@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // Emitter accepts events. Every package of the agent reports through it, so

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // countingWriter records every Write call separately, to check that each event

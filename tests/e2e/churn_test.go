@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // stableModules are the modules the short churn cycles: every sample but

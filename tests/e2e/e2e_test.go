@@ -23,8 +23,8 @@ import (
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/hang"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 var fthBin string

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/known"
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // knownRepro returns the reproduction of the known finding (results/known)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // TestX86ProfileAddsUp: the bench's attach and detach profiles on x86_64

@@ -14,7 +14,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // cellVariant is one way `fth bench cell` runs the default cell: the

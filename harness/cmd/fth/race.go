@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // cmdRace is `fth race --list-windows`: one boot of the race scenario

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // The window list names each decoded window's instructions, and the

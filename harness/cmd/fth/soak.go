@@ -11,7 +11,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/soak"
 	"github.com/ftrace-harness/fth/harness/target/ssh"
 	"github.com/ftrace-harness/fth/results"
-	"github.com/ftrace-harness/fth/results/event"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {

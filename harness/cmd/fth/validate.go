@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/stress/options"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // agentFlags names the fth flags that set an agent option, so that an
@@ -18,7 +18,7 @@ func agentFlags() map[string]string {
 }
 
 // checkAgentArgs parses the agent options on the host with the agent's own
-// option table (stress/options), the one source of truth, so that a typo
+// option table (wire/options), the one source of truth, so that a typo
 // or an impossible value fails in a second instead of in the guest after
 // a kernel build and a boot.
 func checkAgentArgs(agent map[string]string, fromFlag map[string]string) error {

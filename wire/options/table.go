@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
-	"github.com/ftrace-harness/fth/stress/bench/benchopts"
-	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/wire/benchopts"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // The option table: one row per option, read by flags, the kernel
@@ -429,8 +428,8 @@ var fields = []field{
 			o.DeliverSkip = nil
 			for _, f := range strings.Split(v, ",") {
 				if f = strings.TrimSpace(f); f != "" {
-					if !slices.Contains(deliver.UserNames(), f) {
-						return fmt.Errorf("no delivery-oracle user %q: the users are %s", f, strings.Join(deliver.UserNames(), ", "))
+					if !slices.Contains(DeliveryUsers(), f) {
+						return fmt.Errorf("no delivery-oracle user %q: the users are %s", f, strings.Join(DeliveryUsers(), ", "))
 					}
 					o.DeliverSkip = append(o.DeliverSkip, f)
 				}

@@ -11,7 +11,7 @@ import (
 // accepts: a name only one side knows is a crash mode the host accepts and
 // the guest refuses with ENOENT after a kernel build and boot.
 func TestBugsMatchModule(t *testing.T) {
-	src, err := os.ReadFile("../kmod/bugs.c")
+	src, err := os.ReadFile("../../stress/kmod/bugs.c")
 	if err != nil {
 		t.Fatal(err)
 	}

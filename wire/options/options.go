@@ -13,10 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ftrace-harness/fth/results/event"
 	"github.com/ftrace-harness/fth/results/known"
-	"github.com/ftrace-harness/fth/stress/bench/benchopts"
-	"github.com/ftrace-harness/fth/stress/hammer"
+	"github.com/ftrace-harness/fth/wire/benchopts"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // All is the value of Options.N and Options.Detach meaning "every one".
@@ -25,7 +24,7 @@ const All = -1
 // CmdlinePrefix starts every agent key on the kernel command line.
 const CmdlinePrefix = "fth."
 
-// Scenarios (results/event defines them, for host and guest alike).
+// Scenarios (wire/event defines them, for host and guest alike).
 const (
 	ScenarioStorm = event.ScenarioStorm
 	ScenarioChurn = event.ScenarioChurn
@@ -548,7 +547,7 @@ func Defaults(env Env) Options {
 		// fair-server reserve).
 		RT:          Auto,
 		TimerPeriod: Auto,
-		RTReserve:   int(hammer.DefaultFairShare * 100),
+		RTReserve:   DefaultRTReserve,
 		Modules:     true,
 		ModHold:     3 * time.Second,
 		Delivery:    true,
@@ -580,4 +579,27 @@ func (o *Options) ResolveSeed(now time.Time) {
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
+}
+
+// DefaultRTReserve is the percentage of each CPU the hammer reserves for
+// SCHED_OTHER tasks while its real-time threads run (the fair server's
+// runtime; stress/hammer.DefaultFairShare). The kernel's default (50 ms
+// of every second) is sized for real hardware. Under TCG a guest CPU is
+// tens of times slower and the agent itself is written in Go, whose
+// runtime makes a thread leaving a syscall spin (casgstatus) until a
+// stack scan by another, SCHED_OTHER thread ends: an RT hammer thread
+// spun that way on one CPU while the scanner waited behind it, the agent
+// fell silent and RCU-tasks could not finish a grace period for minutes
+// (the vCPU dump of the stall shows it). A larger reserve keeps the
+// pressure (RT wakeups still preempt anything at any instruction) without
+// letting the harness starve the tasks the kernel waits for.
+const DefaultRTReserve = 40
+
+// DeliveryUsers are the delivery oracle's users by the names deliverskip
+// takes, sorted: fth_deliver.ko's and fth_klp.ko's (stress/deliver's
+// ModuleUsers gives each its dispatch group) and the agent's own BPF
+// programs and tracers (its AgentUsers).
+func DeliveryUsers() []string {
+	return []string{"direct", "fentry", "fexit", "fprobe", "function-tracer", "graph-tracer", "kprobe", "kretprobe",
+		"livepatch", "ops", "ops-ipmodify", "ops-multi", "ops-recursion", "ops-regs"}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/stress/bench/benchopts"
+	"github.com/ftrace-harness/fth/wire/benchopts"
 )
 
 var env4 = Env{NumCPU: 4, Poweroff: true}

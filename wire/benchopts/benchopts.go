@@ -1,7 +1,7 @@
 // Package benchopts is the bench scenario's configuration and its text
 // forms: which parts run, the ftrace-ops sweep, the counts of the scaling
 // curve and the multi links. It has no dependencies, so that the agent's
-// option table (stress/options), which the host also reads to check
+// option table (wire/options), which the host also reads to check
 // --agent-arg, can hold the bench's options without importing the bench.
 package benchopts
 
