@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/ftrace-harness/fth/results"
 )
 
 // Exit codes. A failing kernel (1) is told apart from a harness or
@@ -30,6 +32,47 @@ var errUsage = errors.New("usage")
 
 // errCellsFailed is returned when at least one cell's verdict is fail.
 var errCellsFailed = errors.New("kernel failures found")
+
+// cellVerdict is a cell's verdict and what it says, for verdictsErr.
+type cellVerdict struct {
+	cell    string
+	verdict results.Verdict
+	// reason is the cell's reason or title; empty for none.
+	reason string
+}
+
+// verdictsErr is fth's one rule from cell verdicts to its exit code, for
+// every command that runs cells (run, matrix, soak): a failed cell is a
+// kernel failure (exit 1) and outranks everything; a cell that reached
+// no verdict (error, or still running) is the harness's or the
+// machine's (exit 2); pass and skip are neither (exit 0).
+func verdictsErr(cells []cellVerdict) error {
+	var failed, unjudged []string
+	for _, c := range cells {
+		say := c.cell
+		if c.reason != "" {
+			say += ": " + c.reason
+		}
+		switch c.verdict {
+		case results.Pass, results.Skip:
+		case results.Fail:
+			failed = append(failed, say)
+		default:
+			unjudged = append(unjudged, fmt.Sprintf("%s (%s)", say, c.verdict))
+		}
+	}
+	switch {
+	case len(failed) > 0 && len(cells) == 1:
+		return fmt.Errorf("%w: %s", errCellsFailed, failed[0])
+	case len(failed) > 0:
+		return fmt.Errorf("%w: %d of %d cells failed: %s", errCellsFailed, len(failed), len(cells), strings.Join(failed, "; "))
+	case len(unjudged) > 0 && len(cells) == 1:
+		return errors.New(unjudged[0])
+	case len(unjudged) > 0:
+		return fmt.Errorf("%d of %d cells could not reach a verdict (no kernel failures): %s", len(unjudged), len(cells), strings.Join(unjudged, "; "))
+	}
+	return nil
+}
 
 // usageHead and usageTail frame the command list, which usage builds from
 // commandTable.

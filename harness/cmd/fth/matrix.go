@@ -253,23 +253,15 @@ func printPlan(w io.Writer, cells []matrix.Cell, version string) {
 	}
 }
 
-// matrixVerdict maps a summary to fth's exit codes: a failed cell is a kernel
-// bug (1) and outranks everything; an errored cell, or results that could
-// not be written, is the harness's or the machine's (2); skips are neither.
+// matrixVerdict maps a summary to fth's exit codes (verdictsErr), then
+// says when the results could not be written.
 func matrixVerdict(sum results.Summary, execErr error) error {
-	n := matrix.Counts(sum)
-	total := len(sum.Cells)
-	if n[results.Fail] > 0 {
-		var failed []string
-		for _, c := range sum.Cells {
-			if c.Verdict == results.Fail {
-				failed = append(failed, c.Cell)
-			}
-		}
-		return fmt.Errorf("%w: %d of %d cells failed: %s", errCellsFailed, n[results.Fail], total, strings.Join(failed, ", "))
+	cells := make([]cellVerdict, 0, len(sum.Cells))
+	for _, c := range sum.Cells {
+		cells = append(cells, cellVerdict{cell: c.Cell, verdict: c.Verdict, reason: c.Title})
 	}
-	if bad := total - n[results.Pass] - n[results.Skip]; bad > 0 {
-		return fmt.Errorf("%d of %d cells could not reach a verdict (no kernel failures): see their reasons above", bad, total)
+	if err := verdictsErr(cells); err != nil {
+		return err
 	}
 	if execErr != nil {
 		return fmt.Errorf("matrix results: %w", execErr)

@@ -127,3 +127,34 @@ func spaced(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestVerdictsErr: the one rule every command that runs cells exits by
+// (run, matrix, soak): skip is a pass, a failure outranks everything, an
+// unjudged cell is exit 2, for one cell as for many.
+func TestVerdictsErr(t *testing.T) {
+	one := func(v results.Verdict) []cellVerdict { return []cellVerdict{{cell: "c", verdict: v, reason: "why"}} }
+	tests := []struct {
+		name  string
+		cells []cellVerdict
+		want  int
+		say   string
+	}{
+		{"pass", one(results.Pass), exitPass, ""},
+		{"skip", one(results.Skip), exitPass, ""},
+		{"fail", one(results.Fail), exitFail, "c: why"},
+		{"error", one(results.Error), exitError, "c: why (error)"},
+		{"running", one(results.Running), exitError, "(running)"},
+		{"fail outranks error", append(one(results.Error), cellVerdict{cell: "d", verdict: results.Fail}), exitFail, "1 of 2 cells failed: d"},
+		{"error among passes", append(one(results.Error), cellVerdict{cell: "d", verdict: results.Pass}), exitError, "1 of 2 cells could not reach a verdict"},
+		{"none", nil, exitPass, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			err := verdictsErr(tt.cells)
+			if got := exitCode(err, &stderr); got != tt.want || !strings.Contains(stderr.String(), tt.say) {
+				t.Errorf("exit %d %q, want %d saying %q", got, stderr.String(), tt.want, tt.say)
+			}
+		})
+	}
+}

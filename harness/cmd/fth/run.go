@@ -255,17 +255,11 @@ func runOne(ctx context.Context, log *slog.Logger, env *runner.Env, out, runID s
 	results.PrintTable(stdout, sum)
 	fmt.Fprintf(stdout, "\nresults: %s\n", filepath.Join(runDir, c.Name))
 	writeRunReport(ctx, log, runDir, stdout)
-	switch r.Verdict {
-	case results.Pass:
-		return nil
-	case results.Fail:
-		if st := r.FailedStage(); st != "" {
-			return fmt.Errorf("%w: %s: %s (in the campaign's %s stage)", errCellsFailed, c.Name, r.Reason, st)
-		}
-		return fmt.Errorf("%w: %s: %s", errCellsFailed, c.Name, r.Reason)
-	default:
-		return fmt.Errorf("%s: %s: %s", c.Name, r.Verdict, r.Reason)
+	v := cellVerdict{cell: c.Name, verdict: r.Verdict, reason: r.Reason}
+	if st := r.FailedStage(); st != "" && r.Verdict == results.Fail {
+		v.reason += " (in the campaign's " + st + " stage)"
 	}
+	return verdictsErr([]cellVerdict{v})
 }
 
 func newRunID() string {

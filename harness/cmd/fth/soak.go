@@ -132,14 +132,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "\nboard: %s %s, deploys %v s, reconnects %d, boot_ids %d\n", r.Board.Uname, r.Board.Release, r.Board.DeploySeconds, len(r.Board.Reconnects), len(r.Board.BootIDs))
 	}
 	fmt.Fprintf(stdout, "results: %s\n", w.Dir)
-	switch r.Verdict {
-	case results.Pass, results.Skip:
-		return nil
-	case results.Fail:
-		return fmt.Errorf("%w: %s: %s", errCellsFailed, cellName, r.Reason)
-	default:
-		return fmt.Errorf("%s: %s: %s", cellName, r.Verdict, r.Reason)
-	}
+	return verdictsErr([]cellVerdict{{cell: cellName, verdict: r.Verdict, reason: r.Reason}})
 }
 
 func splitList(s string) []string {
