@@ -46,7 +46,7 @@ func TestVerifyFindings(t *testing.T) {
 		if len(rec.Counts) != 3 || rec.Counts[0].Runs != 5 {
 			t.Errorf("finding %s: %+v, want three cases of 5 runs", rec.Finding, rec.Counts)
 		}
-		rep, err := os.ReadFile(filepath.Join("../..", rec.Report))
+		rep, err := os.ReadFile(repoPath(rec.Report))
 		if err != nil || !strings.HasPrefix(string(rep), "Subject: [BUG] ") {
 			t.Errorf("finding %s: mail report %s: %v", rec.Finding, rec.Report, err)
 		}
@@ -83,8 +83,17 @@ func TestVerifyOneFinding(t *testing.T) {
 	if len(recs) != 1 || recs[0].Finding != "8" {
 		t.Fatalf("verify.json: %+v, want Finding 8's record", recs)
 	}
-	rep, err := os.ReadFile(filepath.Join("../..", recs[0].Report))
+	rep, err := os.ReadFile(repoPath(recs[0].Report))
 	if err != nil || !strings.HasPrefix(string(rep), "Subject: [BUG] ftrace: ") {
 		t.Errorf("mail report %s: %v", recs[0].Report, err)
 	}
+}
+
+// repoPath is a path fth printed, which is relative to the repository
+// (where the tests run it) unless --out made it absolute.
+func repoPath(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join("../..", p)
 }
