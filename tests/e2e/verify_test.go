@@ -24,21 +24,7 @@ func TestVerifyFindings(t *testing.T) {
 	if r.exit != 0 {
 		t.Fatalf("fth verify exited %d:\n%s", r.exit, r.stdout)
 	}
-	b, err := os.ReadFile(filepath.Join(out, "r", "verify.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []struct {
-		Finding string `json:"finding"`
-		Report  string `json:"report"`
-		Counts  []struct {
-			AsExpected int `json:"as_expected"`
-			Runs       int `json:"runs"`
-		} `json:"counts"`
-	}
-	if err := json.Unmarshal(b, &recs); err != nil {
-		t.Fatal(err)
-	}
+	recs := readVerify(t, filepath.Join(out, "r"))
 	if len(recs) == 0 {
 		t.Fatal("verify.json holds no finding")
 	}
@@ -69,17 +55,7 @@ func TestVerifyOneFinding(t *testing.T) {
 	if !strings.Contains(r.stdout, "8 x86_64 unfixed 1/1 fixed 1/1 control 1/1 ") {
 		t.Errorf("want the line \"8 x86_64 unfixed 1/1 fixed 1/1 control 1/1 <report>\", got:\n%s", r.stdout)
 	}
-	b, err := os.ReadFile(filepath.Join(out, "r", "verify.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []struct {
-		Finding string `json:"finding"`
-		Report  string `json:"report"`
-	}
-	if err := json.Unmarshal(b, &recs); err != nil {
-		t.Fatal(err)
-	}
+	recs := readVerify(t, filepath.Join(out, "r"))
 	if len(recs) != 1 || recs[0].Finding != "8" {
 		t.Fatalf("verify.json: %+v, want Finding 8's record", recs)
 	}
@@ -96,4 +72,28 @@ func repoPath(p string) string {
 		return p
 	}
 	return filepath.Join("../..", p)
+}
+
+// verifyRecord is what the tests read of a verify.json record.
+type verifyRecord struct {
+	Finding string `json:"finding"`
+	Report  string `json:"report"`
+	Counts  []struct {
+		AsExpected int `json:"as_expected"`
+		Runs       int `json:"runs"`
+	} `json:"counts"`
+}
+
+// readVerify reads the verify.json fth verify wrote in runDir.
+func readVerify(t *testing.T, runDir string) []verifyRecord {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(runDir, "verify.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []verifyRecord
+	if err := json.Unmarshal(b, &recs); err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
