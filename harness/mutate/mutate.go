@@ -63,10 +63,14 @@ const (
 	// UpdateUnlocked: an update of who a function calls made without the
 	// lock that orders it against other users' updates.
 	UpdateUnlocked Class = "unlocked-update"
+	// ExcludedDelivery: the list function calls a user for a function
+	// its filter or notrace hash excludes (one of ftrace_ops_test()'s
+	// rules ignored), on a callsite other users share.
+	ExcludedDelivery Class = "excluded-delivery"
 )
 
 // Classes lists every class, in the order reports show them.
-var Classes = []Class{TrampolineFreedEarly, PatchUnsynchronised, CallOpsLiteralLate, TextMutexDropped, DirectModifyUnsafe, TransientMisdelivery, SharedMisdelivery, StaleDispatch, UpdateUnlocked}
+var Classes = []Class{TrampolineFreedEarly, PatchUnsynchronised, CallOpsLiteralLate, TextMutexDropped, DirectModifyUnsafe, TransientMisdelivery, SharedMisdelivery, StaleDispatch, UpdateUnlocked, ExcludedDelivery}
 
 // Mutant is one mutants/<name>.patch file.
 type Mutant struct {

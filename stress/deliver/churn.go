@@ -73,7 +73,7 @@ const (
 func ModuleUsers() map[string]Group {
 	return map[string]Group{
 		"ops": "ops", "ops-regs": "ops-regs", "ops-ipmodify": "ops-ipmodify",
-		"ops-recursion": "ops-recursion", "ops-multi": "ops-multi",
+		"ops-recursion": "ops-recursion", "ops-multi": "ops-multi", "ops-notrace": "ops-notrace",
 		"kprobe": GroupKprobe, "kretprobe": GroupKprobe, "fprobe": GroupFgraph,
 		// One direct call per function: it excludes the BPF trampoline.
 		"direct": GroupDirect,
@@ -550,9 +550,10 @@ func (c *churn) step(name string) {
 }
 
 // filterable reports whether name's filter can change now: an attached
-// module ops with a filter of one function and its other.
+// module ops with a filter of one function and its other (not ops-multi,
+// on both, nor ops-notrace, whose notrace hash holds the other).
 func (c *churn) filterable(name string) bool {
-	return c.attached[name] && c.isModuleOps(name) && name != "ops-multi"
+	return c.attached[name] && c.isModuleOps(name) && name != "ops-multi" && name != "ops-notrace"
 }
 
 // changeFilter adds fth_deliver_other to name's filter, or takes it out:

@@ -602,6 +602,13 @@ static struct fth_user users[] = {
 	{ .name = "ops-ipmodify", .kind = K_OPS, .ops_flags = FTRACE_OPS_FL_SAVE_REGS | FTRACE_OPS_FL_IPMODIFY },
 	{ .name = "ops-recursion", .kind = K_OPS, .ops_flags = FTRACE_OPS_FL_RECURSION },
 	{ .name = "ops-multi", .kind = K_OPS },
+	/*
+	 * Both functions in its filter and fth_deliver_other in its notrace
+	 * hash: it traces fth_deliver_seq alone, and a list function that
+	 * calls it for fth_deliver_other (another user's callsite) ignored
+	 * the notrace hash (ftrace_ops_test()): a foreign call.
+	 */
+	{ .name = "ops-notrace", .kind = K_OPS },
 	{ .name = "kprobe", .kind = K_KPROBE },
 	{ .name = "kretprobe", .kind = K_KRETPROBE },
 	{ .name = "fprobe", .kind = K_FPROBE },
@@ -1281,7 +1288,7 @@ static int user_filter(struct fth_user *u, bool add)
 	char name[FTH_NAME];
 	int ret;
 
-	if (u->kind != K_OPS)
+	if (u->kind != K_OPS || !strcmp(u->name, "ops-notrace"))
 		return -EOPNOTSUPP;
 	if (add == !!(u->mask & BIT(FN_OTHER)))
 		return -EALREADY;
@@ -1586,6 +1593,15 @@ static int __init fth_deliver_init(void)
 			if (!ret && !strcmp(u->name, "ops-multi")) {
 				ret = ftrace_set_filter_ip(&u->ops, fn_addr(FN_OTHER), 0, 0);
 				u->mask |= BIT(FN_OTHER);
+			}
+			if (!ret && !strcmp(u->name, "ops-notrace")) {
+				char other[FTH_NAME];
+
+				/* Its mask stays fth_deliver_seq alone. */
+				strscpy(other, fn_names[FN_OTHER], sizeof(other));
+				ret = ftrace_set_filter_ip(&u->ops, fn_addr(FN_OTHER), 0, 0);
+				if (!ret)
+					ret = ftrace_set_notrace(&u->ops, other, strlen(other), 1);
 			}
 			if (ret)
 				u->skip = "ftrace_set_filter failed";

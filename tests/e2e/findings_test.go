@@ -355,7 +355,7 @@ func TestFindingPPC64LERegsCallerRestoresR13(t *testing.T) {
 // the runs live long enough to be judged. make test-all.
 func TestFindingPPC64LEFexitBypassedByLivepatch(t *testing.T) {
 	requireAll(t)
-	others := []string{"ops", "ops-regs", "ops-ipmodify", "ops-recursion", "ops-multi", "kprobe", "kretprobe", "fprobe", "direct", "function-tracer", "graph-tracer", "fentry"}
+	others := []string{"ops", "ops-regs", "ops-ipmodify", "ops-recursion", "ops-multi", "ops-notrace", "kprobe", "kretprobe", "fprobe", "direct", "function-tracer", "graph-tracer", "fentry"}
 	churn := func(skip ...string) []string {
 		return []string{"--n", "0", "--qemu", "11.1", "--patch", "results/known/fixes/ppc64-ftrace-regs-caller-keep-r13.patch",
 			"--agent-arg", "scenario=churn", "--agent-arg", "churn=90s", "--agent-arg", "preemptevery=0", "--agent-arg", "modules=false",

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +129,27 @@ func mutationTable(t *testing.T, dir string) mutation.Table {
 		t.Fatalf("no mutation table: %v", err)
 	}
 	return *table
+}
+
+// TestMutationExcludedDelivery: the list function's per-ops rules
+// (ftrace_ops_test(): the filter hash, the notrace hash) each broken by a
+// mutant, against the default campaign, two cells at a time, as fth
+// mutate runs the default set; both must be caught (a misdelivered call
+// to a user its filter or notrace hash excludes) and the unmutated
+// kernel pass. Not default mutants yet, for make test's budget: make
+// test-all.
+func TestMutationExcludedDelivery(t *testing.T) {
+	requireAll(t)
+	out := e2eOut(t)
+	r := runCell(t, 40*time.Minute, out, fthBin, "mutate", "--arches", "x86_64", "--parallel", "2", "--require-detected",
+		"--mutants", "ftrace-ops-test-ignores-notrace,ftrace-ops-test-ignores-filter", "--out", out, "--run-id", "m")
+	if r.exit != 0 {
+		t.Fatalf("fth mutate exited %d:\n%s", r.exit, r.stdout)
+	}
+	table := mutationTable(t, filepath.Join(out, "m"))
+	for _, row := range table.Rows {
+		if row.Mutant != "" && !strings.HasPrefix(row.Title, "misdelivered call: ") {
+			t.Errorf("%s caught by %q, want a misdelivered call", row.Mutant, row.Title)
+		}
+	}
 }

@@ -601,5 +601,5 @@ const DefaultRTReserve = 40
 // programs and tracers (its AgentUsers).
 func DeliveryUsers() []string {
 	return []string{"direct", "fentry", "fexit", "fprobe", "function-tracer", "graph-tracer", "kprobe", "kretprobe",
-		"livepatch", "ops", "ops-ipmodify", "ops-multi", "ops-recursion", "ops-regs"}
+		"livepatch", "ops", "ops-ipmodify", "ops-multi", "ops-notrace", "ops-recursion", "ops-regs"}
 }
