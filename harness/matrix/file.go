@@ -70,8 +70,9 @@ type Params struct {
 // detaching them while the hammer runs is what stresses the free path.
 const DefaultDetach = 200
 
-// DefaultParams are fth run's defaults, so a matrix cell and a single
-// `fth run` of the same variant do the same thing.
+// DefaultParams are a cell's defaults, the one home of them: fth run's
+// flags, a matrix cell, a mutant's campaign, the bench and the board VM
+// take theirs from here, so that they all boot the same guest.
 func DefaultParams() Params {
 	return Params{
 		Scenario: event.ScenarioCampaign,

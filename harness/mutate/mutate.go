@@ -114,7 +114,7 @@ func DefaultAgent(budget time.Duration) map[string]string {
 // whose score is the product's figure.
 func CampaignAgent(budget time.Duration) map[string]string {
 	return map[string]string{
-		"scenario": "campaign", "budget": budget.String(), "n": "2000", "detach": strconv.Itoa(matrix.DefaultDetach),
+		"scenario": "campaign", "budget": budget.String(), "n": matrix.DefaultParams().Agent["n"], "detach": strconv.Itoa(matrix.DefaultDetach),
 	}
 }
 

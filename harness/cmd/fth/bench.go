@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
@@ -107,7 +108,7 @@ func cmdBenchWidening(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		c := runner.Cell{
 			Name: m.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: "churn", AgentArgs: agent,
-			Accel: m.accel, CPUs: 2, MemoryMB: 1024, Deadline: *deadline, Silence: 3 * time.Minute, Widen: m.widen,
+			Accel: m.accel, CPUs: matrix.DefaultParams().CPUs, MemoryMB: matrix.DefaultParams().MemoryMB, Deadline: *deadline, Silence: 3 * time.Minute, Widen: m.widen,
 			Toolchain: b.toolchain,
 		}
 		log.Info("bench widening", "mode", m.name)

@@ -21,6 +21,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
@@ -40,8 +41,8 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var (
 		port    = fs.Int("port", 2222, "host port on 127.0.0.1 forwarded to the VM's sshd")
 		dir     = fs.String("dir", "out/boardvm", "directory for the keys, known_hosts and console.log")
-		cpus    = fs.Int("cpus", 2, "guest vCPUs")
-		mem     = fs.Int("mem", 1024, "guest memory in MiB (ramoops needs 1024 on x86_64)")
+		cpus    = fs.Int("cpus", matrix.DefaultParams().CPUs, "guest vCPUs")
+		mem     = fs.Int("mem", matrix.DefaultParams().MemoryMB, "guest memory in MiB (ramoops needs 1024 on x86_64)")
 		preempt = fs.String("preempt", "full", "preempt= boot parameter")
 		accelF  = fs.String("accel", "tcg-single", "QEMU accelerator")
 	)
