@@ -247,6 +247,18 @@ func TestWindowPlaces(t *testing.T) {
 	if !slices.Equal(offs, []int{4, 1, 0}) {
 		t.Errorf("a backwards walk went %v, want [4 1 0]", offs)
 	}
+	// injectfrom=random: the walk starts at a drawn instruction and
+	// still visits every one, wrapping round.
+	from := &insnWindow{insns: []disasm.Insn{{Off: 0}, {Off: 1}, {Off: 4}}, actions: []string{"enable"}, start: 2}
+	offs = nil
+	for i := 0; from.wants(i, options.All); i++ {
+		in, _ := from.place()
+		offs = append(offs, in.Off)
+		from.done(event.InjSurvived)
+	}
+	if !slices.Equal(offs, []int{4, 0, 1}) {
+		t.Errorf("a walk from instruction 2 went %v, want [4 0 1]", offs)
+	}
 	var none *insnWindow
 	if !none.wants(0, options.All) || none.wants(1, options.All) {
 		t.Error("before the window is decoded, all is one injection")

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 
 	"github.com/ftrace-harness/fth/stress/disasm"
@@ -32,6 +33,9 @@ type insnWindow struct {
 	err error
 	// pos is the walk's current point, tries the injections made there.
 	pos, tries int
+	// start is the instruction the walk starts at (injectfrom=random),
+	// counted in the walk's direction.
+	start int
 	// backwards walks the instructions from the last: the INT3 window's
 	// patcher steps, whose last ones (the final sync, the references
 	// dropped, the batch emptied) are where a handler and the end of a
@@ -47,6 +51,9 @@ func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, ac
 
 // decodeWith is decodeWindow with the decoder of a window other than an
 // image's straight path (the INT3 window's patcher steps).
+// streamInjectFrom is the seed stream of injectfrom=random's start.
+const streamInjectFrom = 0x667468696e6a6672
+
 func (r *raceAgent) decodeWith(target, sym string, addr uint64, length int, actions []string, decode func(goarch string, addr uint64, code []byte) ([]disasm.Insn, error)) *insnWindow {
 	if w, ok := r.windows[target]; ok {
 		return w
@@ -65,6 +72,10 @@ func (r *raceAgent) decodeWith(target, sym string, addr uint64, length int, acti
 		ev.Unreachable = fmt.Sprintf("not decoded, every injection at +0x0: %v", err)
 		report.Logf(r.a.w, "race: %s window: %v", target, ev.Unreachable)
 	} else {
+		if r.a.opts.InjectFrom == options.InjectRandom {
+			w.start = rand.New(rand.NewPCG(uint64(r.a.opts.Seed), streamInjectFrom^uint64(len(r.windows)))).IntN(len(w.insns))
+			report.Logf(r.a.w, "race: %s walk starts at instruction %d of %d (injectfrom=random)", target, w.start, len(w.insns))
+		}
 		ev.Code = hex.EncodeToString(code[:w.insns[len(w.insns)-1].Off+w.insns[len(w.insns)-1].Len])
 		for _, in := range w.insns {
 			ev.Insns = append(ev.Insns, event.WindowInsn{Off: in.Off, Len: in.Len, Asm: in.Text})
@@ -140,7 +151,7 @@ func (w *insnWindow) place() (disasm.Insn, string) {
 	if w.err != nil || len(w.insns) == 0 {
 		return disasm.Insn{}, action
 	}
-	i := (w.pos / len(w.actions)) % len(w.insns)
+	i := (w.pos/len(w.actions) + w.start) % len(w.insns)
 	if w.backwards {
 		i = len(w.insns) - 1 - i
 	}

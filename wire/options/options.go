@@ -170,6 +170,12 @@ type Options struct {
 	// task: RaceDetach or RaceReplace, or a comma-separated list of both
 	// (each instruction of the window is raced against each).
 	RaceAction string
+	// InjectFrom is where each target's walk through its window starts:
+	// InjectFirst (its first instruction) or InjectRandom (an
+	// instruction drawn from Seed: with few injections, a run then
+	// catches a bug that bites at some points only with a probability,
+	// the flaky reproduction fth bisect is calibrated against).
+	InjectFrom string
 	// RaceList decodes and reports the targets' windows and injects
 	// nothing (fth race --list-windows).
 	RaceList bool
@@ -464,6 +470,14 @@ const (
 	RaceReplace = "replace"
 )
 
+// Where a race target's walk starts (the injectfrom option).
+const (
+	// InjectFirst starts at the window's first instruction.
+	InjectFirst = "first"
+	// InjectRandom starts at an instruction drawn from the seed.
+	InjectRandom = "random"
+)
+
 // RaceWindow is the window's default, every arch's: long enough for the
 // actions (a replace under TCG took 14-30 ms on riscv64, 150-520 ms for
 // a detach that waits for no held task) and for an image freed too early
@@ -555,6 +569,7 @@ func Defaults(env Env) Options {
 
 		RaceTarget: RaceAuto,
 		RaceAction: RaceReplace,
+		InjectFrom:  InjectFirst,
 		Injections: All,
 		Window:     Auto,
 

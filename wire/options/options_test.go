@@ -214,7 +214,7 @@ func TestArgsRoundTrip(t *testing.T) {
 		RT: 3, TimerPeriod: 250 * time.Microsecond, Modules: false, Delivery: true, ModHold: 1500 * time.Millisecond, Sabotage: SabotageSkipCount,
 		BenchParts: []string{benchopts.Syscall, benchopts.Wakeup}, OpsSweep: []benchopts.OpsPoint{{Relevant: 0, Irrelevant: 5, SaveRegs: true}, {Relevant: 3, Irrelevant: 0, SaveRegs: false}}, OpsCalls: 1000, SyscallCalls: 77,
 		ScalingN: []int{10, 20}, MultiN: []int{5}, WakeupFor: 1500 * time.Millisecond, Profile: benchopts.ProfileAll,
-		RaceTarget: RaceCallsite, RaceAction: RaceDetach, Injections: 3, Window: 250 * time.Millisecond}
+		RaceTarget: RaceCallsite, RaceAction: RaceDetach, InjectFrom: InjectRandom, Injections: 3, Window: 250 * time.Millisecond}
 	args := orig.Args()
 	if len(args) != len(Names()) {
 		t.Fatalf("Args has %d keys, want %d", len(args), len(Names()))
@@ -308,7 +308,7 @@ func withChurnDefaults(o Options) Options {
 	o.ModList, o.Budget, o.Delivery, o.Twins, o.DeliverSkip = d.ModList, d.Budget, d.Delivery, d.Twins, d.DeliverSkip
 	o.BenchParts, o.OpsSweep, o.OpsCalls, o.SyscallCalls = d.BenchParts, d.OpsSweep, d.OpsCalls, d.SyscallCalls
 	o.ScalingN, o.MultiN, o.WakeupFor, o.Profile = d.ScalingN, d.MultiN, d.WakeupFor, d.Profile
-	o.RaceTarget, o.RaceAction, o.Injections, o.Window = d.RaceTarget, d.RaceAction, d.Injections, d.Window
+	o.RaceTarget, o.RaceAction, o.InjectFrom, o.Injections, o.Window = d.RaceTarget, d.RaceAction, d.InjectFrom, d.Injections, d.Window
 	o.ResolveAuto()
 	return o
 }

@@ -204,6 +204,19 @@ var fields = []field{
 		get: func(o *Options) string { return o.RaceAction },
 	},
 	{
+		name:  "injectfrom",
+		usage: "race scenario: where each target's walk through its window `starts`: \"first\" (its first instruction) or \"random\" (an instruction drawn from the seed; with injections=1, a run that catches a bug biting at some points only does so with a probability: fth bisect's flaky reproduction)",
+		set: func(o *Options, v string) error {
+			switch v {
+			case InjectFirst, InjectRandom:
+				o.InjectFrom = v
+				return nil
+			}
+			return fmt.Errorf(`%q: want "first" or "random"`, v)
+		},
+		get: func(o *Options) string { return o.InjectFrom },
+	},
+	{
 		name:  "injections",
 		usage: "race scenario: how many preemptions to inject (a `count`, shared by the targets; each target's injections walk its window one instruction after the other from the first), or \"all\": one at every instruction of every target's window",
 		set: func(o *Options, v string) error {
