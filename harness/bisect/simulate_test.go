@@ -65,6 +65,7 @@ func TestEvaluate(t *testing.T) {
 	}{
 		{sc: Constant(1), minRight: 0.99},
 		{sc: Constant(0.7), minRight: 0.97},
+		{sc: Constant(MeasuredFlaky), minRight: 0.95},
 		{sc: Constant(0.5), minRight: 0.95},
 		{sc: Constant(0.3), minRight: 0.85},
 		{sc: Constant(0.1), minRight: 0.15},
