@@ -569,7 +569,7 @@ func Defaults(env Env) Options {
 
 		RaceTarget: RaceAuto,
 		RaceAction: RaceReplace,
-		InjectFrom:  InjectFirst,
+		InjectFrom: InjectFirst,
 		Injections: All,
 		Window:     Auto,
 
