@@ -1,6 +1,11 @@
 package bisect
 
-import "math"
+import (
+	"math"
+
+	"gonum.org/v1/gonum/mathext"
+	"gonum.org/v1/gonum/stat/distuv"
+)
 
 // Evidence is what one revision's runs showed: failures of the kind
 // bisected and passes (failures of other kinds and broken runs count
@@ -30,7 +35,7 @@ func (e Evidence) Lower(beta float64) float64 {
 	if e.Fail == 0 {
 		return 0
 	}
-	return betaQuantile(beta, e.Fail+1, e.Pass+1)
+	return distuv.Beta{Alpha: float64(e.Fail + 1), Beta: float64(e.Pass + 1)}.Quantile(beta)
 }
 
 // GoodConfidence is the confidence that a revision that passed n runs and
@@ -86,56 +91,7 @@ func BadConfidence(e Evidence, good int) float64 {
 	shared := sharedKind / (g + 1) / (sharedKind/(g+1) + 1 - sharedKind)
 	// E[q^f (1-q)^s] under Beta(1, g+1), against E[r^f (1-r)^s] under
 	// Beta(1, 1), in logs.
-	lGood := math.Log(shared) + lbeta(1+f, 1+g+s) - lbeta(1, 1+g)
-	lBad := lbeta(1+f, 1+s)
+	lGood := math.Log(shared) + mathext.Lbeta(1+f, 1+g+s) - mathext.Lbeta(1, 1+g)
+	lBad := mathext.Lbeta(1+f, 1+s)
 	return 1 / (1 + math.Exp(lGood-lBad))
-}
-
-func lbeta(a, b float64) float64 {
-	la, _ := math.Lgamma(a)
-	lb, _ := math.Lgamma(b)
-	lab, _ := math.Lgamma(a + b)
-	return la + lb - lab
-}
-
-// betaCDF is the regularized incomplete beta function I_x(a, b) for
-// whole a and b: the probability that a+b-1 trials of probability x
-// succeed at least a times.
-func betaCDF(x float64, a, b int) float64 {
-	switch {
-	case x <= 0:
-		return 0
-	case x >= 1:
-		return 1
-	}
-	n := a + b - 1
-	// The binomial terms from k = a up, each from the one before.
-	lx, l1x := math.Log(x), math.Log1p(-x)
-	lc, _ := math.Lgamma(float64(n + 1))
-	la, _ := math.Lgamma(float64(a + 1))
-	lb, _ := math.Lgamma(float64(n - a + 1))
-	term := math.Exp(lc - la - lb + float64(a)*lx + float64(n-a)*l1x)
-	sum := 0.0
-	for k := a; k <= n; k++ {
-		sum += term
-		term *= float64(n-k) / float64(k+1) * x / (1 - x)
-	}
-	return min(sum, 1)
-}
-
-// betaQuantile is the q-quantile of Beta(a, b), by bisection.
-func betaQuantile(q float64, a, b int) float64 {
-	if b == 1 {
-		return math.Pow(q, 1/float64(a))
-	}
-	lo, hi := 0.0, 1.0
-	for range 60 {
-		mid := (lo + hi) / 2
-		if betaCDF(mid, a, b) < q {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return (lo + hi) / 2
 }
