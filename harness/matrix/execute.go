@@ -140,12 +140,3 @@ func (rec *recorder) err() error {
 	defer rec.mu.Unlock()
 	return errors.Join(rec.errs...)
 }
-
-// Counts tallies a summary's verdicts.
-func Counts(s results.Summary) map[results.Verdict]int {
-	n := map[results.Verdict]int{}
-	for _, c := range s.Cells {
-		n[c.Verdict]++
-	}
-	return n
-}

@@ -98,6 +98,7 @@ func cmdBenchWidening(ctx context.Context, args []string, stdout, stderr io.Writ
 	for _, m := range splitList(*modes) {
 		want[m] = true
 	}
+	def := matrix.DefaultParams()
 	for _, m := range widenModes {
 		if len(want) > 0 && !want[m.name] {
 			continue
@@ -108,7 +109,7 @@ func cmdBenchWidening(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		c := runner.Cell{
 			Name: m.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: "churn", AgentArgs: agent,
-			Accel: m.accel, CPUs: matrix.DefaultParams().CPUs, MemoryMB: matrix.DefaultParams().MemoryMB, Deadline: *deadline, Silence: 3 * time.Minute, Widen: m.widen,
+			Accel: m.accel, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Deadline: *deadline, Silence: 3 * time.Minute, Widen: m.widen,
 			Toolchain: b.toolchain,
 		}
 		log.Info("bench widening", "mode", m.name)

@@ -38,11 +38,12 @@ func cmdBoardVM(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("boardvm")
 	var b buildFlags
 	b.register(fs, withAll)
+	def := matrix.DefaultParams()
 	var (
 		port    = fs.Int("port", 2222, "host port on 127.0.0.1 forwarded to the VM's sshd")
 		dir     = fs.String("dir", "out/boardvm", "directory for the keys, known_hosts and console.log")
-		cpus    = fs.Int("cpus", matrix.DefaultParams().CPUs, "guest vCPUs")
-		mem     = fs.Int("mem", matrix.DefaultParams().MemoryMB, "guest memory in MiB (ramoops needs 1024 on x86_64)")
+		cpus    = fs.Int("cpus", def.CPUs, "guest vCPUs")
+		mem     = fs.Int("mem", def.MemoryMB, "guest memory in MiB (ramoops needs 1024 on x86_64)")
 		preempt = fs.String("preempt", "full", "preempt= boot parameter")
 		accelF  = fs.String("accel", "tcg-single", "QEMU accelerator")
 	)
