@@ -102,8 +102,14 @@ func SummarizeStages(r Result) []StageSummary {
 func stageDetail(r Result, name string) string {
 	switch name {
 	case event.StageStorm:
+		// A campaign's storm attaches beside the churn: its own time is
+		// the load and attach phases', not the stage's.
 		if p := r.Phases["attach"]; p != nil {
-			return fmt.Sprintf("%d of %d attached, p50/p99 %.1f/%.1f ms", p.Succeeded, p.Attempted, ms(p.Latency.Median.Std()), ms(p.Latency.P99.Std()))
+			wall := p.Wall.Std()
+			if l := r.Phases["load"]; l != nil {
+				wall += l.Wall.Std()
+			}
+			return fmt.Sprintf("%d of %d attached in %.1f s, p50/p99 %.1f/%.1f ms", p.Succeeded, p.Attempted, wall.Seconds(), ms(p.Latency.Median.Std()), ms(p.Latency.P99.Std()))
 		}
 	case event.StageChurn:
 		n := 0

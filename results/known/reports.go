@@ -112,7 +112,7 @@ already is, would close it for every ftrace user.`,
 			Fixes: []string{"bpf-deny-rcu-read-unlock-special.patch"},
 		},
 		{
-			Number: "2", ID: "ftrace-direct-modify-unload-hang", Bug: true, Status: "no standalone reproducer yet: the shipped sample loaded alone for 20 s did not hang 7.3.4 x86_64 (1 run); the hang came under other load",
+			Number: "2", ID: "ftrace-direct-modify-unload-hang", Bug: true, Status: "reproduced standalone: the shipped sample loaded and unloaded every 3 s",
 			Subject: "samples/ftrace: ftrace-direct-modify hangs x86_64 since DYNAMIC_FTRACE_WITH_JMP: my_tramp2 is at an odd address",
 			Seen:    "Linux 7.3.4 (x86_64)",
 			Summary: `Since DYNAMIC_FTRACE_WITH_JMP (7.3, x86_64), bit 0 of a direct-call
@@ -134,6 +134,15 @@ Aligning each trampoline (.balign 16) fixes the samples. The API takes
 an odd address from any caller without a word; a check in
 register_ftrace_direct() and modify_ftrace_direct() would catch the
 next caller that falls into it.`,
+			Standalone: "direct-modify-odd-tramp",
+			Fails:      `^(BUG: soft lockup in |INFO: rcu detected stall in |INFO: task hung in |BUG: workqueue lockup in |hang: no output for )`,
+			Run: `The attached reproducer needs only the kernel's own sample: a script
+and a config fragment, nothing timed.
+
+  1. Build with the options in config; check that my_tramp2 is at an
+     odd address: nm samples/ftrace/ftrace-direct-modify.ko
+  2. ./run.sh           (the kernel locks up: the bug)
+     ./run.sh control   (ftrace-direct.ko cycled the same way: must pass)`,
 			Fixes: []string{"samples-ftrace-direct-tramp-align.patch"},
 		},
 		{
@@ -146,7 +155,7 @@ next caller that falls into it.`,
 			Titles:  []string{"wild-memory-access in rcu_is_watching"},
 		},
 		{
-			Number: "5", Bug: true, Status: "no standalone reproducer yet",
+			Number: "5", Bug: true, Status: "reproduced standalone with kprobes from tracefs (ppc64le, QEMU 11.1)",
 			Subject: "powerpc/ftrace: ftrace_regs_caller restores r13 (the paca) from pt_regs after a preemptible handler",
 			Seen:    "Linux 7.3.4 (ppc64le, under QEMU)",
 			Summary: `ftrace_regs_caller (arch/powerpc/kernel/trace/ftrace_entry.S,
@@ -170,8 +179,19 @@ r13, nor does an interrupt's return to kernel mode.
 Restoring r2..r12 and r14..r31 removed every one of those symptoms.
 Seen only under QEMU (pseries, TCG): two later panics with the fix, with
 nothing on the console, are not explained.`,
-			Titles: []string{"NULL pointer dereference in __futex_hash"},
-			Fixes:  []string{"ppc64-ftrace-regs-caller-keep-r13.patch"},
+			Titles:     []string{"NULL pointer dereference in __futex_hash"},
+			Standalone: "regs-caller-r13",
+			Fails:      `^(BUG: scheduling while atomic|BUG: Kernel NULL pointer dereference|BUG: Unable to handle kernel|Oops|Kernel panic|WARNING in finish_task_switch|BUG: soft lockup|INFO: rcu detected stall|hang: no output for )`,
+			Run: `The attached reproducer needs only tracefs: a script and a config
+fragment, nothing timed.
+
+  1. Build a ppc64le kernel with the options in config (gcc 14 or newer,
+     so that PPC_FTRACE_OUT_OF_LINE and the patchable entries are on).
+  2. ./run.sh           (kprobes at four functions' entries, file
+                         operations on every CPU for 60 s: the bug)
+     ./run.sh control   (the function tracer on the same functions:
+                         must pass)`,
+			Fixes: []string{"ppc64-ftrace-regs-caller-keep-r13.patch"},
 		},
 		{
 			Number: "6", Bug: false, Status: "undecided: a lockdep warning at every ppc64le boot, and a BPF trampoline entered with RCU not watching (interrupt_exit_kernel_prepare looks like a missing notrace); not analysed further",

@@ -352,7 +352,12 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 // ops alone on the callsite (x86: its own trampoline) has a kprobe join
 // it and leave, a live call retargeted each way, and its filter grows and
 // shrinks with the kprobe beside it and alone: an ops that stays attached
-// must be called throughout. Then both ways of the sharing handshake between an
+// must be called throughout. While its filter holds fth_deliver_other,
+// ops-multi joins it there, so that the other function's callsite calls
+// the list function, and ops-notrace (both functions in its filter, the
+// other in its notrace hash) comes and goes: the list function must pass
+// it over for the other function (ftrace_ops_test()'s notrace rule; a
+// random walk met this state in 1 of 2 campaigns, 2026-11-29). Then both ways of the sharing handshake between an
 // IPMODIFY ops and a BPF trampoline that calls the original, each made
 // and unmade with calls running: a fexit attached before the livepatch is
 // asked to share (its image rebuilt to call the original through the
@@ -366,7 +371,9 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 // campaign waits for the opening (Config.OpeningDone).
 func Opening() []string {
 	return []string{"direct", "direct", "fentry", "fentry",
-		"ops-recursion", "kprobe", FilterStep("ops-recursion"), "kprobe", FilterStep("ops-recursion"), "ops-recursion",
+		"ops-recursion", "kprobe", FilterStep("ops-recursion"),
+		"ops-multi", "ops-notrace", "ops-notrace", "ops-multi",
+		"kprobe", FilterStep("ops-recursion"), "ops-recursion",
 		"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch,
 		"fexit", "direct", "direct", "fentry"}
 }
