@@ -48,6 +48,9 @@ type Report struct {
 	// watchdogs' words).
 	Standalone string
 	Fails      string
+	// Arches are the arches the standalone reproducer applies to (the
+	// bug is in one arch's code); nil: every arch.
+	Arches []string
 	// Run says how a maintainer runs the standalone reproducer: numbered
 	// steps, the files by their names.
 	Run string
@@ -135,6 +138,7 @@ an odd address from any caller without a word; a check in
 register_ftrace_direct() and modify_ftrace_direct() would catch the
 next caller that falls into it.`,
 			Standalone: "direct-modify-odd-tramp",
+			Arches:     []string{"x86_64"},
 			Fails:      `^(BUG: soft lockup in |INFO: rcu detected stall in |INFO: task hung in |BUG: workqueue lockup in |hang: no output for )`,
 			Run: `The attached reproducer needs only the kernel's own sample: a script
 and a config fragment, nothing timed.
@@ -181,6 +185,7 @@ Seen only under QEMU (pseries, TCG): two later panics with the fix, with
 nothing on the console, are not explained.`,
 			Titles:     []string{"NULL pointer dereference in __futex_hash"},
 			Standalone: "regs-caller-r13",
+			Arches:     []string{"ppc64le"},
 			Fails:      `^(BUG: scheduling while atomic|BUG: Kernel NULL pointer dereference|BUG: Unable to handle kernel|Oops|Kernel panic|WARNING in finish_task_switch|BUG: soft lockup|INFO: rcu detected stall|hang: no output for )`,
 			Run: `The attached reproducer needs only tracefs: a script and a config
 fragment, nothing timed.

@@ -82,6 +82,7 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"bisect one release", []string{"bisect", "--kernels", "7.3", "--from", "x"}, "want at least two series"},
 		{"bisect not a git tree", []string{"bisect", "--good", "a", "--bad", "b", "--kernel-src", none, "--from", "x"}, "not a git tree"},
 		{"bisect from no cell", []string{"bisect", "--kernels", "6.12,7.3", "--from", none}, "is not a cell directory"},
+		{"verify: a reproducer of another arch", []string{"verify", "--findings", "5", "--arches", "x86_64"}, "finding 5's reproducer is for ppc64le"},
 		{"bisect run flags are checked", []string{"bisect", "--kernels", "6.12,7.3", "--", "--arch", "x86_64", "--agent-arg", "scenario=race", "--cpus", "0"}, "--cpus 0"},
 	}
 	for _, tt := range tests {

@@ -156,6 +156,13 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var jobs []job
 	for _, a := range strings.Split(*arches, ",") {
 		for _, f := range todo {
+			if f.Arches != nil && !slices.Contains(f.Arches, a) {
+				if *findings != "all" {
+					return fmt.Errorf("%w: --findings %s --arches %s: finding %s's reproducer is for %s", errUsage, *findings, *arches, f.Number, strings.Join(f.Arches, ", "))
+				}
+				fmt.Fprintf(stdout, "finding %s: its reproducer is for %s, not run on %s\n", f.Number, strings.Join(f.Arches, ", "), a)
+				continue
+			}
 			rec, plans, err := verifyPlans(repo, f, a, *natural, *out, *runID, fs.Args(), stdout)
 			if err != nil {
 				return err
