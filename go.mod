@@ -54,6 +54,7 @@ require (
 	github.com/peterh/liner v1.2.2 // indirect
 	github.com/pierrec/lz4/v4 v4.1.22 // indirect
 	github.com/pkg/sftp v1.13.9 // indirect
+	github.com/rck/unit v0.0.3 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/sahilm/fuzzy v0.1.0 // indirect
 	github.com/ulikunitz/xz v0.5.15 // indirect
@@ -69,6 +70,7 @@ require (
 tool (
 	github.com/u-root/u-root/cmds/core/cat
 	github.com/u-root/u-root/cmds/core/chmod
+	github.com/u-root/u-root/cmds/core/dd
 	github.com/u-root/u-root/cmds/core/gosh
 	github.com/u-root/u-root/cmds/core/init
 	github.com/u-root/u-root/cmds/core/ip

@@ -39,10 +39,11 @@ const (
 // few MB and nothing at run time when unused.
 //
 // The standalone reproducers (results/known/repro/*/run.sh) are sh
-// scripts that run with gosh and need insmod, rmmod, grep, dmesg, echo
-// and cat besides.
+// scripts that run with gosh and need insmod, rmmod, grep, dmesg, echo,
+// cat and dd (one-byte reads and writes in a loop: the most calls of
+// vfs_read() and vfs_write() a task makes without forking) besides.
 var boardCommands = []string{"gosh", "sshd", "cat", "chmod", "mv", "uname", "ip", "kill", "ls", "sleep", "rm", "mkdir", "wc",
-	"insmod", "rmmod", "grep", "dmesg", "echo"}
+	"insmod", "rmmod", "grep", "dmesg", "echo", "dd"}
 
 // Request says which initramfs to build.
 type Request struct {

@@ -192,8 +192,9 @@ fragment, nothing timed.
 
   1. Build a ppc64le kernel with the options in config (gcc 14 or newer,
      so that PPC_FTRACE_OUT_OF_LINE and the patchable entries are on).
-  2. ./run.sh           (kprobes at four functions' entries, file
-                         operations on every CPU for 60 s: the bug)
+  2. ./run.sh           (kprobes on vfs_read and vfs_write, four
+                         tasks reading and writing a byte at a time
+                         for 60 s: the bug)
      ./run.sh control   (the function tracer on the same functions:
                          must pass)`,
 			Fixes: []string{"ppc64-ftrace-regs-caller-keep-r13.patch"},

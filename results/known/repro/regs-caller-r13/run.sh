@@ -6,13 +6,12 @@
 #
 # Usage: ./run.sh [control]
 #
-# Puts kprobes on the entry of vfs_read(), vfs_write(), do_sys_openat2()
-# and __fput(): on a kernel with DYNAMIC_FTRACE_WITH_REGS a kprobe at a
-# function's entry is a SAVE_REGS ftrace_ops, called through
-# ftrace_regs_caller. Four tasks then open, read, write and close files
-# for $SECONDS_TO_RUN seconds (default: 60), so that timer interrupts
-# preempt them in ftrace_regs_caller and the scheduler moves them between
-# CPUs. A task preempted there and moved to another CPU takes the first
+# Puts kprobes on the entry of vfs_read() and vfs_write(): on a kernel
+# with DYNAMIC_FTRACE_WITH_REGS a kprobe at a function's entry is a
+# SAVE_REGS ftrace_ops, called through ftrace_regs_caller. Four tasks then
+# copy /dev/zero to /dev/null a byte at a time (dd bs=1) for
+# $SECONDS_TO_RUN seconds (default: 60), so that timer interrupts preempt
+# them in ftrace_regs_caller and the scheduler moves them between CPUs. A task preempted there and moved to another CPU takes the first
 # CPU's paca back into r13: "BUG: scheduling while atomic" with a preempt
 # count the task never raised, then faults in code that reads the wrong
 # CPU's data. "control" uses the function tracer on the same functions
@@ -32,7 +31,7 @@ case $0 in
 */*) here=${0%/*} ;;
 *) here=. ;;
 esac
-funcs="vfs_read vfs_write do_sys_openat2 __fput"
+funcs="vfs_read vfs_write"
 
 if [ "$1" = control ]; then
 	for f in $funcs; do
@@ -57,14 +56,20 @@ shell=/bin/sh
 if [ -x /bbin/gosh ]; then
 	shell=/bbin/gosh
 fi
+if [ -r /sys/kernel/debug/kprobes/list ]; then
+	cat /sys/kernel/debug/kprobes/list
+fi
 i=0
 while [ $i -lt 4 ]; do
-	$shell -c "while [ ! -e $stop ]; do cat /proc/uptime > /dev/null; echo x > /dev/null; done" &
+	$shell -c "while [ ! -e $stop ]; do dd if=/dev/zero of=/dev/null bs=1 count=100000 2> /dev/null; done" &
 	i=$((i + 1))
 done
 sleep "${SECONDS_TO_RUN:-60}"
 echo > "$stop"
-sleep 1
+sleep 2
+if [ "$1" != control ]; then
+	cat $t/kprobe_profile
+fi
 
 if [ "$1" = control ]; then
 	echo nop > $t/current_tracer
