@@ -375,6 +375,29 @@ func TestFindingPPC64LEFexitBypassedByLivepatch(t *testing.T) {
 		}
 		t.Logf("reproduced: %d windows of fexit lost calls; headline %q", misses, r.result.Reason)
 	})
+	// The fix (powerpc-bpf-refuse-share-ipmodify.patch): the JIT refuses
+	// to share with an IPMODIFY ops, so that whichever of the two comes
+	// second is refused (-EOPNOTSUPP) and no call is lost. The churn
+	// reports fexit's refusals (the pair excludes itself only on a fixed
+	// kernel), so the verdict is a fail whose findings are refusals only.
+	t.Run("fexit beside the livepatch, fixed", func(t *testing.T) {
+		r := runFthArch(t, "ppc64le", 30*time.Minute, append([]string{"--patch", "results/known/fixes/powerpc-bpf-refuse-share-ipmodify.patch"}, churn(others...)...)...)
+		r.mustCell(t)
+		refused := 0
+		for _, o := range r.result.Oracles {
+			switch {
+			case o.OK:
+			case strings.HasPrefix(o.Title, "refused attach: fexit on fth_deliver_seq"):
+				refused++
+			case strings.HasPrefix(o.Title, "missed call") || strings.HasPrefix(o.Msg, "missed call"):
+				t.Errorf("a call lost with the fix: %s", o.Msg)
+			}
+		}
+		if refused == 0 {
+			t.Fatalf("verdict %s (%s): want fexit refused beside the livepatch", r.result.Verdict, r.result.Reason)
+		}
+		t.Logf("fixed: fexit refused %d times beside the livepatch, no call lost", refused)
+	})
 	t.Run("fexit alone", func(t *testing.T) {
 		r := runFthArch(t, "ppc64le", 30*time.Minute, churn(append(others, "livepatch")...)...)
 		r.mustCell(t)
