@@ -78,5 +78,5 @@ else
 	echo 0 > $t/events/kprobes/enable
 	echo > $t/kprobe_events
 fi
-echo "${SECONDS_TO_RUN:-60} s of file operations: the kernel survived"
+echo "${SECONDS_TO_RUN:-60} s of one-byte reads and writes: the kernel survived"
 exit 0
