@@ -161,11 +161,12 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	}
 
 	campaign := a.opts.Scenario == options.ScenarioCampaign
+	beside := campaign && !a.opts.StormFirst
 	// The campaign's storm loads beside the churn's loads: a btf.Cache of
 	// its own, since cilium/ebpf's is not safe for concurrent loads (one
 	// shared cache killed the agent: fatal error: concurrent map writes).
 	stormCache := cache
-	if campaign {
+	if beside {
 		stormCache = btf.NewCache()
 	}
 	at, err := attach.New(attach.Config{Cache: stormCache, Emit: a.w, FExitEvery: a.opts.FExitEvery})
@@ -192,9 +193,10 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	// of a campaign's 2.5 minutes on x86_64 before any oracle ran, and
 	// most of the time to detect a broken kernel (2026-11-29). The churn
 	// meets the background at every size from none to all; the race stage
-	// waits for all of it. The churn scenario keeps the storm first.
+	// waits for all of it. The churn scenario, and a campaign with
+	// stormfirst=true, keep the storm first.
 	stormDone := make(chan error, 1)
-	if campaign {
+	if beside {
 		sctx, cancel := context.WithCancel(ctx)
 		go func() { stormDone <- storm(sctx) }()
 		// On an early return the storm stops, and is waited for: nothing

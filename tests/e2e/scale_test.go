@@ -163,7 +163,7 @@ func TestX86TwentyThousandChurn(t *testing.T) {
 	}
 	const n = 20000
 	r := runFth(t, 3*time.Hour, "--n", fmt.Sprint(n), "--mem", "4096", "--deadline", "150m",
-		"--agent-arg", "scalemod=true", "--agent-arg", "fexitevery=4", "--agent-arg", "budget=16m", "--agent-arg", "churn=15m",
+		"--agent-arg", "scalemod=true", "--agent-arg", "fexitevery=4", "--agent-arg", "budget=16m", "--agent-arg", "churn=15m", "--agent-arg", "stormfirst=true",
 		"--agent-arg", "racetarget=trampoline", "--agent-arg", "deliverskip=ops-ipmodify,livepatch")
 	r.mustCell(t)
 	if r.exit != 0 {

@@ -135,6 +135,11 @@ type Options struct {
 	// ModHold is the longest a cycled module stays loaded (drawn from
 	// [ModHold/4, ModHold]).
 	ModHold time.Duration
+	// StormFirst makes the campaign attach the whole storm before the
+	// churn starts, as it did before 2026-11-29: for cells whose churn
+	// must meet every trampoline live (the scale cells). By default the
+	// storm attaches beside the churn.
+	StormFirst bool
 	// Delivery runs the delivery oracle (stress/deliver) beside the
 	// churn: fth_deliver.ko's numbered calls checked for every user on
 	// one callsite while the others attach and detach.

@@ -313,6 +313,13 @@ var fields = []field{
 		get: func(o *Options) string { return strings.Join(o.ReproducerArgs, ",") },
 	},
 	{
+		name:   "stormfirst",
+		usage:  "campaign: attach the whole storm before the churn starts (default: the storm attaches beside the churn, so that the oracles run from the first seconds)",
+		isBool: true,
+		set:    setBool(func(o *Options) *bool { return &o.StormFirst }),
+		get:    getBool(func(o *Options) *bool { return &o.StormFirst }),
+	},
+	{
 		name:  "budget",
 		usage: "campaign: `duration` of the churn and race stages together; the churn is cut to leave the race 45s and the race stops injecting when it is spent, after one injection at least; 0 for no bound",
 		set:   func(o *Options, v string) (err error) { o.Budget, err = duration(v, false); return err },
