@@ -135,7 +135,7 @@ func TestX86FortyThousandCampaign(t *testing.T) {
 	const n = 40000
 	r := runFth(t, 5*time.Hour, "--n", fmt.Sprint(n), "--detach", "all", "--mem", "4096", "--deadline", "280m",
 		"--agent-arg", "scalemod=true", "--agent-arg", "fexitevery=4",
-		"--agent-arg", "budget=16m", "--agent-arg", "churn=15m")
+		"--agent-arg", "budget=16m", "--agent-arg", "churn=15m", "--agent-arg", "stormfirst=true")
 	r.mustCell(t)
 	if r.exit != 0 {
 		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
