@@ -194,35 +194,23 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	// most of the time to detect a broken kernel (2026-11-29). The churn
 	// meets the background at every size from none to all; the race stage
 	// waits for all of it. The churn scenario, and a campaign with
-	// stormfirst=true, keep the storm first.
-	stormDone := make(chan error, 1)
+	// stormfirst=true, keep the storm first. stormDone carries the
+	// storm's result while it runs beside the churn; nil once it is known.
+	var stormDone chan error
 	if beside {
 		sctx, cancel := context.WithCancel(ctx)
+		stormDone = make(chan error, 1)
 		go func() { stormDone <- storm(sctx) }()
 		// On an early return the storm stops, and is waited for: nothing
 		// of it runs on past executeChurn.
 		defer func() {
 			cancel()
-			if _, ok := <-stormDone; ok {
-				close(stormDone)
+			if stormDone != nil {
+				<-stormDone
 			}
 		}()
 		report.Logf(a.w, "campaign: the storm attaches %d trampolines beside the churn", len(bg))
-	} else {
-		if err := storm(ctx); err != nil {
-			return err
-		}
-		close(stormDone)
-	}
-	awaitStorm := func() error {
-		err, ok := <-stormDone
-		if !ok {
-			return nil
-		}
-		close(stormDone)
-		if err == nil {
-			report.Logf(a.w, "campaign: the storm attached %d trampolines, %.1fs after it began", a.attached, a.sys.now().Sub(started).Seconds())
-		}
+	} else if err := storm(ctx); err != nil {
 		return err
 	}
 
@@ -237,8 +225,13 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 			return err
 		}
 	}
-	if err := awaitStorm(); err != nil {
-		return err
+	if stormDone != nil {
+		err := <-stormDone
+		stormDone = nil
+		if err != nil {
+			return err
+		}
+		report.Logf(a.w, "campaign: the storm attached %d trampolines, %.1fs after it began", a.attached, a.sys.now().Sub(started).Seconds())
 	}
 	if campaign {
 		// The preemptor must be the only real-time task of the held CPU.
