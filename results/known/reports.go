@@ -357,7 +357,7 @@ hit it.
 			Fixes: []string{"ftrace-func-mapper-free-after-gp.patch", "ftrace-func-mapper-free-after-gp-6.12.patch"},
 		},
 		{
-			Number: "11", Bug: true, Status: "no standalone reproducer: it needs a C program of bpf() calls, and this machine has no ppc64le C library to link one; the fix covers trampolines that call the original function (fexit, fmod_ret), not fentry-only ones",
+			Number: "11", Bug: true,
 			Subject: "powerpc/ftrace: a BPF trampoline is not called while a livepatch of the same function is applied",
 			Seen:    "Linux 7.3.4 (ppc64le, under QEMU)",
 			Summary: `With PPC_FTRACE_OUT_OF_LINE, ftrace_regs_exit branches to
@@ -380,8 +380,24 @@ with -EOPNOTSUPP. A trampoline with fentry programs only is not asked
 to rebuild and is not refused; by reading ftrace_regs_exit its direct
 call is dropped the same way, which was not tested. Seen only under
 QEMU (pseries, TCG).`,
-			Titles: []string{"fexit on fth_deliver_seq"},
-			Fixes:  []string{"powerpc-bpf-refuse-share-ipmodify.patch"},
+			Titles:     []string{"fexit on fth_deliver_seq"},
+			Standalone: "livepatch-fexit",
+			Arches:     []string{"ppc64le"},
+			Fails:      `^BPF fexit program not called while a livepatch of its function is applied$`,
+			Run: `The attached reproducer is a C program of bpf() calls and the
+kernel's own samples/livepatch/livepatch-sample.ko, nothing timed.
+
+  1. Build a ppc64le kernel with the options in config (gcc 14 or newer,
+     for PPC_FTRACE_OUT_OF_LINE).
+  2. make KDIR=<the kernel's build directory> (the program, static).
+  3. As root: ./run.sh, then ./run.sh control.
+
+run.sh reads /proc/cmdline 1000 times a step while a BPF fexit program
+on cmdline_proc_show() counts its calls: alone, with the livepatch
+loaded after the program, and attached again after the livepatch. It
+exits 1 when reads made with both in place were not counted; the
+control leaves the livepatch out.`,
+			Fixes: []string{"powerpc-bpf-refuse-share-ipmodify.patch"},
 		},
 		{
 			Number: "14", Also: []string{"12"}, ID: "refused-direct-called", Bug: true,

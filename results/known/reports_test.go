@@ -153,3 +153,46 @@ func TestCheckpatchStrict(t *testing.T) {
 		}
 	}
 }
+
+// Every fix, and every reproducer's debug patch, applies cleanly (no
+// fuzz, no offset warnings are failures; offsets are allowed) to the
+// tree it is for: "-6.12.patch" to the 6.12 source `make deps` unpacks
+// (whichever 6.12.y Debian carries: 6.12.117 when they were written,
+// 6.12.118 since), the rest to 7.3's. A tree that is missing is skipped
+// with the reason.
+func TestFixesApplyToTheirTree(t *testing.T) {
+	if _, err := exec.LookPath("patch"); err != nil {
+		t.Skip("patch(1) not installed (make deps installs it)")
+	}
+	root := os.Getenv("FTH_SRC_ROOT")
+	if root == "" {
+		root = "/var/cache/fth/src"
+	}
+	var files []string
+	for _, r := range Reports() {
+		for _, f := range r.Fixes {
+			files = append(files, repoFile(filepath.Join(FixesDir, f)))
+		}
+		if r.Standalone != "" {
+			m, _ := filepath.Glob(filepath.Join(repoFile(filepath.Join(ReproDir, r.Standalone)), "*.patch"))
+			files = append(files, m...)
+		}
+	}
+	for _, f := range files {
+		series := "7.3"
+		if strings.HasSuffix(f, "-6.12.patch") {
+			series = "6.12"
+		}
+		tree := filepath.Join(root, "linux-source-"+series)
+		t.Run(filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f), func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(tree, "Makefile")); err != nil {
+				t.Skipf("no %s (make deps unpacks it)", tree)
+			}
+			abs, _ := filepath.Abs(f)
+			out, err := exec.Command("patch", "-p1", "--dry-run", "--batch", "-F0", "-d", tree, "-i", abs).CombinedOutput()
+			if err != nil || strings.Contains(string(out), "fuzz") {
+				t.Errorf("%s does not apply to %s: %v\n%s", f, tree, err, out)
+			}
+		})
+	}
+}
