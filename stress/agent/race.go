@@ -20,6 +20,7 @@ import (
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -279,8 +280,10 @@ func (a *agent) controlRace(ctx context.Context, held int) error {
 			err = r.callOps(ctx, share(k))
 		case options.RaceLiteral:
 			err = r.literalOrder(ctx, share(k))
+		case options.RaceFexitTrampoline:
+			err = r.trampolines(ctx, share(k), oracle.FExit)
 		default:
-			err = r.trampolines(ctx, share(k))
+			err = r.trampolines(ctx, share(k), oracle.FEntry)
 		}
 		var why errUnreachable
 		if errors.As(err, &why) {
@@ -399,6 +402,24 @@ const stackDelay = 100 * time.Millisecond
 // read the target's bytes at the end of the window (trampolines, which a
 // correct kernel never changes under a task inside them).
 func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action func() error, checkFreed bool) error {
+	return r.injectCall(counterCall, in, addr, size, action, checkFreed)
+}
+
+// raceCall is how an injection's task gets to its target: the racer's
+// command, the kernel function that makes the call (a held task's stack
+// must show it, or the target), and what the agent does once the call
+// has started and before the task is held (nil: nothing).
+type raceCall struct {
+	cmd    byte
+	caller string
+	before func() error
+}
+
+// counterCall is one call of fth_target_counted, through call_write.
+var counterCall = raceCall{cmd: 'c', caller: targetCaller}
+
+// injectCall is inject with the task's call c.
+func (r *raceAgent) injectCall(c raceCall, in *event.Injection, addr uint64, size int, action func() error, checkFreed bool) error {
 	r.seq++
 	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", addr)
 	in.WindowMS = float64(r.window.Microseconds()) / 1000
@@ -420,7 +441,7 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 	if m, err := r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
 		return fmt.Errorf("race: arm %#x: %+v %v", addr, m, err)
 	}
-	if err := r.racer.poke('c'); err != nil {
+	if err := r.racer.poke(c.cmd); err != nil {
 		return err
 	}
 	var tid int
@@ -428,6 +449,10 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 		return fmt.Errorf("race: the racer did not start its call: %q %v", line, err)
 	} else {
 		tid, _ = strconv.Atoi(strings.TrimPrefix(line, "call "))
+	}
+	var beforeErr error
+	if c.before != nil {
+		beforeErr = c.before()
 	}
 	m, err := r.recv(raceStopTimeout + 5*time.Second)
 	if err != nil {
@@ -571,10 +596,13 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 			return fmt.Errorf("race: %s of %s did not end within %v after the held task ran on", in.Action, in.Symbol, raceReturnTimeout)
 		}
 	}
-	judge(in, stopped == 1, targetCaller)
+	judge(in, stopped == 1, c.caller)
 	if m.Late {
 		in.Outcome, in.FreedInWindow = event.InjMissed, false
 		in.Msg = fmt.Sprintf("the host let the held vCPU go at its %v bound before the agent's release: the agent's CPU was held up meanwhile (a kernel text write's IPI waits on the held vCPU)", raceReleaseBound)
+	}
+	if beforeErr != nil {
+		actErr = errors.Join(beforeErr, actErr)
 	}
 	if actErr != nil {
 		in.Msg = strings.TrimSpace(in.Msg + "; action: " + actErr.Error())

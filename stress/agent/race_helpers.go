@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -203,6 +204,9 @@ func racerMain(args []string) error {
 	fmt.Println("ready")
 	buf := make([]byte, 1)
 	one := []byte("1")
+	// The nap file, beside the call file, opened at the first racerNap.
+	napFD := -1
+	nap := []byte(strconv.FormatInt(racerNapTime.Milliseconds(), 10))
 	for {
 		if n := rawRead(0, buf); n <= 0 {
 			return nil
@@ -215,6 +219,16 @@ func racerMain(args []string) error {
 			loopReads(readFD)
 			continue
 		}
+		callFD, arg := fd, one
+		if buf[0] == racerNap {
+			if napFD < 0 {
+				path := filepath.Join(filepath.Dir(args[1]), "nap")
+				if napFD, err = unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+					return fmt.Errorf("agent racer: %s: %w", path, err)
+				}
+			}
+			callFD, arg = napFD, nap
+		}
 		var ru0, ru1 unix.Rusage
 		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
 		// The calling thread's id first, so that the controller can read
@@ -222,7 +236,7 @@ func racerMain(args []string) error {
 		fmt.Printf("call %d\n", unix.Gettid())
 		t0 := time.Now()
 		// Raw, like the preemptor's waits: the call is timed alone.
-		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one[0])), 1)
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(callFD), uintptr(unsafe.Pointer(&arg[0])), uintptr(len(arg)))
 		d := time.Since(t0)
 		_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
 		fmt.Printf("done %d %d %d %d %d\n", d.Nanoseconds(), int(errno), ru1.Nivcsw-ru0.Nivcsw, ru1.Nvcsw-ru0.Nvcsw, getcpu())
@@ -238,6 +252,19 @@ const racerLoop = 'l'
 // racerReadLoop is the racer's command to read its read-path whole, back
 // to back, until the next byte.
 const racerReadLoop = 'r'
+
+// racerNap is the racer's command for one timed call of
+// fth_target_napping() (the nap file beside its path), which sleeps
+// racerNapTime: the fexit trampoline target's call.
+const racerNap = 'n'
+
+// racerNapTime is long enough for a detached fexit image's first wait
+// (RCU-tasks) and its percpu_ref's switch to atomic (an RCU grace period)
+// to end while the task sleeps in the original function, so that the
+// task's own __bpf_tramp_exit() drops the image's last reference: the
+// image's last wait (RCU-tasks again, for the epilogue) then starts with
+// the task still in the image.
+const racerNapTime = 1500 * time.Millisecond
 
 // loopReads reads fd from its start to its end, again and again, until
 // stdin has a byte, as loopCalls calls.

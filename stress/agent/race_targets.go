@@ -28,20 +28,26 @@ import (
 // The race scenario's targets: where the task is held and what races it.
 
 // trampolines injects at each instruction of the trampoline image of a
-// fentry program on fth_target_counted in turn (its window), and replaces
-// or detaches it during the window: the image may be freed only after the
-// preempted task left it (RCU-tasks).
-func (r *raceAgent) trampolines(ctx context.Context, n int) error {
+// program of kind (fentry: target RaceTrampoline; fexit:
+// RaceFexitTrampoline) on fth_target_counted in turn (its window), and
+// replaces or detaches it during the window: the image may be freed only
+// after the preempted task left it (RCU-tasks; for fexit the image's
+// percpu_ref too, around the program and the original function).
+func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) error {
 	r.a.jitKallsymsOn()
+	target, fn := options.RaceTrampoline, targetCounted
+	if kind == oracle.FExit {
+		target, fn = options.RaceFexitTrampoline, targetNapping
+	}
 	cache := btf.NewCache()
 	loader, err := oracle.NewLoader(4, cache)
 	if err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
 	defer loader.Close()
-	ld, err := loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted))
+	ld, err := loader.Load(fn, kind, oracle.Key(kind, fn))
 	if err != nil {
-		return fmt.Errorf("race: load a fentry program on %s: %w", targetCounted, err)
+		return fmt.Errorf("race: load a %s program on %s: %w", kind, fn, err)
 	}
 	// One program for every injection: only the trampoline image comes
 	// and goes, so a crash is the image's, not the program's.
@@ -49,8 +55,8 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 	actions := strings.Split(r.a.opts.RaceAction, ",")
 	var second *oracle.Loaded
 	if slices.Contains(actions, options.RaceReplace) {
-		if second, err = loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted)+"#2"); err != nil {
-			return fmt.Errorf("race: load a second fentry program on %s: %w", targetCounted, err)
+		if second, err = loader.Load(fn, kind, oracle.Key(kind, fn)+"#2"); err != nil {
+			return fmt.Errorf("race: load a second %s program on %s: %w", kind, fn, err)
 		}
 		defer second.Prog.Close()
 	}
@@ -87,21 +93,24 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 				return fmt.Errorf("race: %w", err)
 			}
 			var errno unix.Errno
-			if fd, errno = attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType()); errno != 0 {
+			if fd, errno = attach.LinkCreate(ld.Prog.FD(), kind.LinkType()); errno != 0 {
 				fd = -1
-				return fmt.Errorf("race: attach fentry to %s: %w", targetCounted, errno)
+				return fmt.Errorf("race: attach %s to %s: %w", kind, fn, errno)
 			}
 			var err error
 			if addr, sym, length, err = images.found(); err != nil {
 				return err
 			}
 		}
-		w = r.decodeWindow(options.RaceTrampoline, sym, addr, length, actions)
+		w = r.decodeWindow(target, sym, addr, length, actions)
+		// The fexit image's epilogue, after __bpf_tramp_exit, is covered
+		// by the last of its three waits alone: the walk starts there.
+		w.backwards = kind == oracle.FExit
 		if r.a.opts.RaceList {
 			return nil
 		}
 		at, action := w.place()
-		in := &event.Injection{Target: options.RaceTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: action}
+		in := &event.Injection{Target: target, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: fn, Action: action}
 		// The action runs beside the window (inject).
 		var mu sync.Mutex
 		fd2 := -1
@@ -109,9 +118,9 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 		switch action {
 		case options.RaceReplace:
 			act = func() error {
-				l, errno := attach.LinkCreate(second.Prog.FD(), oracle.FEntry.LinkType())
+				l, errno := attach.LinkCreate(second.Prog.FD(), kind.LinkType())
 				if errno != 0 {
-					return fmt.Errorf("attach a second fentry: %w", errno)
+					return fmt.Errorf("attach a second %s: %w", kind, errno)
 				}
 				mu.Lock()
 				fd2 = l
@@ -127,7 +136,18 @@ func (r *raceAgent) trampolines(ctx context.Context, n int) error {
 				return unix.Close(l)
 			}
 		}
-		err := r.inject(in, addr+uint64(at.Off), size, act, true)
+		call := counterCall
+		if kind == oracle.FExit {
+			// The action runs while the task naps inside the original
+			// function, so that the image's first waits end before the
+			// task, on its way out, reaches the point held.
+			call = raceCall{cmd: racerNap, caller: napCaller, before: func() error {
+				time.Sleep(napSettle)
+				return act()
+			}}
+			act = func() error { return nil }
+		}
+		err := r.injectCall(call, in, addr+uint64(at.Off), size, act, true)
 		mu.Lock()
 		added, kept := fd2, fd
 		mu.Unlock()
@@ -255,6 +275,17 @@ func filteredInstance(name, fn string) (tracefs.FS, func(), error) {
 // debugfs write handler: it is on the held task's stack wherever inside
 // fth_target_counted or its trampoline the task was preempted.
 const targetCaller = "call_write"
+
+// targetNapping is the fexit trampoline target's function, which sleeps
+// racerNapTime per call (fth_target's nap file); napCaller calls it.
+const (
+	targetNapping = "fth_target_napping"
+	napCaller     = "nap_write"
+)
+
+// napSettle is how long after the racer's nap started the fexit target's
+// action runs: the task is asleep in targetNapping by then.
+const napSettle = 100 * time.Millisecond
 
 // taskStack reads /proc/<tid>/stack: the kernel frames of a task that is
 // not running (CONFIG_STACKTRACE), without addresses ("call_write+0x4c/0x64

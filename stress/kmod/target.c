@@ -17,6 +17,12 @@
  * A write of M to /sys/kernel/debug/fth_target/dsleep sleeps M ms in D
  * state: the agent's crash=hung-task.
  *
+ * A write of M to /sys/kernel/debug/fth_target/nap calls
+ * fth_target_napping(), which sleeps M ms: a BPF fexit trampoline around it
+ * sees its task leave voluntarily in the middle, after __bpf_tramp_enter()
+ * and before __bpf_tramp_exit(), as a task in a blocking function does
+ * (the race's fexit trampoline target).
+ *
  * /sys/kernel/debug/fth_target/bug commits one injected bug by name (bugs.c).
  */
 #include <linux/atomic.h>
@@ -56,6 +62,14 @@ noinline int fth_target_hot(int x)
 noinline void fth_target_counted(void)
 {
 	atomic64_inc(&counted_calls);
+}
+
+/* The longest nap one write may ask for. */
+#define FTH_MAX_NAP_MS 10000UL
+
+noinline void fth_target_napping(unsigned int ms)
+{
+	msleep(ms);
 }
 
 static int fth_target_thread(void *arg)
@@ -98,6 +112,27 @@ static ssize_t call_read(struct file *file, char __user *buf, size_t count,
 			(long long)atomic64_read(&counted_calls));
 	return simple_read_from_buffer(buf, count, ppos, out, len);
 }
+
+static ssize_t nap_write(struct file *file, const char __user *buf,
+			 size_t count, loff_t *ppos)
+{
+	unsigned long ms;
+	int err;
+
+	err = kstrtoul_from_user(buf, count, 10, &ms);
+	if (err)
+		return err;
+	if (ms > FTH_MAX_NAP_MS)
+		return -E2BIG;
+	fth_target_napping(ms);
+	return count;
+}
+
+static const struct file_operations nap_fops = {
+	.owner = THIS_MODULE,
+	.write = nap_write,
+	.llseek = default_llseek,
+};
 
 /*
  * dsleep puts its writer to sleep uninterruptibly for the given number of
@@ -165,6 +200,7 @@ static int __init fth_target_init(void)
 	dir = debugfs_create_dir("fth_target", NULL);
 	debugfs_create_file("call", 0600, dir, NULL, &call_fops);
 	debugfs_create_file("dsleep", 0200, dir, NULL, &dsleep_fops);
+	debugfs_create_file("nap", 0200, dir, NULL, &nap_fops);
 	fth_bugs_init(dir);
 	return 0;
 }

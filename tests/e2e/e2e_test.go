@@ -200,7 +200,10 @@ func (r fthRun) mustCell(t *testing.T) {
 
 // logConsoleTail logs the last n lines of the cell's console.log, so that
 // a failure in CI, whose output directory is gone with the machine, keeps
-// the kernel's side of it in the test's output.
+// the kernel's side of it in the test's output. When the harness asked
+// the kernel with sysrq (a hang), the n lines before its first dump go
+// first instead: the task dumps that follow would fill the tail, and CI
+// keeps only the start of a long failure.
 func (r fthRun) logConsoleTail(t *testing.T, n int) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.cell, "console.log"))
@@ -209,6 +212,11 @@ func (r fthRun) logConsoleTail(t *testing.T, n int) {
 		return
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "sysrq: ") }); i >= 0 {
+		before := lines[max(0, i-n):i]
+		t.Logf("the %d lines of %s before the first sysrq dump:\n%s", len(before), filepath.Join(r.cell, "console.log"), strings.Join(before, "\n"))
+		return
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

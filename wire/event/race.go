@@ -41,7 +41,9 @@ type Injection struct {
 	// Seq numbers the injections of a run from 1.
 	Seq int `json:"seq"`
 	// Target is the kind of place: "trampoline" (an instruction of a BPF
-	// trampoline image), "opstramp" (of an x86 ftrace_ops trampoline),
+	// fentry trampoline image), "fexittramp" (of a BPF fexit trampoline
+	// image, whose task naps in the original function while the image is
+	// detached), "opstramp" (of an x86 ftrace_ops trampoline),
 	// "callsite" (the second instruction of a function's patchable
 	// entry) or "int3" (a step of x86's patcher, which is held there
 	// while the task runs the callsite; Symbol and Addr are the

@@ -235,6 +235,14 @@ const (
 	// trampoline image in turn and replaces or detaches it meanwhile
 	// (RaceAction).
 	RaceTrampoline = "trampoline"
+	// RaceFexitTrampoline is RaceTrampoline with a fexit program: its
+	// image calls the original function, and is freed in three steps
+	// (RCU-tasks for the instructions before __bpf_tramp_enter, the
+	// image's percpu_ref for the program and the original function,
+	// RCU-tasks again for the epilogue). Its walk starts at the image's
+	// return, so that the epilogue, which only the last step covers, is
+	// injected at first.
+	RaceFexitTrampoline = "fexittramp"
 	// RaceCallsite preempts a task at the second instruction of a
 	// disabled patchable function entry and enables tracing meanwhile.
 	RaceCallsite = "callsite"
@@ -299,20 +307,20 @@ func CheckRaceTargets(target, goarch string) error {
 }
 
 // AllRaceTargets is every race target of any arch.
-var AllRaceTargets = []string{RaceTrampoline, RaceOpsTrampoline, RaceCallsite, RaceInt3, RaceCallOps, RaceLiteral}
+var AllRaceTargets = []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceCallsite, RaceInt3, RaceCallOps, RaceLiteral}
 
 // ArchRaceTargets is every target goarch can be raced at, what racelist
 // lists for racetarget auto.
 func ArchRaceTargets(goarch string) []string {
 	switch goarch {
 	case "amd64":
-		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
+		return []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceInt3}
 	case "arm64", "riscv64":
-		return []string{RaceTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}
+		return []string{RaceTrampoline, RaceFexitTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}
 	case "ppc64le":
-		return []string{RaceTrampoline, RaceCallOps, RaceLiteral}
+		return []string{RaceTrampoline, RaceFexitTrampoline, RaceCallOps, RaceLiteral}
 	}
-	return []string{RaceTrampoline}
+	return []string{RaceTrampoline, RaceFexitTrampoline}
 }
 
 // RaceTargets resolves the racetarget option for goarch: the targets to
@@ -331,9 +339,9 @@ func RaceTargets(target, goarch string, campaign bool) []string {
 	}
 	switch {
 	case campaign && goarch == "amd64":
-		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
+		return []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceInt3}
 	case campaign && (goarch == "arm64" || goarch == "riscv64" || goarch == "ppc64le"):
-		return []string{RaceTrampoline, RaceLiteral}
+		return []string{RaceTrampoline, RaceFexitTrampoline, RaceLiteral}
 	}
 	return []string{RaceTrampoline}
 }
