@@ -56,6 +56,10 @@ type Report struct {
 	Run string
 	// Fixes are its patches under FixesDir, the preferred first.
 	Fixes []string
+	// Needs are other findings' fixes (under FixesDir) that every kernel
+	// the standalone reproducer is verified on carries, the unfixed one
+	// included: a bug of the same path that would end the run first.
+	Needs []string
 }
 
 // FixesDir holds the fixes, relative to the repository: one patch each,
@@ -398,6 +402,9 @@ loaded after the program, and attached again after the livepatch. It
 exits 1 when reads made with both in place were not counted; the
 control leaves the livepatch out.`,
 			Fixes: []string{"powerpc-bpf-refuse-share-ipmodify.patch"},
+			// Every call goes through ftrace_regs_caller, whose stale
+			// r13 (Finding 5) would crash some runs first.
+			Needs: []string{"ppc64-ftrace-regs-caller-keep-r13.patch"},
 		},
 		{
 			Number: "14", Also: []string{"12"}, ID: "refused-direct-called", Bug: true,

@@ -62,7 +62,9 @@ type verifyRecord struct {
 	// Natural: without the reproducer's debug patch and parameters.
 	Natural bool `json:"natural,omitempty"`
 	// Fix is the fix the fixed case was built with.
-	Fix        string         `json:"fix"`
+	Fix string `json:"fix"`
+	// Patches are on every case's kernel: the debug patches, then the
+	// fixes of other findings the reproducer needs (known.Report.Needs).
 	Patches    []string       `json:"patches"`
 	KernelArgs []string       `json:"kernel_args"`
 	Counts     []*verifyCount `json:"counts"`
@@ -254,6 +256,9 @@ func verifyPlans(repo string, f known.Report, a string, natural bool, out, runID
 	for _, d := range debug {
 		rec.Patches = append(rec.Patches, relTo(repo, d))
 	}
+	for _, n := range f.Needs {
+		rec.Patches = append(rec.Patches, filepath.Join(known.FixesDir, n))
+	}
 	if len(f.Fixes) == 0 {
 		return nil, nil, fmt.Errorf("finding %s: no fix to verify", f.Number)
 	}
@@ -264,6 +269,9 @@ func verifyPlans(repo string, f known.Report, a string, natural bool, out, runID
 			"--agent-arg", "scenario=standalone", "--agent-arg", "reproducer=" + f.Standalone}
 		for _, p := range debug {
 			args = append(args, "--patch", p)
+		}
+		for _, n := range f.Needs {
+			args = append(args, "--patch", filepath.Join(repo, known.FixesDir, n))
 		}
 		if vc.Fixed {
 			args = append(args, "--patch", filepath.Join(repo, known.FixesDir, f.Fixes[0]))
