@@ -407,11 +407,14 @@ func (r *raceAgent) inject(in *event.Injection, addr uint64, size int, action fu
 
 // raceCall is how an injection's task gets to its target: the racer's
 // command, the kernel function that makes the call (a held task's stack
-// must show it, or the target), and what the agent does once the call
-// has started and before the task is held (nil: nothing).
+// must show it, or the target), what the agent starts beside it before
+// the arm (beside, nil for nothing: it returns the wait for its end), and
+// what the agent does once the call has started and before the task is
+// held (before, nil for nothing).
 type raceCall struct {
 	cmd    byte
 	caller string
+	beside func() (wait func() error)
 	before func() error
 }
 
@@ -434,6 +437,14 @@ func (r *raceAgent) injectCall(c raceCall, in *event.Injection, addr uint64, siz
 		if startBefore, err = r.peek(start); err != nil && !errors.As(err, new(errUnreadable)) {
 			return err
 		}
+	}
+	if c.beside != nil {
+		wait := c.beside()
+		defer func() {
+			if err := wait(); err != nil {
+				report.Logf(r.a.w, "race: injection %d: beside the racer: %v", in.Seq, err)
+			}
+		}()
 	}
 	if err := r.send(event.RaceMsg{Op: event.RaceArm, Addr: addr, Size: size, CPU: r.cpu, TimeoutMS: int(raceStopTimeout.Milliseconds()), BoundMS: int(raceReleaseBound.Milliseconds())}); err != nil {
 		return err

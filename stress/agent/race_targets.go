@@ -141,7 +141,7 @@ func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) er
 			// The action runs while the task naps inside the original
 			// function, so that the image's first waits end before the
 			// task, on its way out, reaches the point held.
-			call = raceCall{cmd: racerNap, caller: napCaller, before: func() error {
+			call = raceCall{cmd: racerNap, caller: napCaller, beside: napBeside, before: func() error {
 				time.Sleep(napSettle)
 				return act()
 			}}
@@ -280,12 +280,53 @@ const targetCaller = "call_write"
 // racerNapTime per call (fth_target's nap file); napCaller calls it.
 const (
 	targetNapping = "fth_target_napping"
+	targetNap     = "/sys/kernel/debug/fth_target/nap"
 	napCaller     = "nap_write"
 )
 
 // napSettle is how long after the racer's nap started the fexit target's
 // action runs: the task is asleep in targetNapping by then.
 const napSettle = 100 * time.Millisecond
+
+// napLag is how much longer than the racer's nap the one beside it
+// (napBeside) sleeps.
+const napLag = 300 * time.Millisecond
+
+// napBeside naps in targetNapping from the agent's own CPU, beside the
+// racer's nap on the held one, and napLag longer: the fexit image's last
+// reference is then this task's, dropped on the agent's CPU while the
+// racer is held in the epilogue. Dropped on the held CPU, by the racer
+// itself, the last reference would queue the image's last wait there,
+// and the free behind it (an RCU callback, then a per-CPU worker) could
+// not run until the held task had left: the preemptor that holds it
+// keeps every other task off that CPU. A function two tasks sleep in is
+// the ordinary case the kernel must handle. It returns the wait for
+// the nap's end.
+func napBeside() func() error {
+	done := make(chan error, 1)
+	ms := []byte(strconv.FormatInt((racerNapTime + napLag).Milliseconds(), 10))
+	go func() {
+		fd, err := unix.Open(targetNap, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			done <- fmt.Errorf("%s: %w", targetNap, err)
+			return
+		}
+		defer unix.Close(fd)
+		_, err = unix.Write(fd, ms)
+		done <- err
+	}()
+	// In the nap before the host arms the target: a task passing the
+	// image's first instructions on the agent's CPU would stop there.
+	time.Sleep(napSettle)
+	return func() error {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(raceReturnTimeout):
+			return fmt.Errorf("the nap beside the racer did not end within %v", raceReturnTimeout)
+		}
+	}
+}
 
 // taskStack reads /proc/<tid>/stack: the kernel frames of a task that is
 // not running (CONFIG_STACKTRACE), without addresses ("call_write+0x4c/0x64

@@ -241,7 +241,8 @@ const (
 	// image's percpu_ref for the program and the original function,
 	// RCU-tasks again for the epilogue). Its walk starts at the image's
 	// return, so that the epilogue, which only the last step covers, is
-	// injected at first.
+	// injected at first. Not in the campaign's auto: it has caught no
+	// mutant yet (docs/race-injection.md).
 	RaceFexitTrampoline = "fexittramp"
 	// RaceCallsite preempts a task at the second instruction of a
 	// disabled patchable function entry and enables tracing meanwhile.
@@ -339,9 +340,9 @@ func RaceTargets(target, goarch string, campaign bool) []string {
 	}
 	switch {
 	case campaign && goarch == "amd64":
-		return []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceInt3}
+		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
 	case campaign && (goarch == "arm64" || goarch == "riscv64" || goarch == "ppc64le"):
-		return []string{RaceTrampoline, RaceFexitTrampoline, RaceLiteral}
+		return []string{RaceTrampoline, RaceLiteral}
 	}
 	return []string{RaceTrampoline}
 }

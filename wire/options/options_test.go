@@ -504,13 +504,13 @@ func TestRaceTargets(t *testing.T) {
 		wantErr        string
 	}{
 		{target: RaceAuto, goarch: "amd64", want: []string{RaceTrampoline}},
-		{target: RaceAuto, goarch: "amd64", campaign: true, want: []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceInt3}},
+		{target: RaceAuto, goarch: "amd64", campaign: true, want: []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}},
 		{target: RaceAll, goarch: "amd64", want: []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceInt3}},
 		{target: RaceAll, goarch: "arm64", want: []string{RaceTrampoline, RaceFexitTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}},
 		{target: RaceAll, goarch: "riscv64", want: []string{RaceTrampoline, RaceFexitTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}},
-		{target: RaceAuto, goarch: "riscv64", campaign: true, want: []string{RaceTrampoline, RaceFexitTrampoline, RaceLiteral}},
-		{target: RaceAuto, goarch: "arm64", campaign: true, want: []string{RaceTrampoline, RaceFexitTrampoline, RaceLiteral}},
-		{target: RaceAuto, goarch: "ppc64le", campaign: true, want: []string{RaceTrampoline, RaceFexitTrampoline, RaceLiteral}},
+		{target: RaceAuto, goarch: "riscv64", campaign: true, want: []string{RaceTrampoline, RaceLiteral}},
+		{target: RaceAuto, goarch: "arm64", campaign: true, want: []string{RaceTrampoline, RaceLiteral}},
+		{target: RaceAuto, goarch: "ppc64le", campaign: true, want: []string{RaceTrampoline, RaceLiteral}},
 		{target: RaceLiteral, goarch: "amd64", want: []string{RaceLiteral}, wantErr: "needs a CALL_OPS literal"},
 		{target: RaceLiteral, goarch: "ppc64le", want: []string{RaceLiteral}},
 		{target: RaceCallOps, goarch: "amd64", want: []string{RaceCallOps}, wantErr: "CALL_OPS literal load"},
