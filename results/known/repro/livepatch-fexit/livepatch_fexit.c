@@ -318,7 +318,9 @@ static int klp_load(void)
 
 static void klp_unload(void)
 {
+	struct timespec tick = { .tv_nsec = 100 * 1000 * 1000 };
 	int fd = open(KLP_DIR "/enabled", O_WRONLY);
+	int i;
 
 	if (fd < 0 || write(fd, "0", 1) != 1)
 		perror(KLP_DIR "/enabled");
@@ -326,8 +328,15 @@ static void klp_unload(void)
 		close(fd);
 	if (!klp_settled())
 		fprintf(stderr, "%s: its disabling did not end in 60 s\n", SAMPLE);
-	if (syscall(__NR_delete_module, SAMPLE_MOD, O_NONBLOCK))
-		perror("delete_module " SAMPLE_MOD);
+	/* The patch lets go of the module a little after the transition. */
+	for (i = 0; i < 50; i++) {
+		if (!syscall(__NR_delete_module, SAMPLE_MOD, O_NONBLOCK))
+			return;
+		if (errno != EAGAIN && errno != EBUSY)
+			break;
+		nanosleep(&tick, NULL);
+	}
+	perror("delete_module " SAMPLE_MOD);
 }
 
 static int refused(int err)
