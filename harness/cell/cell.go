@@ -24,6 +24,9 @@ type Spec struct {
 	VM qemu.Config
 	// AgentArgs become fth.<key>=<value> kernel parameters, which the agent reads.
 	AgentArgs map[string]string
+	// Agent is what the agent makes of them (options.FromArgs): the host
+	// reads the fields, never AgentArgs' text.
+	Agent options.Options
 	// Deadline bounds the whole boot, before the arch's TimeoutScale
 	// (Timeouts).
 	Deadline time.Duration
@@ -101,7 +104,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		Progress:   spec.Progress,
 		// The agent option that stops avoiding the known findings' triggers
 		// also makes them count.
-		IncludeKnown:  options.WantsKnown(spec.AgentArgs),
+		IncludeKnown:  spec.Agent.IncludeKnown,
 		Harness:       GuestHarness,
 		StopAtFinding: spec.StopAtFinding,
 	})

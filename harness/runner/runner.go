@@ -173,7 +173,7 @@ func projectModules() []string {
 
 // scaleModule is fth_scale's source (options.ScaleModuleName): 32,768
 // functions take half a minute to compile, so only cells that ask for it
-// (options.WantsScaleModule) get it.
+// (the scalemod option) get it.
 const scaleModule = "stress/kmod-scale"
 
 // modules builds the project's test modules against k and returns every
@@ -236,6 +236,13 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		return w.Result(), fmt.Errorf("%s: %s: %w", c.Name, step, err)
 	}
 
+	// The agent's options as the agent will read them: checked before
+	// anything is built, and read from here on as fields.
+	agent, err := options.FromArgs(c.AgentArgs, options.HostEnv)
+	if err != nil {
+		return fail("agent options", err)
+	}
+
 	// Every cell says which QEMU ran it; the version also picks the
 	// spelling of singlestep, and a --qemu named by version must be it:
 	// asked before the kernel is built, so that a wrong one costs nothing.
@@ -255,14 +262,14 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		return fail("kernel build", err)
 	}
 	var extraMods []string
-	if options.WantsScaleModule(c.AgentArgs) {
+	if agent.ScaleModule {
 		extraMods = append(extraMods, scaleModule)
 	}
 	reproducer := ""
 	if c.Scenario == event.ScenarioStandalone {
 		// The reproducer's modules are built as the project's are; its
 		// run.sh goes into the image's overlay with them, below.
-		reproducer = c.AgentArgs["reproducer"]
+		reproducer = agent.Reproducer
 		if kbuild.HasModuleSource(filepath.Join(e.ModuleDir, known.ReproDir, reproducer)) {
 			extraMods = append(extraMods, filepath.Join(known.ReproDir, reproducer))
 		}
@@ -347,9 +354,8 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		// run on through stale memory unseen.
 		cmdline = append(cmdline, "init_on_free=1")
 	}
-	repro := c.AgentArgs["repro"]
 	if c.Scenario == event.ScenarioRepro {
-		cmdline = append(cmdline, options.ReproKernelArgs(repro)...)
+		cmdline = append(cmdline, options.ReproKernelArgs(agent.Repro)...)
 	}
 	cmdline = append(cmdline, c.KernelArgs...)
 	if c.Scenario == event.ScenarioCampaign && c.Arch.NoRace != "" {
@@ -365,9 +371,10 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			// The campaign's race stage is skipped, with the reason, on
 			// an arch that cannot inject (Arch.NoRace).
 			Race: c.Scenario == event.ScenarioRace || (c.Scenario == event.ScenarioCampaign && c.Arch.NoRace == "") ||
-				(c.Scenario == event.ScenarioRepro && options.ReproRaces(repro)),
+				(c.Scenario == event.ScenarioRepro && options.ReproRaces(agent.Repro)),
 		},
 		AgentArgs:  c.AgentArgs,
+		Agent:      agent,
 		Deadline:   c.Deadline,
 		Silence:    c.Silence,
 		PauseAfter: c.PauseAfter,

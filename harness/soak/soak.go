@@ -34,6 +34,7 @@ import (
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
+	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
 
@@ -105,7 +106,11 @@ func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
 		cfg.AgentArgs = map[string]string{}
 	}
 	if cfg.AgentArgs["scenario"] == "" {
-		cfg.AgentArgs["scenario"] = "churn"
+		cfg.AgentArgs["scenario"] = string(event.ScenarioChurn)
+	}
+	agent, err := options.FromArgs(cfg.AgentArgs, options.HostEnv)
+	if err != nil {
+		return fmt.Errorf("soak: agent options: %w", err)
 	}
 	log := cfg.Log
 	s := &soak{cfg: cfg, w: w, log: log, start: time.Now()}
@@ -132,7 +137,7 @@ func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
 	defer b.Close()
 	err = monitor.Run(ctx, log, w, b, monitor.Spec{
 		Timeouts:     cfg.Timeouts(),
-		IncludeKnown: options.WantsKnown(cfg.AgentArgs),
+		IncludeKnown: agent.IncludeKnown,
 		// A board reboots after a panic, and the board target reports
 		// the new boot with what pstore kept: the soak goes on.
 		SurvivesPanic: true,

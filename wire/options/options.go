@@ -9,7 +9,6 @@ package options
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -440,22 +439,6 @@ func ReproRaces(seq string) bool {
 // ScaleModuleName is the module of stress/kmod-scale: 32,768 traceable
 // functions for storms and scaling curves beyond vmlinux's own.
 const ScaleModuleName = "fth_scale"
-
-// WantsScaleModule says whether agent arguments (as --agent-arg gives
-// them, without the fth. prefix) ask for fth_scale.ko, which the host then
-// builds for the cell.
-func WantsScaleModule(args map[string]string) bool {
-	b, err := strconv.ParseBool(args["scalemod"])
-	return err == nil && b
-}
-
-// WantsKnown says whether agent arguments ask to include the known
-// findings (includeknown), read as the agent reads it (1, t, true, ...),
-// so that host and guest agree on whether a known finding counts.
-func WantsKnown(args map[string]string) bool {
-	b, err := parseBool(args["includeknown"])
-	return err == nil && b
-}
 
 // ReproKernelArgs are the kernel parameters a repro sequence needs: a
 // freed slab object poisoned (0x6b), so that a read of it after the free

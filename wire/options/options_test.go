@@ -1,6 +1,8 @@
 package options
 
 import (
+	"errors"
+	"github.com/ftrace-harness/fth/wire/event"
 	"io"
 	"reflect"
 	"slices"
@@ -533,17 +535,25 @@ func TestRaceTargets(t *testing.T) {
 	}
 }
 
-// TestWantsKnown reads includeknown as the agent's option table does, so
-// that the host judges a known finding as the guest was told to treat it.
-func TestWantsKnown(t *testing.T) {
+// TestFromArgs reads agent options as the agent's option table does, so
+// that the host judges a known finding (includeknown) or builds a module
+// (scalemod) as the guest was told; a value the agent would refuse is
+// refused here too.
+func TestFromArgs(t *testing.T) {
 	for v, want := range map[string]bool{"true": true, "1": true, "t": true, "TRUE": true, "false": false, "0": false, "": false, "yes": false} {
-		if got := WantsKnown(map[string]string{"includeknown": v}); got != want {
-			t.Errorf("WantsKnown(includeknown=%q) = %v, want %v", v, got, want)
+		o, err := FromArgs(map[string]string{"includeknown": v, "scalemod": v}, HostEnv)
+		if (err == nil && o.IncludeKnown && o.ScaleModule) != want {
+			t.Errorf("includeknown=scalemod=%q: IncludeKnown %v ScaleModule %v (err %v), want %v", v, o.IncludeKnown, o.ScaleModule, err, want)
 		}
-		var o Options
-		err := o.Set("includeknown", v)
-		if (err == nil && o.IncludeKnown) != want {
-			t.Errorf("includeknown=%q: the agent reads %v (err %v), the host %v", v, o.IncludeKnown, err, want)
-		}
+	}
+	o, err := FromArgs(map[string]string{"scenario": "churn", "churn": "90s", "repro": ReproDirectUnregisterLive}, HostEnv)
+	if err != nil || o.Scenario != event.ScenarioChurn || o.Churn != 90*time.Second || o.Repro != ReproDirectUnregisterLive {
+		t.Errorf("FromArgs: scenario %q churn %v repro %q, err %v", o.Scenario, o.Churn, o.Repro, err)
+	}
+	if _, err := FromArgs(map[string]string{"churn": "soon"}, HostEnv); err == nil {
+		t.Error("churn=soon: no error")
+	}
+	if _, err := FromArgs(map[string]string{"nosuch": "1"}, HostEnv); !errors.Is(err, ErrUnknownOption) {
+		t.Errorf("nosuch=1: %v, want ErrUnknownOption", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -616,6 +617,28 @@ func (o *Options) Set(name, value string) error {
 	}
 	return nil
 }
+
+// FromArgs is the options the agent will run with, as the host gives
+// them (--agent-arg key=value, without the fth. prefix): the defaults for
+// env with args set on top, in name order, and checked as the agent
+// checks them. The host reads what it needs of them from the fields,
+// never from args' text, so that host and guest read a value alike.
+func FromArgs(args map[string]string, env Env) (Options, error) {
+	o := Defaults(env)
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if err := o.Set(k, args[k]); err != nil {
+			return o, err
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// HostEnv is the env the host parses agent options with (FromArgs): the
+// fields it reads do not depend on the guest's CPUs.
+var HostEnv = Env{NumCPU: 2, Poweroff: true}
 
 // Args returns every option as name=value text. Setting each pair with Set
 // (or passing fth.<name>=<value> on the kernel command line) reproduces o.

@@ -370,12 +370,8 @@ func cmdImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // checkRaceTarget refuses, before any build, a racetarget agent option the
 // arch cannot run (options.CheckRaceTargets): fth run and fth mutate alike.
-func checkRaceTarget(agent map[string]string, a arch.Arch) error {
-	t := agent["racetarget"]
-	if t == "" {
-		return nil
-	}
-	if err := options.CheckRaceTargets(t, a.GOARCH); err != nil {
+func checkRaceTarget(o options.Options, a arch.Arch) error {
+	if err := options.CheckRaceTargets(o.RaceTarget, a.GOARCH); err != nil {
 		return fmt.Errorf("%w: --agent-arg racetarget on %s: %v", errUsage, a.Name, err)
 	}
 	return nil
@@ -384,11 +380,11 @@ func checkRaceTarget(agent map[string]string, a arch.Arch) error {
 // checkReproducer refuses, before any build, a standalone scenario whose
 // reproducer is not a directory of results/known/repro with a run.sh,
 // naming the ones there are.
-func checkReproducer(agent map[string]string, repo string) error {
-	if agent["scenario"] != string(event.ScenarioStandalone) {
+func checkReproducer(o options.Options, repo string) error {
+	if o.Scenario != event.ScenarioStandalone {
 		return nil
 	}
-	name := agent["reproducer"]
+	name := o.Reproducer
 	if _, err := os.Stat(filepath.Join(repo, known.ReproDir, name, "run.sh")); err == nil {
 		return nil
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // TestDeadlineFor: a long churn, and a campaign with a long budget, get
@@ -21,7 +23,11 @@ func TestDeadlineFor(t *testing.T) {
 		{map[string]string{"scenario": "campaign", "churn": "60m"}, def},
 		{map[string]string{"scenario": "storm", "churn": "60m"}, def},
 	} {
-		if got := deadlineFor(tc.agent, def); got != tc.want {
+		o, err := options.FromArgs(tc.agent, options.HostEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := deadlineFor(o, def); got != tc.want {
 			t.Errorf("deadlineFor(%v) = %v, want %v", tc.agent, got, tc.want)
 		}
 	}

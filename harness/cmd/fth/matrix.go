@@ -219,7 +219,8 @@ func overrideParams(spec *matrix.Spec, set map[string]bool, f matrixFlags) error
 	if err := checkBoot(p.CPUs, p.MemoryMB, p.Deadline, p.Silence, ""); err != nil {
 		return err
 	}
-	return checkAgentArgs(p.Agent, agentFlags())
+	_, err := checkAgentArgs(p.Agent, agentFlags())
+	return err
 }
 
 // printPlan shows every cell before anything runs, skips with their reasons,

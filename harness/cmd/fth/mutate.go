@@ -134,14 +134,15 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				patches = []kbuild.Patch{m.KernelPatch()}
 			}
 			maps.Copy(agent, extra)
-			if err := checkAgentArgs(agent, nil); err != nil {
+			opts, err := checkAgentArgs(agent, nil)
+			if err != nil {
 				return runner.Cell{}, fmt.Errorf("%s: %w", name, err)
 			}
-			if err := checkRaceTarget(agent, a); err != nil {
+			if err := checkRaceTarget(opts, a); err != nil {
 				return runner.Cell{}, err
 			}
 			return runner.Cell{
-				Name: name, Arch: a, Fragments: cfrags, Preempt: "full", Scenario: scenarioName(agent), AgentArgs: agent,
+				Name: name, Arch: a, Fragments: cfrags, Preempt: "full", Scenario: opts.Scenario, AgentArgs: agent,
 				Accel: accelV, QEMU: emu, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Silence: def.Silence,
 				// The scenario's budget, plus boot, module loading and the
 				// agent's own teardown, scaled per arch by the target.

@@ -117,30 +117,32 @@ func parseRun(args []string, stdout io.Writer) (*runPlan, error) {
 	if err := agentArgs.into(agent); err != nil {
 		return nil, err
 	}
-	if agent["scenario"] == "" {
-		agent["scenario"] = string(defaultScenario(agent))
-	}
-	if err := checkAgentArgs(agent, agentFlags()); err != nil {
+	opts, err := checkAgentArgs(agent, agentFlags())
+	if err != nil {
 		return nil, err
 	}
+	if agent["scenario"] == "" {
+		opts.Scenario = defaultScenario(opts)
+		agent["scenario"] = string(opts.Scenario)
+	}
 	if !flagSet(fs, "deadline") {
-		*deadline = deadlineFor(agent, *deadline)
+		*deadline = deadlineFor(opts, *deadline)
 	}
 	a, repo, frags, err := b.resolve()
 	if err != nil {
 		return nil, err
 	}
 	emu = emu.Resolve(a)
-	if agent["scenario"] == string(event.ScenarioRace) && a.NoRace != "" {
+	if opts.Scenario == event.ScenarioRace && a.NoRace != "" {
 		return nil, fmt.Errorf("%w: --agent-arg scenario=race on %s: %s", errUsage, a.Name, a.NoRace)
 	}
-	if err := checkRaceTarget(agent, a); err != nil {
+	if err := checkRaceTarget(opts, a); err != nil {
 		return nil, err
 	}
-	if err := checkReproducer(agent, repo); err != nil {
+	if err := checkReproducer(opts, repo); err != nil {
 		return nil, err
 	}
-	if err := options.CheckCrashArch(agent["crash"], string(a.Name)); err != nil {
+	if err := options.CheckCrashArch(opts.Crash, string(a.Name)); err != nil {
 		return nil, fmt.Errorf("%w: --crash: %v", errUsage, err)
 	}
 	if err := b.needRoot(emu.InRoot(), "--qemu "+string(emu)); err != nil {
@@ -169,7 +171,7 @@ func parseRun(args []string, stdout io.Writer) (*runPlan, error) {
 	}
 	c := runner.Cell{
 		Name: name, Arch: a, Fragments: frags, Patches: patches,
-		Preempt: *preempt, Scenario: scenarioName(agent), AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
+		Preempt: *preempt, Scenario: opts.Scenario, AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
 		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter, Widen: widen,
 		Toolchain: b.toolchain, QEMU: emu,
 		KernelArgs: kernelArgs,
@@ -203,18 +205,17 @@ const churnMargin = 15 * time.Minute
 // deadline allows gets its duration plus churnMargin, so that
 // `--agent-arg churn=30m` or `--agent-arg budget=60m` runs its time
 // instead of ending at the deadline as an error.
-func deadlineFor(agent map[string]string, def time.Duration) time.Duration {
-	key := ""
-	switch agent["scenario"] {
-	case string(event.ScenarioChurn):
-		key = "churn"
-	case string(event.ScenarioCampaign):
-		key = "budget"
+func deadlineFor(o options.Options, def time.Duration) time.Duration {
+	var d time.Duration
+	switch o.Scenario {
+	case event.ScenarioChurn:
+		d = o.Churn
+	case event.ScenarioCampaign:
+		d = o.Budget
 	default:
 		return def
 	}
-	d, err := time.ParseDuration(agent[key])
-	if err != nil || d+churnMargin <= def {
+	if d+churnMargin <= def {
 		return def
 	}
 	return d + churnMargin
@@ -223,21 +224,11 @@ func deadlineFor(agent map[string]string, def time.Duration) time.Duration {
 // defaultScenario is what fth run runs when no scenario is asked for: the
 // campaign, which finds bugs, except for a --crash proof, which provokes
 // its report from the storm's attached trampolines.
-func defaultScenario(agent map[string]string) event.Scenario {
-	if agent["crash"] != "" {
+func defaultScenario(o options.Options) event.Scenario {
+	if o.Crash != options.CrashNone {
 		return event.ScenarioStorm
 	}
 	return event.ScenarioCampaign
-}
-
-// scenarioName is the scenario the agent options ask for; a bad one is
-// the option table's to refuse.
-func scenarioName(agent map[string]string) event.Scenario {
-	sc, err := event.ParseScenario(agent["scenario"])
-	if err != nil {
-		return event.Scenario(agent["scenario"])
-	}
-	return sc
 }
 
 // runOne runs c as a run of its own and prints its summary; the error says

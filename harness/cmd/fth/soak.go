@@ -77,10 +77,11 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := agentArgs.into(agent); err != nil {
 		return err
 	}
-	if err := checkAgentArgs(agent, map[string]string{"scenario": "--scenario"}); err != nil {
+	opts, err := checkAgentArgs(agent, map[string]string{"scenario": "--scenario"})
+	if err != nil {
 		return err
 	}
-	if agent["scenario"] == string(event.ScenarioRace) {
+	if opts.Scenario == event.ScenarioRace {
 		return fmt.Errorf("%w: scenario race: it stops a vCPU at an instruction through QEMU's gdbstub, which a board does not have: run it in a VM (fth run --agent-arg scenario=race)", errUsage)
 	}
 	_, repo, _, err := b.resolve()

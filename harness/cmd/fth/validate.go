@@ -21,8 +21,11 @@ func agentFlags() map[string]string {
 // option table (wire/options), the one source of truth, so that a typo
 // or an impossible value fails in a second instead of in the guest after
 // a kernel build and a boot.
-func checkAgentArgs(agent map[string]string, fromFlag map[string]string) error {
-	o := options.Defaults(options.Env{NumCPU: 2, Poweroff: true})
+//
+// It returns the options as the agent will read them: the host reads what
+// it needs of them from there, never from agent's text.
+func checkAgentArgs(agent map[string]string, fromFlag map[string]string) (options.Options, error) {
+	o := options.Defaults(options.HostEnv)
 	for _, k := range slices.Sorted(mapsKeys(agent)) {
 		v := agent[k]
 		where := "--agent-arg " + k + "=" + v
@@ -35,15 +38,15 @@ func checkAgentArgs(agent map[string]string, fromFlag map[string]string) error {
 				if s, ok := closest(k, options.Names()); ok {
 					hint = fmt.Sprintf("; did you mean %s?", s)
 				}
-				return fmt.Errorf("%w: %s: the agent has no option %q%s ('fth run --agent-arg help' lists them)", errUsage, where, k, hint)
+				return o, fmt.Errorf("%w: %s: the agent has no option %q%s ('fth run --agent-arg help' lists them)", errUsage, where, k, hint)
 			}
-			return fmt.Errorf("%w: %s: %v", errUsage, where, unwrapOption(err))
+			return o, fmt.Errorf("%w: %s: %v", errUsage, where, unwrapOption(err))
 		}
 	}
 	if err := o.Validate(); err != nil {
-		return fmt.Errorf("%w: agent options: %v", errUsage, err)
+		return o, fmt.Errorf("%w: agent options: %v", errUsage, err)
 	}
-	return nil
+	return o, nil
 }
 
 // unwrapOption drops the "option k=v:" prefix Set adds, since the caller
