@@ -155,6 +155,31 @@ func steps(n, c int, first float64, d int, then float64) []float64 {
 // (scripts/flaky-rate.sh, 2026-11-29; the good end 0 of 30).
 const MeasuredFlaky = 17.0 / 30
 
+// The flaky reproducer's other measured rates (scripts/flaky-rate.sh,
+// 2026-12-07, 30 runs each): the synthetic history's bad end (the
+// culprit and the marker commits after it) failed 12 of 30, and the bad
+// end with the culprit reverted MeasuredRevert.
+const (
+	MeasuredBadEnd = 12.0 / 30
+	MeasuredRevert = 0.0 / 30
+)
+
+// MeasuredHistory is docs/bisect.md's synthetic history with its measured
+// rates: 16 revisions, the culprit at 9 failing MeasuredFlaky, every
+// later one at MeasuredBadEnd (their content is the bad end's, less some
+// marker ints), none before. A revert of the culprit undoes the whole
+// rate (Simulation.revertRate), as MeasuredRevert says it does.
+func MeasuredHistory() Scenario {
+	return Scenario{
+		Name: fmt.Sprintf("the flaky case's measured history (%.0f%% at the culprit, %.0f%% after)", 100*MeasuredFlaky, 100*MeasuredBadEnd),
+		History: func(_ *rand.Rand, n int) ([]float64, map[int]bool) {
+			c := min(9, n-1)
+			rates := steps(n, c, MeasuredFlaky, c+1, MeasuredBadEnd)
+			return rates, nil
+		},
+	}
+}
+
 // Scenarios are the histories Evaluate is checked against: constant
 // rates from deterministic to one run in ten, the flaky reproducer's
 // measured rate, rates a later commit raises, a revision that does not
@@ -165,6 +190,7 @@ func Scenarios() []Scenario {
 		Raised(0.2, 0.9), Raised(0.1, 0.5),
 		Unbuildable(1), Unbuildable(0.5),
 		GoodEndFails(0.5, false), GoodEndFails(0.2, true),
+		MeasuredHistory(),
 	}
 }
 

@@ -75,6 +75,7 @@ func TestEvaluate(t *testing.T) {
 		{sc: Unbuildable(0.5), minRight: 0.8},
 		{sc: GoodEndFails(0.5, false), noAnswer: true, maxNamed: 0},
 		{sc: GoodEndFails(0.2, true), noAnswer: true, maxNamed: -1},
+		{sc: MeasuredHistory(), minRight: 0.95},
 	} {
 		s, err := Evaluate(context.Background(), p, tc.sc, 16, trials, uint64(i+1))
 		if err != nil {
