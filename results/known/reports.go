@@ -380,10 +380,21 @@ function through its local entry with the wrong TOC; the smallest safe
 change is to refuse the combination until the JIT supports it, as riscv
 does. With the JIT refusing both flags, a fexit program and a livepatch
 on one function no longer lose calls: whichever comes second is refused
-with -EOPNOTSUPP. A trampoline with fentry programs only is not asked
-to rebuild and is not refused; by reading ftrace_regs_exit its direct
-call is dropped the same way, which was not tested. Seen only under
-QEMU (pseries, TCG).`,
+with -EOPNOTSUPP.
+
+A refused livepatch must not leave BPF_TRAMP_F_SHARE_IPMODIFY behind:
+bpf_tramp_ftrace_ops_func() sets it before the rebuild the JIT refuses,
+bpf_trampoline_update() restores the flags it found (that one
+included), and the ops, never registered, never asks to stop sharing,
+so the function's next fexit program was refused too. The fix clears
+the flag when that rebuild fails; riscv's JIT refuses the same flags
+and needs it as well (by reading).
+
+A trampoline with fentry programs only is not asked to rebuild and is
+not refused; by reading ftrace_regs_exit its direct call is dropped the
+same way, which was not tested. Seen only under QEMU (pseries, TCG).
+The runs carried the fix for the r13 report (ftrace_regs_caller), whose
+bug the same path would otherwise hit first.`,
 			Titles:     []string{"fexit on fth_deliver_seq"},
 			Standalone: "livepatch-fexit",
 			Arches:     []string{"ppc64le"},
@@ -398,9 +409,10 @@ kernel's own samples/livepatch/livepatch-sample.ko, nothing timed.
 
 run.sh reads /proc/cmdline 1000 times a step while a BPF fexit program
 on cmdline_proc_show() counts its calls: alone, with the livepatch
-loaded after the program, and attached again after the livepatch. It
-exits 1 when reads made with both in place were not counted; the
-control leaves the livepatch out.`,
+loaded after the program, and attached after the livepatch was loaded
+alone. It exits 1 when reads made with both in place were not counted,
+0 when every read was counted or the kernel refused the second of the
+two; the control leaves the livepatch out.`,
 			Fixes: []string{"powerpc-bpf-refuse-share-ipmodify.patch"},
 			// Every call goes through ftrace_regs_caller, whose stale
 			// r13 (Finding 5) would crash some runs first.

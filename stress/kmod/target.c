@@ -113,17 +113,25 @@ static ssize_t call_read(struct file *file, char __user *buf, size_t count,
 	return simple_read_from_buffer(buf, count, ppos, out, len);
 }
 
+/* A write's number of milliseconds, at most max. */
+static int write_ms(const char __user *buf, size_t count, unsigned long max,
+		    unsigned long *ms)
+{
+	int err = kstrtoul_from_user(buf, count, 10, ms);
+
+	if (err)
+		return err;
+	return *ms > max ? -E2BIG : 0;
+}
+
 static ssize_t nap_write(struct file *file, const char __user *buf,
 			 size_t count, loff_t *ppos)
 {
 	unsigned long ms;
-	int err;
+	int err = write_ms(buf, count, FTH_MAX_NAP_MS, &ms);
 
-	err = kstrtoul_from_user(buf, count, 10, &ms);
 	if (err)
 		return err;
-	if (ms > FTH_MAX_NAP_MS)
-		return -E2BIG;
 	fth_target_napping(ms);
 	return count;
 }
@@ -147,13 +155,10 @@ static ssize_t dsleep_write(struct file *file, const char __user *buf,
 			    size_t count, loff_t *ppos)
 {
 	unsigned long ms;
-	int err;
+	int err = write_ms(buf, count, FTH_MAX_DSLEEP_MS, &ms);
 
-	err = kstrtoul_from_user(buf, count, 10, &ms);
 	if (err)
 		return err;
-	if (ms > FTH_MAX_DSLEEP_MS)
-		return -E2BIG;
 	msleep(ms);
 	return count;
 }

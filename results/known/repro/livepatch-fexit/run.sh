@@ -9,9 +9,10 @@
 # Runs livepatch_fexit (from $MODDIR, default: this script's directory),
 # which counts the calls of cmdline_proc_show() with a BPF fexit program
 # while /proc/cmdline is read, alone, then with
-# samples/livepatch/livepatch-sample.ko applied (loaded after the
-# program, then the program attached again after it). "control" leaves
-# the livepatch out; "fentry" counts with an fentry program instead.
+# samples/livepatch/livepatch-sample.ko applied in both orders: loaded
+# after the program, and loaded alone before the program is attached.
+# "control" leaves the livepatch out; "fentry" counts with an fentry
+# program instead.
 #
 # Exit status: 0 every read counted, or the kernel refused the pair; 1
 # reads made with both in place were not counted; 2 the reproducer could
