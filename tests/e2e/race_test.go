@@ -345,13 +345,13 @@ func TestX86RaceListWindows(t *testing.T) {
 	if r.exit != 0 {
 		t.Fatalf("exit %d", r.exit)
 	}
-	for _, want := range []string{"trampoline (bpf_trampoline_", "opstramp (ftrace_trampoline", "int3 (smp_text_poke_batch_finish", "+0x0   push %rbp", "retq"} {
+	for _, want := range []string{"trampoline (bpf_trampoline_", "fexittramp (bpf_trampoline_", "opstramp (ftrace_trampoline", "int3 (smp_text_poke_batch_finish", "+0x0   push %rbp", "retq"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the list lacks %q", want)
 		}
 	}
-	if len(r.result.Windows) != 3 || len(r.result.Injections) != 0 {
-		t.Errorf("%d windows, %d injections: want three windows and nothing injected", len(r.result.Windows), len(r.result.Injections))
+	if len(r.result.Windows) != 4 || len(r.result.Injections) != 0 {
+		t.Errorf("%d windows, %d injections: want four windows (fentry and fexit trampolines, ops trampoline, INT3) and nothing injected", len(r.result.Windows), len(r.result.Injections))
 	}
 }
 
