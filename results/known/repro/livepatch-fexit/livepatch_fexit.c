@@ -273,7 +273,10 @@ static const char *sysfs_read(const char *path, char *buf, size_t size)
 	return buf;
 }
 
-/* Wait up to 60 s for the livepatch's transition to end. */
+/*
+ * Wait up to 60 s for the livepatch's transition to end. A disabled patch
+ * is freed once its transition ends, and its directory goes with it.
+ */
 static int klp_settled(void)
 {
 	struct timespec tick = { .tv_nsec = 100 * 1000 * 1000 };
@@ -281,7 +284,8 @@ static int klp_settled(void)
 	int i;
 
 	for (i = 0; i < 600; i++) {
-		if (!strcmp(sysfs_read(KLP_DIR "/transition", buf, sizeof(buf)), "0"))
+		if (!strcmp(sysfs_read(KLP_DIR "/transition", buf, sizeof(buf)), "0") ||
+		    access(KLP_DIR, F_OK))
 			return 1;
 		nanosleep(&tick, NULL);
 	}
