@@ -354,9 +354,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		// run on through stale memory unseen.
 		cmdline = append(cmdline, "init_on_free=1")
 	}
-	if c.Scenario == event.ScenarioRepro {
-		cmdline = append(cmdline, options.ReproKernelArgs(agent.Repro)...)
-	}
+	cmdline = append(cmdline, agent.KernelArgs()...)
 	cmdline = append(cmdline, c.KernelArgs...)
 	if c.Scenario == event.ScenarioCampaign && c.Arch.NoRace != "" {
 		log.Warn("campaign: no race stage on this arch", "arch", c.Arch.Name, "why", c.Arch.NoRace)
@@ -370,8 +368,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			// the gdbstub, on the agent's request (harness/race).
 			// The campaign's race stage is skipped, with the reason, on
 			// an arch that cannot inject (Arch.NoRace).
-			Race: c.Scenario == event.ScenarioRace || (c.Scenario == event.ScenarioCampaign && c.Arch.NoRace == "") ||
-				(c.Scenario == event.ScenarioRepro && options.ReproRaces(agent.Repro)),
+			Race: agent.RacePort(c.Arch.NoRace == ""),
 		},
 		AgentArgs:  c.AgentArgs,
 		Agent:      agent,

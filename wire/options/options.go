@@ -436,6 +436,31 @@ func ReproRaces(seq string) bool {
 		strings.HasPrefix(seq, ReproIPModifyMidUpdate) || strings.HasPrefix(seq, ReproRefusedDirect)
 }
 
+// RacePort says whether a cell run with o needs the race port, through
+// which the host holds vCPUs at instructions (harness/race): the race
+// scenario; the campaign, whose race stage runs where the arch can
+// inject (canRace); a repro sequence that holds vCPUs (ReproRaces).
+func (o Options) RacePort(canRace bool) bool {
+	switch o.Scenario {
+	case ScenarioRace:
+		return true
+	case ScenarioCampaign:
+		return canRace
+	case ScenarioRepro:
+		return ReproRaces(o.Repro)
+	}
+	return false
+}
+
+// KernelArgs are the kernel parameters beyond fth.<name>= that a cell run
+// with o needs: a repro sequence's (ReproKernelArgs).
+func (o Options) KernelArgs() []string {
+	if o.Scenario == ScenarioRepro {
+		return ReproKernelArgs(o.Repro)
+	}
+	return nil
+}
+
 // ScaleModuleName is the module of stress/kmod-scale: 32,768 traceable
 // functions for storms and scaling curves beyond vmlinux's own.
 const ScaleModuleName = "fth_scale"

@@ -557,3 +557,34 @@ func TestFromArgs(t *testing.T) {
 		t.Errorf("nosuch=1: %v, want ErrUnknownOption", err)
 	}
 }
+
+// RacePort and KernelArgs answer what a cell needs from its options: the
+// race port for the race scenario, for the campaign where the arch can
+// inject, and for the repro sequences that hold vCPUs; a repro sequence's
+// kernel parameters.
+func TestCellNeeds(t *testing.T) {
+	for _, tc := range []struct {
+		args     map[string]string
+		canRace  bool
+		port     bool
+		kernArgs int
+	}{
+		{map[string]string{"scenario": "race"}, false, true, 0},
+		{map[string]string{"scenario": "campaign"}, true, true, 0},
+		{map[string]string{"scenario": "campaign"}, false, false, 0},
+		{map[string]string{"scenario": "churn"}, true, false, 0},
+		{map[string]string{"scenario": "repro", "repro": ReproDirectUnregisterFree}, true, true, 1},
+		{map[string]string{"scenario": "repro", "repro": ReproIPModifyFilter}, true, false, 0},
+	} {
+		o, err := FromArgs(tc.args, HostEnv)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := o.RacePort(tc.canRace); got != tc.port {
+			t.Errorf("%v (can race %v): RacePort %v, want %v", tc.args, tc.canRace, got, tc.port)
+		}
+		if got := o.KernelArgs(); len(got) != tc.kernArgs {
+			t.Errorf("%v: KernelArgs %v, want %d", tc.args, got, tc.kernArgs)
+		}
+	}
+}
