@@ -144,9 +144,23 @@ func e2eOut(t *testing.T) string {
 	}
 	clock(t)
 	out, _ := filepath.Abs(filepath.Join("../../out/e2e", t.Name()))
+	// A failed run's output is kept beside the next run's (a rare
+	// failure's console was once lost to the rerun that overwrote it).
+	if _, err := os.Stat(filepath.Join(out, failedMark)); err == nil {
+		_ = os.Rename(out, out+".failed-"+time.Now().UTC().Format("20060102-150405"))
+	}
 	os.RemoveAll(out)
+	t.Cleanup(func() {
+		if t.Failed() {
+			_ = os.MkdirAll(out, 0o755)
+			_ = os.WriteFile(filepath.Join(out, failedMark), []byte(t.Name()+"\n"), 0o644)
+		}
+	})
 	return out
 }
+
+// failedMark marks a test's output directory as a failed run's.
+const failedMark = "FAILED"
 
 // runCell runs name with args from the repository root and reads the one
 // cell it wrote under out/r.
