@@ -9,6 +9,7 @@ package options
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -280,47 +281,83 @@ const (
 	RaceAll = "all"
 )
 
+// raceTargetTable is every race target, in the order a list of them
+// runs, with the arches that have its window (nil: every arch), whether
+// the campaign's race stage runs it where the arch has it (a class the
+// campaign claims), and why another arch has no such window, naming what
+// to use instead. ArchRaceTargets, RaceTargets and CheckRaceTargets all
+// read it.
+var raceTargetTable = []struct {
+	name     string
+	on       []string
+	campaign bool
+	lacks    func(goarch string) string
+}{
+	{name: RaceTrampoline, campaign: true},
+	{name: RaceFexitTrampoline},
+	{name: RaceOpsTrampoline, on: []string{"amd64"}, campaign: true, lacks: func(goarch string) string {
+		return "needs x86's per-ftrace_ops trampolines; " + goarch + " calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline"
+	}},
+	{name: RaceInt3, on: []string{"amd64"}, campaign: true, lacks: func(goarch string) string {
+		return "needs x86's INT3 patching (smp_text_poke_batch_finish); " + goarch + " patches a callsite without a breakpoint: use racetarget=callsite or trampoline"
+	}},
+	{name: RaceCallsite, on: []string{"arm64", "riscv64"}, lacks: func(goarch string) string {
+		switch goarch {
+		case "amd64":
+			return "needs a two-instruction callsite (riscv64, arm64); amd64 patches one 5-byte instruction, through an INT3: use racetarget=int3"
+		case "ppc64le":
+			return "needs a two-instruction callsite (riscv64, arm64); ppc64le 7.3 patches one nop at the callsite into a branch to an out-of-line stub, which holds the mflr r0/bl pair older kernels patched in place: use racetarget=trampoline"
+		}
+		return "needs a two-instruction callsite (riscv64, arm64); " + goarch + " patches one instruction: use racetarget=trampoline"
+	}},
+	{name: RaceCallOps, on: []string{"arm64", "riscv64", "ppc64le"}, lacks: func(goarch string) string {
+		return "needs ftrace_caller's CALL_OPS literal load (arm64, riscv64, ppc64le); " + goarch + ": use racetarget=trampoline"
+	}},
+	{name: RaceLiteral, on: []string{"arm64", "riscv64", "ppc64le"}, campaign: true, lacks: func(goarch string) string {
+		return "needs a CALL_OPS literal (arm64, riscv64, ppc64le); " + goarch + " has none: use racetarget=trampoline"
+	}},
+}
+
 // CheckRaceTargets says why a racetarget value cannot run on goarch, so
 // that the host refuses it before any build: a callsite target needs a
 // callsite of two instructions (riscv64, arm64; x86 patches one), an ops
 // trampoline needs x86's per-ops trampolines.
 func CheckRaceTargets(target, goarch string) error {
 	for _, t := range RaceTargets(target, goarch, true) {
-		switch {
-		case t == RaceCallsite && goarch == "amd64":
-			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); amd64 patches one 5-byte instruction, through an INT3: use racetarget=int3", t)
-		case t == RaceCallsite && goarch == "ppc64le":
-			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); ppc64le 7.3 patches one nop at the callsite into a branch to an out-of-line stub, which holds the mflr r0/bl pair older kernels patched in place: use racetarget=trampoline", t)
-		case t == RaceCallsite && goarch != "riscv64" && goarch != "arm64":
-			return fmt.Errorf("racetarget=%s needs a two-instruction callsite (riscv64, arm64); %s patches one instruction: use racetarget=trampoline", t, goarch)
-		case t == RaceOpsTrampoline && goarch != "amd64":
-			return fmt.Errorf("racetarget=%s needs x86's per-ftrace_ops trampolines; %s calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline", t, goarch)
-		case t == RaceCallOps && goarch != "arm64" && goarch != "riscv64" && goarch != "ppc64le":
-			return fmt.Errorf("racetarget=%s needs ftrace_caller's CALL_OPS literal load (arm64, riscv64, ppc64le); %s: use racetarget=trampoline", t, goarch)
-		case t == RaceLiteral && goarch != "arm64" && goarch != "riscv64" && goarch != "ppc64le":
-			return fmt.Errorf("racetarget=%s needs a CALL_OPS literal (arm64, riscv64, ppc64le); %s has none: use racetarget=trampoline", t, goarch)
-		case t == RaceInt3 && goarch != "amd64":
-			return fmt.Errorf("racetarget=%s needs x86's INT3 patching (smp_text_poke_batch_finish); %s patches a callsite without a breakpoint: use racetarget=callsite or trampoline", t, goarch)
+		for _, row := range raceTargetTable {
+			if row.name == t && row.on != nil && !slices.Contains(row.on, goarch) {
+				return fmt.Errorf("racetarget=%s %s", t, row.lacks(goarch))
+			}
 		}
 	}
 	return nil
 }
 
 // AllRaceTargets is every race target of any arch.
-var AllRaceTargets = []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceCallsite, RaceInt3, RaceCallOps, RaceLiteral}
+var AllRaceTargets = func() []string {
+	var out []string
+	for _, row := range raceTargetTable {
+		out = append(out, row.name)
+	}
+	return out
+}()
 
 // ArchRaceTargets is every target goarch can be raced at, what racelist
 // lists for racetarget auto.
 func ArchRaceTargets(goarch string) []string {
-	switch goarch {
-	case "amd64":
-		return []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceInt3}
-	case "arm64", "riscv64":
-		return []string{RaceTrampoline, RaceFexitTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}
-	case "ppc64le":
-		return []string{RaceTrampoline, RaceFexitTrampoline, RaceCallOps, RaceLiteral}
+	return archTargets(goarch, false)
+}
+
+// archTargets is the targets goarch has, those of the campaign's auto
+// alone with campaign.
+func archTargets(goarch string, campaign bool) []string {
+	var out []string
+	for _, row := range raceTargetTable {
+		if (row.on == nil || slices.Contains(row.on, goarch)) && (!campaign || row.campaign) {
+			out = append(out, row.name)
+		}
 	}
-	return []string{RaceTrampoline, RaceFexitTrampoline}
+	return out
 }
 
 // RaceTargets resolves the racetarget option for goarch: the targets to
@@ -331,17 +368,13 @@ func ArchRaceTargets(goarch string) []string {
 // through ftrace_caller and have none to free, but write a literal and a
 // branch per callsite, in an order the literal target watches.
 func RaceTargets(target, goarch string, campaign bool) []string {
-	if target == RaceAll {
-		return ArchRaceTargets(goarch)
-	}
-	if target != RaceAuto {
-		return strings.Split(target, ",")
-	}
 	switch {
-	case campaign && goarch == "amd64":
-		return []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}
-	case campaign && (goarch == "arm64" || goarch == "riscv64" || goarch == "ppc64le"):
-		return []string{RaceTrampoline, RaceLiteral}
+	case target == RaceAll:
+		return ArchRaceTargets(goarch)
+	case target != RaceAuto:
+		return strings.Split(target, ",")
+	case campaign:
+		return archTargets(goarch, true)
 	}
 	return []string{RaceTrampoline}
 }
