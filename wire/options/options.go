@@ -454,19 +454,40 @@ const (
 	ReproRefusedDirectAccepted = "refused-direct-accepted"
 )
 
-// Repros lists the repro option's sequences.
-func Repros() []string {
-	return []string{ReproIPModifyFilter, ReproIPModifyRegister, ReproDirectUnregisterFree, ReproDirectUnregisterLive,
-		ReproDirectUnregisterFreeTracefs, ReproDirectUnregisterLiveTracefs, ReproMapperRemoveFree, ReproMapperRemoveLive,
-		ReproEAgainFree, ReproEAgainPeer, ReproIPModifyMidUpdate, ReproIPModifyMidUpdatePeer,
-		ReproRefusedDirect, ReproRefusedDirectAccepted}
+// reproTable is every sequence of the repro option, with whether it holds
+// vCPUs through the gdbstub (its cell gets the race port, and freed slab
+// objects poisoned: ReproKernelArgs).
+var reproTable = []struct {
+	name  string
+	races bool
+}{
+	{ReproIPModifyFilter, false}, {ReproIPModifyRegister, false},
+	{ReproDirectUnregisterFree, true}, {ReproDirectUnregisterLive, true},
+	{ReproDirectUnregisterFreeTracefs, true}, {ReproDirectUnregisterLiveTracefs, true},
+	{ReproMapperRemoveFree, true}, {ReproMapperRemoveLive, true},
+	{ReproEAgainFree, true}, {ReproEAgainPeer, true},
+	{ReproIPModifyMidUpdate, true}, {ReproIPModifyMidUpdatePeer, true},
+	{ReproRefusedDirect, true}, {ReproRefusedDirectAccepted, true},
 }
 
-// ReproRaces reports whether a repro sequence has the host hold vCPUs
-// through the gdbstub (the race port).
+// Repros lists the repro option's sequences.
+func Repros() []string {
+	out := make([]string, len(reproTable))
+	for i, r := range reproTable {
+		out[i] = r.name
+	}
+	return out
+}
+
+// ReproRaces says whether repro sequence seq holds vCPUs through the
+// gdbstub.
 func ReproRaces(seq string) bool {
-	return strings.HasPrefix(seq, "direct-unregister-") || strings.HasPrefix(seq, "mapper-remove-") || strings.HasPrefix(seq, "eagain-") ||
-		strings.HasPrefix(seq, ReproIPModifyMidUpdate) || strings.HasPrefix(seq, ReproRefusedDirect)
+	for _, r := range reproTable {
+		if r.name == seq {
+			return r.races
+		}
+	}
+	return false
 }
 
 // RacePort says whether a cell run with o needs the race port, through
