@@ -61,6 +61,12 @@ func hashBucket(ip uint64, bits int) uint64 {
 // register_ftrace_direct() sizes its copy fls(2) = 2 bits.
 const directBits = 2
 
+// writerReach is how long the host waits for the writer to reach the
+// removal: a probe's removal first waits for grace periods
+// (unregister_ftrace_function_probe_func), which took over 10 s on a
+// loaded machine (a campaign beside it) and failed the control.
+const writerReach = 30 * time.Second
+
 // readerHold is how long the reader stays held after the writer has gone
 // on: the writer's kfree needs microseconds.
 const readerHold = 300 * time.Millisecond
@@ -247,7 +253,7 @@ func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
 	}
 	want := binary.LittleEndian.AppendUint64(nil, heldIP)
 	reg := cmp.Reg
-	arm := event.RaceMsg{Op: event.RaceArm, Addr: h.removeAt, Size: 1, CPU: 0, TimeoutMS: 10000,
+	arm := event.RaceMsg{Op: event.RaceArm, Addr: h.removeAt, Size: 1, CPU: 0, TimeoutMS: int(writerReach / time.Millisecond),
 		Then: &event.RaceMsg{Op: event.RaceArm, Addr: h.lookupAt + uint64(cmp.Off), Size: cmp.Len, CPU: 1, TimeoutMS: 5000,
 			CondReg: &reg, CondAddr: uint64(h.ipOff), CondWant: hex.EncodeToString(want), HoldMS: int(readerHold / time.Millisecond)}}
 	if err := r.send(arm); err != nil {
@@ -258,7 +264,7 @@ func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
 	}
 	step("%d/%d %s from CPU 0, the host holding it at %s and the reader at %s+%#x on %s", h.total-1, h.total, h.writeWhat, h.remove, h.lookup, cmp.Off, heldWhat)
 	written := onCPU0(h.write)
-	heldReader, err := chainHolds(r, arm)
+	heldReader, err := chainHolds(r, arm, h.remove)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
@@ -324,13 +330,13 @@ func lookupReached(r *raceAgent, addr uint64, size int) (bool, error) {
 // chainHolds reads the host's answers to a hash race's chained arm: the writer held
 // (or not), then the reader's (thenHolds). It reports whether the reader
 // was held.
-func chainHolds(r *raceAgent, arm event.RaceMsg) (bool, error) {
-	m, err := r.recv(15 * time.Second)
+func chainHolds(r *raceAgent, arm event.RaceMsg, remove string) (bool, error) {
+	m, err := r.recv(time.Duration(arm.TimeoutMS)*time.Millisecond + 5*time.Second)
 	if err != nil {
 		return false, err
 	}
 	if m.Op != event.RaceStopped {
-		return false, fmt.Errorf("the writer did not stop at %s: %+v", directRemove, m)
+		return false, fmt.Errorf("the writer did not stop at %s: %+v", remove, m)
 	}
 	held, err := r.thenHolds(*arm.Then)
 	if err != nil {
