@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -204,7 +203,7 @@ func racerMain(args []string) error {
 	fmt.Println("ready")
 	buf := make([]byte, 1)
 	one := []byte("1")
-	// The nap file, beside the call file, opened at the first racerNap.
+	// The nap file (targetNap), opened at the first racerNap.
 	napFD := -1
 	nap := []byte(strconv.FormatInt(racerNapTime.Milliseconds(), 10))
 	for {
@@ -222,9 +221,8 @@ func racerMain(args []string) error {
 		callFD, arg := fd, one
 		if buf[0] == racerNap {
 			if napFD < 0 {
-				path := filepath.Join(filepath.Dir(args[1]), "nap")
-				if napFD, err = unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
-					return fmt.Errorf("agent racer: %s: %w", path, err)
+				if napFD, err = unix.Open(targetNap, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+					return fmt.Errorf("agent racer: %s: %w", targetNap, err)
 				}
 			}
 			callFD, arg = napFD, nap
@@ -254,7 +252,7 @@ const racerLoop = 'l'
 const racerReadLoop = 'r'
 
 // racerNap is the racer's command for one timed call of
-// fth_target_napping() (the nap file beside its path), which sleeps
+// fth_target_napping() (through targetNap), which sleeps
 // racerNapTime: the fexit trampoline target's call.
 const racerNap = 'n'
 

@@ -28,9 +28,9 @@ import (
 // The race scenario's targets: where the task is held and what races it.
 
 // trampolines injects at each instruction of the trampoline image of a
-// program of kind (fentry: target RaceTrampoline; fexit:
-// RaceFexitTrampoline) on fth_target_counted in turn (its window), and
-// replaces or detaches it during the window: the image may be freed only
+// program of kind in turn (its window): fentry (target RaceTrampoline) on
+// fth_target_counted, fexit (RaceFexitTrampoline) on fth_target_napping. It
+// replaces or detaches the program during the window: the image may be freed only
 // after the preempted task left it (RCU-tasks; for fexit the image's
 // percpu_ref too, around the program and the original function).
 func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) error {
