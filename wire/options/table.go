@@ -623,11 +623,14 @@ func (o *Options) Set(name, value string) error {
 // env with args set on top, in name order, and checked as the agent
 // checks them. The host reads what it needs of them from the fields,
 // never from args' text, so that host and guest read a value alike.
+//
+// A value Set refuses comes back as an *ArgError naming its key; options
+// that do not go together, as Validate's error.
 func FromArgs(args map[string]string, env Env) (Options, error) {
 	o := Defaults(env)
 	for _, k := range slices.Sorted(maps.Keys(args)) {
 		if err := o.Set(k, args[k]); err != nil {
-			return o, err
+			return o, &ArgError{Key: k, Value: args[k], Err: err}
 		}
 	}
 	if err := o.Validate(); err != nil {
@@ -635,6 +638,16 @@ func FromArgs(args map[string]string, env Env) (Options, error) {
 	}
 	return o, nil
 }
+
+// ArgError is FromArgs' error for one argument: Err is Set's (wrapping
+// ErrUnknownOption for a name the table does not have).
+type ArgError struct {
+	Key, Value string
+	Err        error
+}
+
+func (e *ArgError) Error() string { return e.Err.Error() }
+func (e *ArgError) Unwrap() error { return e.Err }
 
 // HostEnv is the env the host parses agent options with (FromArgs): the
 // fields it reads do not depend on the guest's CPUs.

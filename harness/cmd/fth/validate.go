@@ -25,25 +25,24 @@ func agentFlags() map[string]string {
 // It returns the options as the agent will read them: the host reads what
 // it needs of them from there, never from agent's text.
 func checkAgentArgs(agent map[string]string, fromFlag map[string]string) (options.Options, error) {
-	o := options.Defaults(options.HostEnv)
-	for _, k := range slices.Sorted(mapsKeys(agent)) {
-		v := agent[k]
-		where := "--agent-arg " + k + "=" + v
+	o, err := options.FromArgs(agent, options.HostEnv)
+	var arg *options.ArgError
+	switch {
+	case errors.As(err, &arg):
+		k := arg.Key
+		where := "--agent-arg " + k + "=" + arg.Value
 		if f, ok := fromFlag[k]; ok {
-			where = f + " " + v
+			where = f + " " + arg.Value
 		}
-		if err := o.Set(k, v); err != nil {
-			if errors.Is(err, options.ErrUnknownOption) {
-				hint := ""
-				if s, ok := closest(k, options.Names()); ok {
-					hint = fmt.Sprintf("; did you mean %s?", s)
-				}
-				return o, fmt.Errorf("%w: %s: the agent has no option %q%s ('fth run --agent-arg help' lists them)", errUsage, where, k, hint)
+		if errors.Is(err, options.ErrUnknownOption) {
+			hint := ""
+			if s, ok := closest(k, options.Names()); ok {
+				hint = fmt.Sprintf("; did you mean %s?", s)
 			}
-			return o, fmt.Errorf("%w: %s: %v", errUsage, where, unwrapOption(err))
+			return o, fmt.Errorf("%w: %s: the agent has no option %q%s ('fth run --agent-arg help' lists them)", errUsage, where, k, hint)
 		}
-	}
-	if err := o.Validate(); err != nil {
+		return o, fmt.Errorf("%w: %s: %v", errUsage, where, unwrapOption(arg.Err))
+	case err != nil:
 		return o, fmt.Errorf("%w: agent options: %v", errUsage, err)
 	}
 	return o, nil
@@ -56,16 +55,6 @@ func unwrapOption(err error) error {
 		return u
 	}
 	return err
-}
-
-func mapsKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // printAgentOptions lists the agent's options for --agent-arg.
