@@ -117,29 +117,12 @@ func TestMatch(t *testing.T) {
 // (the tag's form, 12 digits and the subject, is still checked). Without
 // the tree the test says so and skips.
 func TestCheckpatchStrict(t *testing.T) {
-	root := os.Getenv("FTH_SRC_ROOT")
-	if root == "" {
-		root = "/var/cache/fth/src"
-	}
-	tree := filepath.Join(root, "linux-source-7.3")
+	tree := filepath.Join(srcRoot(), "linux-source-7.3")
 	script := filepath.Join(tree, "scripts", "checkpatch.pl")
 	if _, err := os.Stat(script); err != nil {
 		t.Skipf("no %s (make deps unpacks it): %v", script, err)
 	}
-	var files []string
-	for _, r := range Reports() {
-		for _, f := range r.Fixes {
-			files = append(files, repoFile(filepath.Join(FixesDir, f)))
-		}
-		if r.Standalone != "" {
-			dir := repoFile(filepath.Join(ReproDir, r.Standalone))
-			for _, glob := range []string{"*.patch", "*.c"} {
-				m, _ := filepath.Glob(filepath.Join(dir, glob))
-				files = append(files, m...)
-			}
-		}
-	}
-	for _, f := range files {
+	for _, f := range sentFiles("*.patch", "*.c") {
 		abs, _ := filepath.Abs(f)
 		args := []string{script, "--strict", "--no-tree", "--ignore", "MISSING_SIGN_OFF,UNKNOWN_COMMIT_ID"}
 		if filepath.Ext(f) == ".c" {
@@ -154,8 +137,8 @@ func TestCheckpatchStrict(t *testing.T) {
 	}
 }
 
-// Every fix, and every reproducer's debug patch, applies cleanly (no
-// fuzz, no offset warnings are failures; offsets are allowed) to the
+// Every fix, and every reproducer's debug patch, applies cleanly (fuzz is
+// a failure; offsets are allowed) to the
 // tree it is for: "-6.12.patch" to the 6.12 source `make deps` unpacks
 // (whichever 6.12.y Debian carries: 6.12.117 when they were written,
 // 6.12.118 since), the rest to 7.3's. A tree that is missing is skipped
@@ -164,26 +147,12 @@ func TestFixesApplyToTheirTree(t *testing.T) {
 	if _, err := exec.LookPath("patch"); err != nil {
 		t.Skip("patch(1) not installed (make deps installs it)")
 	}
-	root := os.Getenv("FTH_SRC_ROOT")
-	if root == "" {
-		root = "/var/cache/fth/src"
-	}
-	var files []string
-	for _, r := range Reports() {
-		for _, f := range r.Fixes {
-			files = append(files, repoFile(filepath.Join(FixesDir, f)))
-		}
-		if r.Standalone != "" {
-			m, _ := filepath.Glob(filepath.Join(repoFile(filepath.Join(ReproDir, r.Standalone)), "*.patch"))
-			files = append(files, m...)
-		}
-	}
-	for _, f := range files {
+	for _, f := range sentFiles("*.patch") {
 		series := "7.3"
 		if strings.HasSuffix(f, "-6.12.patch") {
 			series = "6.12"
 		}
-		tree := filepath.Join(root, "linux-source-"+series)
+		tree := filepath.Join(srcRoot(), "linux-source-"+series)
 		t.Run(filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f), func(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(tree, "Makefile")); err != nil {
 				t.Skipf("no %s (make deps unpacks it)", tree)
@@ -195,4 +164,32 @@ func TestFixesApplyToTheirTree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// srcRoot is where `make deps` unpacks the kernel trees (FTH_SRC_ROOT).
+func srcRoot() string {
+	if root := os.Getenv("FTH_SRC_ROOT"); root != "" {
+		return root
+	}
+	return "/var/cache/fth/src"
+}
+
+// sentFiles are the files that go upstream with the reports: every fix,
+// and each standalone reproducer's files matching globs.
+func sentFiles(globs ...string) []string {
+	var files []string
+	for _, r := range Reports() {
+		for _, f := range r.Fixes {
+			files = append(files, repoFile(filepath.Join(FixesDir, f)))
+		}
+		if r.Standalone == "" {
+			continue
+		}
+		dir := repoFile(filepath.Join(ReproDir, r.Standalone))
+		for _, glob := range globs {
+			m, _ := filepath.Glob(filepath.Join(dir, glob))
+			files = append(files, m...)
+		}
+	}
+	return files
 }
