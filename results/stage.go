@@ -121,7 +121,12 @@ func stageDetail(r Result, name string) string {
 			checks += o.Checks
 			failures += o.Failures
 		}
-		return fmt.Sprintf("%d transitions, %d oracle checks, %d failed", n, checks, failures)
+		line := fmt.Sprintf("%d transitions, %d oracle checks, %d failed", n, checks, failures)
+		if d := r.Delivery; d != nil && len(d.OrderGoal) > 0 {
+			made := len(d.OrderGoal) - len(event.MissingOrders(d.OrderGoal, d.Orders))
+			line += fmt.Sprintf("; registration orders %d of %d", made, len(d.OrderGoal))
+		}
+		return line
 	case event.StageRace:
 		count := map[string]int{}
 		for _, in := range r.Injections {

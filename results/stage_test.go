@@ -102,3 +102,24 @@ func TestStages(t *testing.T) {
 		})
 	}
 }
+
+// The churn's stage line says how many registration orders the delivery
+// churn made, of those its users could make; none without a goal.
+func TestChurnStageOrders(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    *event.Delivery
+		want string
+	}{
+		{"no delivery", nil, "0 transitions, 0 oracle checks, 0 failed"},
+		{"no direct user", &event.Delivery{}, "0 transitions, 0 oracle checks, 0 failed"},
+		{"one of two", &event.Delivery{OrderGoal: []string{"direct, then kprobe", "kprobe, then direct"}, Orders: map[string]int{"direct, then kprobe": 2}},
+			"0 transitions, 0 oracle checks, 0 failed; registration orders 1 of 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stageDetail(Result{Delivery: tc.d}, event.StageChurn); got != tc.want {
+				t.Errorf("stageDetail = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/monitor"
@@ -22,11 +21,9 @@ import (
 // Spec is everything a cell needs beyond the built artifacts.
 type Spec struct {
 	VM qemu.Config
-	// AgentArgs become fth.<key>=<value> kernel parameters, which the agent reads.
-	AgentArgs map[string]string
-	// Agent is what the agent makes of them (options.FromArgs): the host
-	// reads the fields, never AgentArgs' text.
-	Agent options.Options
+	// Agent are the agent's options: given as fth.<key>=<value> kernel
+	// parameters, which the agent reads; the host reads the fields.
+	Agent options.Args
 	// Deadline bounds the whole boot, before the arch's TimeoutScale
 	// (Timeouts).
 	Deadline time.Duration
@@ -45,20 +42,6 @@ type Spec struct {
 	StopAtFinding bool
 }
 
-// agentCmdline renders AgentArgs in a stable order, so repros are comparable.
-func agentCmdline(args map[string]string) []string {
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, fmt.Sprintf("fth.%s=%s", k, args[k]))
-	}
-	return out
-}
-
 // Timeouts are the cell's waits, graces included, scaled once by the
 // arch's TimeoutScale: the same constructor scales a soak's.
 func (s Spec) Timeouts() monitor.Timeouts {
@@ -73,7 +56,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 	// The harness's defaults first: the kernel takes the last of a
 	// parameter given twice, so a cell's own (fth run --kernel-arg) wins.
 	spec.VM.Cmdline = append(rcuTasksStallArgs(timeouts.Silence), spec.VM.Cmdline...)
-	spec.VM.Cmdline = append(spec.VM.Cmdline, agentCmdline(spec.AgentArgs)...)
+	spec.VM.Cmdline = append(spec.VM.Cmdline, spec.Agent.Cmdline()...)
 	_ = w.Update(func(r *results.Result) {
 		r.Accel = string(spec.VM.Accel)
 		r.CPUs = spec.VM.CPUs
@@ -104,7 +87,7 @@ func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, spec Spec
 		Progress:   spec.Progress,
 		// The agent option that stops avoiding the known findings' triggers
 		// also makes them count.
-		IncludeKnown:  spec.Agent.IncludeKnown,
+		IncludeKnown:  spec.Agent.Options().IncludeKnown,
 		Harness:       GuestHarness,
 		StopAtFinding: spec.StopAtFinding,
 	})

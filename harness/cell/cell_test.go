@@ -1,19 +1,11 @@
 package cell
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/wire/event"
 )
-
-func TestAgentCmdlineSorted(t *testing.T) {
-	got := strings.Join(agentCmdline(map[string]string{"n": "2000", "crash": "sysrq-c", "hold": "5s"}), " ")
-	if got != "fth.crash=sysrq-c fth.hold=5s fth.n=2000" {
-		t.Errorf("agentCmdline = %q", got)
-	}
-}
 
 func TestAddOracleKeepsSummariesAndBoundedFailures(t *testing.T) {
 	var list []event.Oracle

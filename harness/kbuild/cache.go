@@ -149,9 +149,11 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// previousSteps returns the step counts of the newest build of arch in the
-// cache that recorded them, or nil. It reads manifests without checking
-// their entries: a wrong count costs only a wrong percentage.
+// previousSteps returns the step counts of the newest unpatched build of
+// arch in the cache that recorded them, or nil. A patched build's counts
+// are of the few files its patches touch, and would put a full build at
+// "100%" within a minute. It reads manifests without checking their
+// entries: a wrong count costs only a wrong percentage.
 func previousSteps(cacheDir string, a arch.Name) map[string]int {
 	paths, _ := filepath.Glob(filepath.Join(cacheDir, "kernels", string(a)+"-*", manifestName))
 	var newest Kernel
@@ -161,7 +163,7 @@ func previousSteps(cacheDir string, a arch.Name) map[string]int {
 			continue
 		}
 		var k Kernel
-		if json.Unmarshal(b, &k) != nil || k.Arch != a || len(k.BuildSteps) == 0 {
+		if json.Unmarshal(b, &k) != nil || k.Arch != a || len(k.BuildSteps) == 0 || len(k.Patches) > 0 {
 			continue
 		}
 		if k.BuiltAt.After(newest.BuiltAt) {

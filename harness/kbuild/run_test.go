@@ -77,7 +77,8 @@ func TestRunCancelKillsGroup(t *testing.T) {
 }
 
 // The step counts a build records are what the next build of the same arch
-// shows its percentage against; other arches' and unrecorded builds are not.
+// shows its percentage against; other arches', unrecorded and patched
+// builds (a few files recompiled) are not.
 func TestPreviousStepsTakesNewestBuildOfArch(t *testing.T) {
 	cache := t.TempDir()
 	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -85,6 +86,8 @@ func TestPreviousStepsTakesNewestBuildOfArch(t *testing.T) {
 		{Arch: "riscv64", Key: "old", BuiltAt: at, BuildSteps: map[string]int{"Image": 100}},
 		{Arch: "riscv64", Key: "new", BuiltAt: at.Add(time.Hour), BuildSteps: map[string]int{"Image": 4321, "modules": 12}},
 		{Arch: "riscv64", Key: "newer-but-unrecorded", BuiltAt: at.Add(2 * time.Hour)},
+		// A patched build recompiles a few files of a copy of its base.
+		{Arch: "riscv64", Key: "newer-but-patched", BuiltAt: at.Add(2 * time.Hour), Patches: []string{"fix.patch"}, BuildSteps: map[string]int{"Image": 7}},
 		{Arch: "x86_64", Key: "other-arch", BuiltAt: at.Add(3 * time.Hour), BuildSteps: map[string]int{"Image": 9}},
 	} {
 		entry := filepath.Join(cache, "kernels", string(k.Arch)+"-"+k.Key)

@@ -95,7 +95,7 @@ func (rec *recorder) finish(i int, c Cell, res results.Result, err error) {
 func (rec *recorder) synthesize(c Cell, res results.Result, err error) results.Result {
 	now := time.Now().UTC()
 	out := results.Result{
-		RunID: rec.runID, Cell: c.Name, Arch: string(c.Arch.Name), Scenario: c.Run.Scenario,
+		RunID: rec.runID, Cell: c.Name, Arch: string(c.Arch.Name), Scenario: c.Run.Agent.Options().Scenario,
 		Verdict: res.Verdict, Reason: res.Reason, StartedAt: now, EndedAt: now,
 		Kernel: results.Kernel{Fragments: c.Run.Fragments},
 	}

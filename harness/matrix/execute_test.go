@@ -1,8 +1,6 @@
 package matrix
 
 import (
-	"github.com/ftrace-harness/fth/wire/event"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,7 +77,7 @@ func testCells(names ...string) []Cell {
 	a, _ := arch.Lookup("x86_64")
 	var cells []Cell
 	for _, n := range names {
-		c := Cell{Name: n, Arch: a, Run: runner.Cell{Name: n, Arch: a, Fragments: []string{"base"}, Scenario: event.ScenarioStorm}}
+		c := Cell{Name: n, Arch: a, Run: runner.Cell{Name: n, Arch: a, Fragments: []string{"base"}}}
 		if reason, ok := strings.CutPrefix(n, "skip-"); ok {
 			c.Skip = "no " + reason + " here"
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // AllArches expands to every row of the arch table, in table order.
@@ -436,6 +437,10 @@ func archNames() string {
 // arch), each once, and each of those with every toolchain and then every
 // QEMU of the axes. Skipped cells are included, with their reasons.
 func Expand(s Spec, t *Tree) ([]Cell, error) {
+	agent, err := s.Params.agentArgs()
+	if err != nil {
+		return nil, err
+	}
 	var cells []Cell
 	for _, a := range s.Arches {
 		tcs, qs := s.axesFor(a)
@@ -455,7 +460,7 @@ func Expand(s Spec, t *Tree) ([]Cell, error) {
 					if c.Skip == "" {
 						c.Skip = sameAs(a, v, tc, q, tcs, qs)
 					}
-					cells = append(cells, s.withParams(c))
+					cells = append(cells, s.Params.fill(c, agent))
 				}
 			}
 		}
@@ -478,23 +483,29 @@ func sameAs(a arch.Arch, v Variant, tc kbuild.Compiler, q qemu.Emulator, tcs []k
 	return ""
 }
 
-// withParams fills in what every cell of s runs with.
-func (s Spec) withParams(c Cell) Cell {
-	p := s.Params
-	c.Run.Scenario = p.Scenario
-	c.Run.AgentArgs = maps.Clone(p.Agent)
-	// The agent's scenario option and the label agree, whichever of
-	// the two the matrix file or --agent-arg set.
-	if sc, ok := c.Run.AgentArgs["scenario"]; ok {
-		if parsed, err := event.ParseScenario(sc); err == nil {
-			c.Run.Scenario = parsed
+// agentArgs are the agent options every cell of a matrix runs with: the
+// scenario option and the label agree, whichever of the two the matrix
+// file or --agent-arg set.
+func (p Params) agentArgs() (options.Args, error) {
+	given := maps.Clone(p.Agent)
+	if _, ok := given["scenario"]; !ok && p.Scenario != options.Defaults(options.HostEnv).Scenario {
+		if given == nil {
+			given = map[string]string{}
 		}
-	} else if p.Scenario != event.ScenarioStorm {
-		if c.Run.AgentArgs == nil {
-			c.Run.AgentArgs = map[string]string{}
-		}
-		c.Run.AgentArgs["scenario"] = string(p.Scenario)
+		given["scenario"] = string(p.Scenario)
 	}
+	agent, err := options.NewArgs(given)
+	if err != nil {
+		return options.Args{}, fmt.Errorf("agent options: %w", err)
+	}
+	return agent, nil
+}
+
+// fill gives c what every cell of the matrix runs with; agent is
+// p.agentArgs(), parsed once for all cells (an Args is never changed in
+// place, so they share it).
+func (p Params) fill(c Cell, agent options.Args) Cell {
+	c.Run.Agent = agent
 	c.Run.Accel, c.Run.CPUs, c.Run.MemoryMB = p.Accel, p.CPUs, p.MemoryMB
 	c.Run.Deadline, c.Run.Silence = p.Deadline, p.Silence
 	return c

@@ -271,7 +271,7 @@ func TestExpandOrder(t *testing.T) {
 	var got []string
 	for _, c := range cells {
 		got = append(got, c.Name)
-		if c.Run.Scenario != event.ScenarioCampaign || c.Run.AgentArgs["scenario"] != "campaign" || c.Run.AgentArgs["n"] != "50" || c.Run.CPUs != 2 || c.Run.Deadline == 0 {
+		if o := c.Run.Agent.Options(); o.Scenario != event.ScenarioCampaign || c.Run.Agent.Given()["scenario"] != "campaign" || o.N != 50 || c.Run.CPUs != 2 || c.Run.Deadline == 0 {
 			t.Errorf("%s: run parameters not filled in: %+v", c.Name, c.Run)
 		}
 	}
@@ -283,10 +283,12 @@ func TestExpandOrder(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("cells =\n  %v\nwant\n  %v", got, want)
 	}
-	// Every cell gets its own agent map: one cell's change must not leak.
-	cells[0].Run.AgentArgs["n"] = "1"
-	if cells[1].Run.AgentArgs["n"] != "50" {
-		t.Error("cells share an agent map")
+	// Every cell gets its own agent options: one cell's change must not leak.
+	if cells[0].Run.Agent, err = cells[0].Run.Agent.With("n", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if cells[1].Run.Agent.Options().N != 50 || spec.Params.Agent["n"] != "50" {
+		t.Error("cells share their agent options")
 	}
 
 	all := Spec{Variants: []string{"mine", AllVariants, DefaultVariants}, Custom: custom}.variantsFor(mustArch(t, "arm64"))
@@ -322,8 +324,8 @@ func TestExpandScenarioReachesTheAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range cells {
-			if c.Run.Scenario != tt.wantLabel || c.Run.AgentArgs["scenario"] != tt.wantAgent {
-				t.Errorf("%+v: label %q agent %q, want %q %q", tt, c.Run.Scenario, c.Run.AgentArgs["scenario"], tt.wantLabel, tt.wantAgent)
+			if got := c.Run.Agent.Options().Scenario; got != tt.wantLabel || c.Run.Agent.Given()["scenario"] != tt.wantAgent {
+				t.Errorf("%+v: runs %q, agent told %q, want %q %q", tt, got, c.Run.Agent.Given()["scenario"], tt.wantLabel, tt.wantAgent)
 			}
 		}
 	}
@@ -385,7 +387,7 @@ func TestExpandAxes(t *testing.T) {
 		if c.Name != w.name || c.Run.Name != w.name || c.Run.Toolchain != w.tc || c.Run.QEMU != w.q || !strings.Contains(c.Skip, w.skip) || (w.skip == "") != (c.Skip == "") {
 			t.Errorf("cell %d = %s (toolchain %q, qemu %q, skip %q), want %+v", i, c.Name, c.Run.Toolchain, c.Run.QEMU, c.Skip, w)
 		}
-		if c.Run.CPUs != 2 || c.Run.AgentArgs["n"] != "2000" || !c.Run.SkipUnconfigurable {
+		if c.Run.CPUs != 2 || c.Run.Agent.Options().N != 2000 || !c.Run.SkipUnconfigurable {
 			t.Errorf("%s: run parameters not filled in: %+v", c.Name, c.Run)
 		}
 	}

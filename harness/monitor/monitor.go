@@ -598,8 +598,11 @@ func (m *run) finish(out Outcome) error {
 			}
 		}
 		// init exits when its child, the agent, dies, and the kernel
-		// panics: after an agent crash that panic is the crash's.
-		if i := slices.IndexFunc(r.Findings, func(f results.Finding) bool { return f.Kind == console.KindAgentCrash }); i >= 0 {
+		// panics: after an agent crash (its own bug, or a syscall's
+		// impossible return) that panic is the crash's.
+		if i := slices.IndexFunc(r.Findings, func(f results.Finding) bool {
+			return f.Kind == console.KindAgentCrash || f.Kind == console.KindBadSyscallReturn
+		}); i >= 0 {
 			for j := i + 1; j < len(r.Findings); j++ {
 				if f := &r.Findings[j]; f.Kind == console.KindPanic && strings.Contains(f.Title, "Attempted to kill init") {
 					f.Induced = r.Findings[i].Title

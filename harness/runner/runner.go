@@ -57,8 +57,9 @@ type Cell struct {
 	// KernelArgs are extra kernel parameters, after the harness's own
 	// (fth run --kernel-arg).
 	KernelArgs []string
-	Scenario   event.Scenario
-	AgentArgs  map[string]string
+	// Agent are the agent's options: its scenario and everything else,
+	// given as text and read as fields (options.NewArgs).
+	Agent      options.Args
 	Accel      qemu.Accel
 	CPUs       int
 	MemoryMB   int
@@ -215,8 +216,10 @@ func (e *Env) BuildImage(ctx context.Context, a arch.Arch) (images.Image, error)
 // non-nil only when no verdict could be reached; the result is written either way.
 func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Result, error) {
 	log := e.Log.With("cell", c.Name)
+	// The agent's options as the agent will read them, read as fields.
+	agent := c.Agent.Options()
 	w, err := results.NewCellWriter(filepath.Join(runDir, c.Name), results.Result{
-		RunID: runID, Cell: c.Name, Arch: string(c.Arch.Name), Scenario: c.Scenario, StartedAt: time.Now().UTC(),
+		RunID: runID, Cell: c.Name, Arch: string(c.Arch.Name), Scenario: agent.Scenario, StartedAt: time.Now().UTC(),
 		Request: e.cellRequest(c), Widening: c.Widen.String(),
 	})
 	if err != nil {
@@ -234,13 +237,6 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			r.EndedAt = time.Now().UTC()
 		})
 		return w.Result(), fmt.Errorf("%s: %s: %w", c.Name, step, err)
-	}
-
-	// The agent's options as the agent will read them: checked before
-	// anything is built, and read from here on as fields.
-	agent, err := options.FromArgs(c.AgentArgs, options.HostEnv)
-	if err != nil {
-		return fail("agent options", err)
 	}
 
 	// Every cell says which QEMU ran it; the version also picks the
@@ -266,7 +262,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		extraMods = append(extraMods, scaleModule)
 	}
 	reproducer := ""
-	if c.Scenario == event.ScenarioStandalone {
+	if agent.Scenario == event.ScenarioStandalone {
 		// The reproducer's modules are built as the project's are; its
 		// run.sh goes into the image's overlay with them, below.
 		reproducer = agent.Reproducer
@@ -347,7 +343,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	if c.Preempt != "" {
 		cmdline = append(cmdline, "preempt="+c.Preempt)
 	}
-	if c.Scenario == event.ScenarioRace && c.Arch.Has(arch.CallOps) {
+	if agent.Scenario == event.ScenarioRace && c.Arch.Has(arch.CallOps) {
 		// The CALL_OPS window (racetarget=callops) frees an ftrace_ops
 		// under the held task on a kernel that does not wait for it:
 		// zeroed on free, the task's call through it faults rather than
@@ -356,7 +352,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 	}
 	cmdline = append(cmdline, agent.KernelArgs()...)
 	cmdline = append(cmdline, c.KernelArgs...)
-	if c.Scenario == event.ScenarioCampaign && c.Arch.NoRace != "" {
+	if agent.Scenario == event.ScenarioCampaign && c.Arch.NoRace != "" {
 		log.Warn("campaign: no race stage on this arch", "arch", c.Arch.Name, "why", c.Arch.NoRace)
 	}
 	spec := cell.Spec{
@@ -370,8 +366,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 			// an arch that cannot inject (Arch.NoRace).
 			Race: agent.RacePort(c.Arch.NoRace == ""),
 		},
-		AgentArgs:  c.AgentArgs,
-		Agent:      agent,
+		Agent:      c.Agent,
 		Deadline:   c.Deadline,
 		Silence:    c.Silence,
 		PauseAfter: c.PauseAfter,
@@ -379,7 +374,7 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 		// A campaign is judged by its first finding, as fth mutate's
 		// cells are: what follows an oops is the oops's aftermath. So
 		// is a standalone reproducer, whose job ends at its report.
-		StopAtFinding: c.StopAtFinding || c.Scenario == event.ScenarioCampaign || c.Scenario == event.ScenarioStandalone,
+		StopAtFinding: c.StopAtFinding || agent.Scenario == event.ScenarioCampaign || agent.Scenario == event.ScenarioStandalone,
 	}
 	if err := cell.Run(ctx, log, w, spec); err != nil {
 		return fail("boot", fmt.Errorf("%w: %w", ErrInfra, err))
@@ -398,8 +393,8 @@ func (e *Env) Run(ctx context.Context, runID, runDir string, c Cell) (results.Re
 // cellRequest records what c asks for, for `fth repro`.
 func (e *Env) cellRequest(c Cell) *results.Request {
 	return &results.Request{
-		Arch: string(c.Arch.Name), Fragments: c.Fragments, Preempt: c.Preempt, Scenario: c.Scenario,
-		AgentArgs: c.AgentArgs, Accel: string(c.Accel), CPUs: c.CPUs, MemoryMB: c.MemoryMB,
+		Arch: string(c.Arch.Name), Fragments: c.Fragments, Preempt: c.Preempt, Scenario: c.Agent.Options().Scenario,
+		AgentArgs: c.Agent.Given(), Accel: string(c.Accel), CPUs: c.CPUs, MemoryMB: c.MemoryMB,
 		Deadline: c.Deadline.Seconds(), Silence: c.Silence.Seconds(),
 		Singlestep: c.Widen.Singlestep, Icount: c.Widen.Icount, KernelSrc: e.src(c),
 		Patches:   requestPatches(c.Patches),

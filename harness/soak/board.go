@@ -205,11 +205,8 @@ func (s *soak) segment(ctx context.Context, remote string, left time.Duration, f
 		s.consumeKmsg(kr, since)
 	}()
 
-	args := map[string]string{}
-	for k, v := range s.cfg.AgentArgs {
-		args[k] = v
-	}
-	if args["scenario"] == "churn" {
+	args := s.cfg.Agent.Given()
+	if s.cfg.Agent.Options().Scenario == event.ScenarioChurn {
 		args["churn"] = left.Round(time.Second).String()
 	}
 	cmd := agentCommand(remote, args)

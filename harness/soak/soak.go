@@ -44,9 +44,9 @@ type Config struct {
 	SSH ssh.Config
 	// Duration is how long the stress runs in total, across resumes.
 	Duration time.Duration
-	// AgentArgs are agent options (scenario=churn by default); churn is set
-	// to the time left on each (re)start.
-	AgentArgs map[string]string
+	// Agent are the agent's options (scenario=churn when not given); churn
+	// is set to the time left on each (re)start.
+	Agent options.Args
 	// Resume redeploys and continues after a reboot until Duration is
 	// used up; without it the soak ends at the first reboot.
 	Resume bool
@@ -102,16 +102,13 @@ func Run(ctx context.Context, w *results.CellWriter, cfg Config) error {
 	if cfg.RemoteDir == "" {
 		cfg.RemoteDir = "/tmp"
 	}
-	if cfg.AgentArgs == nil {
-		cfg.AgentArgs = map[string]string{}
+	if !cfg.Agent.Has("scenario") {
+		var err error
+		if cfg.Agent, err = cfg.Agent.With("scenario", string(event.ScenarioChurn)); err != nil {
+			return fmt.Errorf("soak: agent options: %w", err)
+		}
 	}
-	if cfg.AgentArgs["scenario"] == "" {
-		cfg.AgentArgs["scenario"] = string(event.ScenarioChurn)
-	}
-	agent, err := options.FromArgs(cfg.AgentArgs, options.HostEnv)
-	if err != nil {
-		return fmt.Errorf("soak: agent options: %w", err)
-	}
+	agent := cfg.Agent.Options()
 	log := cfg.Log
 	s := &soak{cfg: cfg, w: w, log: log, start: time.Now()}
 	c, err := ssh.Dial(ctx, cfg.SSH)

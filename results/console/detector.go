@@ -221,13 +221,20 @@ func (d *Detector) finish(r *report, end int) Finding {
 	d.banners = kept
 
 	fn := r.function()
+	report := strings.Join(d.buf[r.start-d.bufFrom:end-d.bufFrom+1], "\n")
+	kind, title := r.pat.kind, renderTitle(r.pat.title, r.groups, fn)
+	if kind == KindAgentCrash {
+		if t, ok := kernelCausedCrash(report); ok {
+			kind, title = KindBadSyscallReturn, t
+		}
+	}
 	return Finding{
-		Kind:       r.pat.kind,
-		Title:      renderTitle(r.pat.title, r.groups, fn),
+		Kind:       kind,
+		Title:      title,
 		Function:   fn,
 		StartLine:  r.start,
 		EndLine:    end,
-		Report:     strings.Join(d.buf[r.start-d.bufFrom:end-d.bufFrom+1], "\n"),
+		Report:     report,
 		Stack:      r.stack.stack(),
 		Trampoline: r.trampoline(),
 		CPU:        r.cpu,

@@ -196,6 +196,17 @@ func (r *report) stalled() string {
 	return ""
 }
 
+// WaitFrame says that a frame of a stuck task's stack is how it waits
+// (scheduling, sleeping, locks, completions, interrupt and task entry),
+// never what it waits for: the frames a hung task's title passes over
+// (the skip list, skipframes.txt, and hangSkip) and the skip list's wait
+// class. results/hang reads blocked tasks with it. fn is a bare symbol
+// (no offset).
+func WaitFrame(fn string) bool {
+	fn = rules.funcSuffix.ReplaceAllString(fn, "")
+	return skippedFrame(fn) || rules.wait.MatchString(fn) || rules.hangSkip.MatchString(syscallName(fn))
+}
+
 // hung names a hung task by the wait its victims share (hangAnchors), or
 // by the first frame of its stack that is not how it waits.
 func (r *report) hung() string {

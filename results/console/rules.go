@@ -82,6 +82,8 @@ type ruleSet struct {
 	stallAnchors []compiledStallAnchor
 	hangAnchors  []compiledHangAnchor
 	hangSkip     *regexp.Regexp
+	// wait matches the skip list's wait class (WaitFrame).
+	wait *regexp.Regexp
 	// syscallPrefixes are syscallPrefixes().
 	syscallPrefixes []string
 	// skip matches frames that never name the culprit (every class of the
@@ -201,6 +203,9 @@ func compileRules(specs []patternSpec, skipList string, body []string) (*ruleSet
 		return nil, fmt.Errorf("skip list: %w", err)
 	}
 	if rs.skipReport, err = skipRegexp(entries, skipReport); err != nil {
+		return nil, fmt.Errorf("skip list: %w", err)
+	}
+	if rs.wait, err = skipRegexp(entries, skipWait); err != nil {
 		return nil, fmt.Errorf("skip list: %w", err)
 	}
 	if rs.trampoline, err = skipRegexp(entries, skipTrampoline); err != nil {

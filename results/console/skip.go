@@ -29,6 +29,10 @@ const (
 	// skipContext: locking, scheduling and interrupt entry; skipped in a
 	// stack, kept as a faulting instruction pointer.
 	skipContext skipClass = "context"
+	// skipWait: task entry and sleeping primitives; skipped only where a
+	// stuck task's stack is read for where it is stuck (WaitFrame), never
+	// in a report's title, where they name a stall's syscall or thread.
+	skipWait skipClass = "wait"
 )
 
 // skipEntry is one line of the skip list.
@@ -55,7 +59,7 @@ func parseSkipList(text string) ([]skipEntry, error) {
 		}
 		c := skipClass(fields[0])
 		switch c {
-		case skipReport, skipHelper, skipTrampoline, skipContext:
+		case skipReport, skipHelper, skipTrampoline, skipContext, skipWait:
 		default:
 			return nil, fmt.Errorf("skip list line %d: unknown class %q", i+1, fields[0])
 		}

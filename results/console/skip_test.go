@@ -309,6 +309,23 @@ var skipCases = []struct {
 	{skipContext, `osq_lock|osq_unlock|mutex_optimistic_spin|owner_on_cpu`, []string{"osq_lock"}},
 	{skipContext, `(?:mark|reacquire)_held_locks|lock_is_held_type|(?:un)?lock_page`, []string{"mark_held_locks"}},
 	{skipContext, `do_(?:kernel|translation)_fault`, []string{"do_translation_fault"}},
+	{skipWait, `irqentry_\w+`, []string{"irqentry_exit", "irqentry_enter"}},
+	{skipWait, `ret_from_exception`, []string{"ret_from_exception"}},
+	{skipWait, `ret_from_fork\w*`, []string{"ret_from_fork", "ret_from_fork_asm"}},
+	{skipWait, `kthread`, []string{"kthread"}},
+	{skipWait, `worker_thread`, []string{"worker_thread"}},
+	{skipWait, `smpboot_thread_fn`, []string{"smpboot_thread_fn"}},
+	{skipWait, `entry_SYSCALL_64\w*`, []string{"entry_SYSCALL_64_after_hwframe"}},
+	{skipWait, `do_syscall_64`, []string{"do_syscall_64"}},
+	{skipWait, `el0_\w+`, []string{"el0_svc", "el0t_64_sync_handler"}},
+	{skipWait, `do_el0_\w+`, []string{"do_el0_svc"}},
+	{skipWait, `msleep\w*`, []string{"msleep", "msleep_interruptible"}},
+	{skipWait, `usleep_range\w*`, []string{"usleep_range_state"}},
+	{skipWait, `ssleep`, []string{"ssleep"}},
+	{skipWait, `do_nanosleep`, []string{"do_nanosleep"}},
+	{skipWait, `common_nsleep`, []string{"common_nsleep"}},
+	{skipWait, `futex_wait\w*`, []string{"futex_wait", "futex_wait_queue"}},
+	{skipWait, `__futex_wait`, []string{"__futex_wait"}},
 }
 
 // keptFrames look like skipped ones but name real culprits: each must
@@ -345,6 +362,16 @@ func TestSkipListTable(t *testing.T) {
 			for _, fn := range c.match {
 				if !own.MatchString(fn) {
 					t.Errorf("%q does not match its entry", fn)
+				}
+				if !WaitFrame(fn) && (e.class == skipWait || e.class == skipContext) {
+					t.Errorf("WaitFrame(%q) = false", fn)
+				}
+				if e.class == skipWait {
+					// Never in a title: a stall is named through them.
+					if skippedFrame(fn) && !matchesOtherClass(entries, fn, skipWait) {
+						t.Errorf("skippedFrame(%q) = true for a wait frame", fn)
+					}
+					return
 				}
 				if !skippedFrame(fn) {
 					t.Errorf("skippedFrame(%q) = false", fn)

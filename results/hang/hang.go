@@ -82,32 +82,10 @@ var (
 	nrRunRe = regexp.MustCompile(`^\s*\.nr_running\s*:\s*(\d+)`)
 )
 
-// waitFrames are the frames a stuck task's stack passes through on its way
-// to sleep: never where it is stuck.
-var waitFrames = []*regexp.Regexp{
-	regexp.MustCompile(`^(__)?schedule`),
-	regexp.MustCompile(`^preempt_schedule`),
-	regexp.MustCompile(`^(io_)?schedule_(timeout|preempt|idle|hrtimeout)`),
-	regexp.MustCompile(`^(__)?wait_for_(common|completion)`),
-	regexp.MustCompile(`^wait_(for_completion|rcu_gp)`),
-	regexp.MustCompile(`^(__)?(mutex|rwsem|down|rt_mutex|percpu_down|percpu_rwsem)_`),
-	regexp.MustCompile(`^(mutex_lock|down_read|down_write|__mutex_lock)`),
-	regexp.MustCompile(`^(__)?synchronize_(rcu|srcu)`),
-	regexp.MustCompile(`^(__)?(msleep|usleep|ssleep|do_nanosleep|hrtimer_nanosleep|common_nsleep)`),
-	regexp.MustCompile(`^(futex_|__futex|do_futex|__x64_sys_futex|__arm64_sys_futex|__riscv_sys_futex)`),
-	regexp.MustCompile(`^(rcu_tasks_|rcu_gp_|rcu_sync|__wait_rcu_gp)`),
-	regexp.MustCompile(`^(kthread|ret_from_fork|worker_thread|smpboot_thread_fn|entry_SYSCALL|do_syscall_64|el0_|do_el0_|handle_exception|ret_from_exception)`),
-	regexp.MustCompile(`^(asm_|irqentry_|__irq_exit|sysvec_)`),
-}
-
-func isWait(fn string) bool {
-	for _, re := range waitFrames {
-		if re.MatchString(fn) {
-			return true
-		}
-	}
-	return false
-}
+// isWait says fn is how a stuck task waits, never where it is stuck: the
+// console's rule for a hung task's title (console.WaitFrame), so that a
+// blocked task here and a hung-task report there name the same frame.
+func isWait(fn string) bool { return console.WaitFrame(fn) }
 
 // Explain reads the console lines of a hang (the stall warnings before it
 // and the sysrq output after it) and says what they show. h describes the

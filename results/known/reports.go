@@ -60,6 +60,48 @@ type Report struct {
 	// the standalone reproducer is verified on carries, the unfixed one
 	// included: a bug of the same path that would end the run first.
 	Needs []string
+	// Fragments are kconfigs fragments that every kernel the standalone
+	// reproducer is verified on adds to its arch's default ones: what
+	// its config needs beyond them (a debug option that makes the bug
+	// visible).
+	Fragments []string
+	// Paths are the other ways into the same bug that the standalone
+	// reproducer takes when given their arguments; each is verified on
+	// its own (Verifications).
+	Paths []Path
+	// Args are the standalone reproducer's first arguments (run.sh
+	// <Args> [control]): set on the reports Verifications derives for
+	// Paths, nil for a report's own way in.
+	Args []string
+}
+
+// Path is another way into a report's bug, folded into it (13 into 8):
+// its own arguments to the same reproducer, its own failing title, and
+// the fix that closes it.
+type Path struct {
+	// Number is the folded finding's number in docs/findings.md.
+	Number string
+	// Args come first on run.sh's command line ("control" after them
+	// for the path's control).
+	Args []string
+	// Fails is a regular expression a title of a failing run matches.
+	Fails string
+	// Fix is the patch under FixesDir that closes this path.
+	Fix string
+}
+
+// Verifications returns what `fth verify` checks of r's standalone
+// reproducer: r itself, then a copy of r per Path with the path's
+// number, arguments, failing title and fix, the fix's siblings after it.
+func (r Report) Verifications() []Report {
+	out := []Report{r}
+	for _, p := range r.Paths {
+		v := r
+		v.Number, v.Args, v.Fails, v.Paths = p.Number, p.Args, p.Fails, nil
+		v.Fixes = append([]string{p.Fix}, slices.DeleteFunc(slices.Clone(r.Fixes), func(f string) bool { return f == p.Fix })...)
+		out = append(out, v)
+	}
+	return out
 }
 
 // FixesDir holds the fixes, relative to the repository: one patch each,
@@ -158,7 +200,7 @@ and a config fragment, nothing timed.
 			Subject: "x86/ftrace: Oops: int3 under QEMU's multi-threaded TCG",
 		},
 		{
-			Number: "4", Bug: false, Status: "undecided: a KASAN report at boot, outside ftrace, with a likely mechanism in identify_cpu() that was not confirmed",
+			Number: "4", Bug: false, Status: "withdrawn: a KASAN report at boot, in x86 CPU identification before any ftrace user exists; outside what this tool tests, its mechanism read from the source and not confirmed",
 			Subject: "x86/kasan: wild-memory-access in rcu_is_watching() at boot with 5-level paging",
 			Titles:  []string{"wild-memory-access in rcu_is_watching"},
 		},
@@ -211,16 +253,53 @@ fragment, nothing timed.
 			Fixes: []string{"ppc64-ftrace-regs-caller-keep-r13.patch"},
 		},
 		{
-			Number: "6", Bug: false, Status: "undecided: a lockdep warning at every ppc64le boot, and a BPF trampoline entered with RCU not watching (interrupt_exit_kernel_prepare looks like a missing notrace); not analysed further",
-			Subject: "powerpc: BPF trampoline on interrupt_exit_kernel_prepare() entered with RCU not watching",
-			Titles:  []string{"locking bug in irqentry_exit", "RCU not watching"},
+			Number: "6", Bug: true,
+			Subject: "powerpc/64: replay_soft_interrupts() is traceable, and a BPF trampoline on it runs with RCU not watching",
+			Seen:    "Linux 7.3.4 (ppc64le, under QEMU)",
+			Summary: `interrupt_exit_kernel_prepare() and arch_local_irq_restore() are
+notrace, and so are the interrupt handlers they replay soft-masked
+interrupts into (interrupt_handler), but replay_soft_interrupts(), which
+the first calls, and __replay_soft_interrupts(), which both reach, are
+not. Both can run where RCU is not watching: an interrupt that returns
+to the idle loop has left its RCU section in irqentry_exit() before
+interrupt_exit_kernel_prepare() replays what became pending meanwhile,
+and the idle loop enables interrupts with RCU not watching.
+
+A BPF fentry program on replay_soft_interrupts() runs there: its
+trampoline's __bpf_prog_enter_recur() calls rcu_read_lock(), which is no
+read-side critical section while RCU is not watching, and with
+CONFIG_LOCKDEP the first call warns "RCU not watching for tracepoint"
+from lock_acquire(), called from __bpf_prog_enter_recur() in the
+trampoline, on the idle task's interrupt return: the trampoline's caller
+is interrupt_exit_kernel_prepare+0x180 (arch/powerpc/kernel/interrupt.c:269,
+its call of replay_soft_interrupts()), the interrupt taken in
+plpar_hcall_norets_notrace() under pseries_lpar_idle(). The same warning
+comes from lock_release() under __bpf_prog_exit_recur().
+
+Marking both functions notrace, as the functions around them are, ends
+it.`,
+			Titles:     []string{"RCU not watching", "WARNING in interrupt_exit_kernel_prepare"},
+			Standalone: "replay-rcu-not-watching",
+			Arches:     []string{"ppc64le"},
+			Fragments:  []string{"debug/lock-alloc"},
+			Fails:      `^BPF trampoline entered with RCU not watching$|^WARNING in (interrupt_exit_kernel_prepare|lock_acquire|lock_release|__bpf_prog_enter_recur|__bpf_prog_exit_recur)$`,
+			Run: `The attached reproducer is a program and a script; nothing is timed.
+
+  1. Build a ppc64le (pseries) kernel with the options in config (gcc 14
+     or newer, for BPF trampolines on powerpc64).
+  2. make KDIR=<the kernel's build directory>   (or cc -O2 -Wall -static)
+  3. ./run.sh           (an fentry program on replay_soft_interrupts(),
+                         two tasks on two CPUs waking each other for
+                         20 s: "RCU not watching for tracepoint")
+     ./run.sh control   (the same on hrtimer_interrupt(): no warning)`,
+			Fixes: []string{"powerpc-64-replay-soft-interrupts-notrace.patch"},
 		},
 		{
 			Number: "7", Bug: false, Status: "the harness's own module's bug (an unaligned trampoline, the trap of 2), fixed in the module",
 			Subject: "ftrace: a direct call to an odd address is taken as a jump on x86_64",
 		},
 		{
-			Number: "8", Also: []string{"13"}, ID: "ipmodify-share-asked-of-a-stranger", Bug: true, Status: "13's path (a fexit added while another trampoline's modify runs) has no standalone reproducer; its fix is the second patch",
+			Number: "8", Also: []string{"13"}, ID: "ipmodify-share-asked-of-a-stranger", Bug: true,
 			Subject: "ftrace: update_ftrace_direct_mod() asks BPF trampolines it does not modify to share IPMODIFY",
 			Seen:    "Linux 7.3.4 (x86_64)",
 			Summary: `With HAVE_SINGLE_FTRACE_DIRECT_OPS every BPF trampoline is one entry of
@@ -277,9 +356,26 @@ a config fragment.
 
 Step 6 of its output shows the bypass: /proc/cmdline reads the real
 command line, not the redirect, while the fexit program is attached;
-the reproducer fails on it too.`,
+the reproducer fails on it too.
+
+The second way in is a race; bpf-tramp-race-delay.patch (debug only)
+makes a trampoline update that starts calling the original function
+sleep for bpf_tramp_race_delay_ms, which the program sets to 2000:
+
+  1. Build with the options in config and bpf-tramp-race-delay.patch.
+  2. make KDIR=<the kernel's build directory>
+  3. ./run.sh mid-update           (a fexit added to cmdline_proc_show()
+                                    while other trampolines are modified:
+                                    the WARNING and refused attaches)
+     ./run.sh mid-update control   (the fentry attached before the ops
+                                    registers: passes)`,
 			Fails: `^WARNING in bpf_tramp_ftrace_ops_func$|^BPF trampoline attach refused after an IPMODIFY ops grew its filter$|^BPF fexit trampoline bypasses the redirect of an IPMODIFY ops$`,
 			Fixes: []string{"ftrace-ipmodify-filter-share-direct.patch", "ftrace-direct-mod-ask-only-modified.patch"},
+			Paths: []Path{{
+				Number: "13", Args: []string{"mid-update"},
+				Fails: `^WARNING in bpf_tramp_ftrace_ops_func$|^BPF trampoline attach refused while another trampoline's update was under way$`,
+				Fix:   "ftrace-direct-mod-ask-only-modified.patch",
+			}},
 		},
 		{
 			Number: "9", Bug: true,

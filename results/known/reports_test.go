@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,22 @@ func TestReportFilesExist(t *testing.T) {
 				}
 			}
 		}
+		for _, f := range r.Fragments {
+			if _, err := os.Stat(repoFile(filepath.Join("kconfigs", f))); err != nil {
+				t.Errorf("finding %s: fragment %s: %v", r.Number, f, err)
+			}
+		}
+		for _, path := range r.Paths {
+			if r.Standalone == "" || len(path.Args) == 0 || !slices.Contains(r.Fixes, path.Fix) {
+				t.Errorf("finding %s: path %s: wants the report's reproducer, arguments and one of its fixes: %+v", r.Number, path.Number, path)
+			}
+			if _, err := regexp.Compile(path.Fails); err != nil || path.Fails == "" {
+				t.Errorf("finding %s: path %s: Fails %q: %v", r.Number, path.Number, path.Fails, err)
+			}
+			if !slices.Contains(r.Also, path.Number) {
+				t.Errorf("finding %s: path %s is not among the findings folded into it (Also %v)", r.Number, path.Number, r.Also)
+			}
+		}
 		for _, fix := range r.Fixes {
 			b, err := os.ReadFile(repoFile(filepath.Join(FixesDir, fix)))
 			if err != nil {
@@ -79,6 +96,37 @@ func TestReportFilesExist(t *testing.T) {
 				t.Errorf("finding %s: %s carries a Signed-off-by; whoever sends it adds their own", r.Number, fix)
 			}
 		}
+	}
+}
+
+// TestVerifications checks what fth verify runs of Finding 8's
+// reproducer: its own way in with the preferred fix, and 13's path with
+// its arguments and the fix that closes it first.
+func TestVerifications(t *testing.T) {
+	var eight Report
+	for _, r := range Reports() {
+		if r.Number == "8" {
+			eight = r
+		}
+	}
+	vs := eight.Verifications()
+	if len(vs) != 2 {
+		t.Fatalf("finding 8: %d verifications, want 2 (8, 13)", len(vs))
+	}
+	if vs[0].Number != "8" || vs[0].Args != nil || vs[0].Fixes[0] != "ftrace-ipmodify-filter-share-direct.patch" {
+		t.Errorf("finding 8's own: %s %v %v", vs[0].Number, vs[0].Args, vs[0].Fixes)
+	}
+	v := vs[1]
+	if v.Number != "13" || !slices.Equal(v.Args, []string{"mid-update"}) || v.Standalone != "ipmodify-share" ||
+		!slices.Equal(v.Fixes, []string{"ftrace-direct-mod-ask-only-modified.patch", "ftrace-ipmodify-filter-share-direct.patch"}) {
+		t.Errorf("13's path: %s %v %s %v", v.Number, v.Args, v.Standalone, v.Fixes)
+	}
+	if !regexp.MustCompile(v.Fails).MatchString("BPF trampoline attach refused while another trampoline's update was under way") ||
+		regexp.MustCompile(v.Fails).MatchString("BPF fexit trampoline bypasses the redirect of an IPMODIFY ops") {
+		t.Errorf("13's path: Fails %q matches the wrong titles", v.Fails)
+	}
+	if len(eight.Fixes) != 2 || eight.Fixes[0] != "ftrace-ipmodify-filter-share-direct.patch" {
+		t.Errorf("Verifications changed the report's own fixes: %v", eight.Fixes)
 	}
 }
 

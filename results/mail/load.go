@@ -47,7 +47,8 @@ func Load(ctx context.Context, dir string, o Options) (Cell, map[string]string, 
 	if r.Verdict != results.Fail {
 		return Cell{}, nil, fmt.Errorf("%s: the cell's verdict is %s (%s): there is nothing to report", dir, r.Verdict, r.Reason)
 	}
-	c := Cell{Result: r, ReproCommand: "fth repro " + dir}
+	c := NewCell(r)
+	c.ReproCommand = "fth repro " + dir
 	files := map[string]string{}
 	attach := func(name, path string) {
 		if _, err := os.Stat(path); err == nil {
@@ -59,8 +60,8 @@ func Load(ctx context.Context, dir string, o Options) (Cell, map[string]string, 
 	if r.Kernel.Vmlinux != "" {
 		attach("kernel.config", filepath.Join(filepath.Dir(r.Kernel.Vmlinux), ".config"))
 	}
-	if r.Request != nil && r.Request.AgentArgs["reproducer"] != "" {
-		c.Output = reproducerOutput(filepath.Join(dir, results.EventsFile), r.Request.AgentArgs["reproducer"])
+	if name := c.Agent.Reproducer; name != "" {
+		c.Output = reproducerOutput(filepath.Join(dir, results.EventsFile), name)
 	}
 	if h := r.Headline(true); h.Finding != nil && h.Finding.Report != "" {
 		console, _ := os.ReadFile(filepath.Join(dir, results.ConsoleLog))
@@ -73,7 +74,7 @@ func Load(ctx context.Context, dir string, o Options) (Cell, map[string]string, 
 		}
 		c.Bisect = string(b)
 	}
-	if f, how := match(&r); f != nil && how != known.ByTitle && o.Repo != "" {
+	if f, how := match(&r, c.Agent); f != nil && how != known.ByTitle && o.Repo != "" {
 		if f.Standalone != "" {
 			src := filepath.Join(o.Repo, known.ReproDir, f.Standalone)
 			ents, err := os.ReadDir(src)
@@ -124,10 +125,7 @@ func decode(ctx context.Context, r results.Result, report, console, path string)
 	if err != nil {
 		return nil, err.Error()
 	}
-	var out []string
-	for _, f := range frames {
-		out = append(out, f.Lines()...)
-	}
+	out := decodedLines(frames)
 	if len(out) == 0 {
 		return nil, "the report has no call trace to decode"
 	}
@@ -190,6 +188,21 @@ func reproducerOutput(events, name string) []string {
 		if line, ok := strings.CutPrefix(ev.Log, name+": "); ok {
 			out = append(out, line)
 		}
+	}
+	return out
+}
+
+// decodedLines are the frames' lines, a frame at the same function and
+// offset as the one before it left out: the faulting address comes in a
+// report's first line, its NIP or RIP line and often its trace, and is
+// decoded once.
+func decodedLines(frames []symbolize.Frame) []string {
+	var out []string
+	for i, f := range frames {
+		if i > 0 && f.Func != "" && f.Func == frames[i-1].Func && f.Offset == frames[i-1].Offset {
+			continue
+		}
+		out = append(out, f.Lines()...)
 	}
 	return out
 }

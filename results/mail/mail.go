@@ -22,11 +22,15 @@ import (
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // Cell is what the report is written from.
 type Cell struct {
 	Result results.Result
+	// Agent is what the cell's agent ran with (agentOptions), read once
+	// by NewCell.
+	Agent options.Options
 	// Stack is the headline report's call trace decoded to file:line,
 	// one line per frame (symbolize.Frame.Lines), nil when it was not
 	// decoded; StackNote then says why.
@@ -55,14 +59,30 @@ type Report struct {
 	How     known.How
 }
 
-// match tells the finding of docs/findings.md a cell reproduced, if any
-// (known.Match), from what the cell recorded.
-func match(r *results.Result) (*known.Report, known.How) {
-	h := r.Headline(true)
-	repro, reproducer := "", ""
-	if r.Request != nil {
-		repro, reproducer = r.Request.AgentArgs["repro"], r.Request.AgentArgs["reproducer"]
+// agentOptions is what the cell's agent ran with, read as the agent
+// reads its arguments; the zero Options for a result without a request,
+// or whose arguments this version of the agent would refuse.
+func agentOptions(r *results.Result) options.Options {
+	if r.Request == nil {
+		return options.Options{}
 	}
+	a, err := options.NewArgs(r.Request.AgentArgs)
+	if err != nil {
+		return options.Options{}
+	}
+	return a.Options()
+}
+
+// NewCell is the Cell of r, its agent's options read once.
+func NewCell(r results.Result) Cell {
+	return Cell{Result: r, Agent: agentOptions(&r)}
+}
+
+// match tells the finding of docs/findings.md a cell reproduced, if any
+// (known.Match), from what the cell recorded and its agent's options o.
+func match(r *results.Result, o options.Options) (*known.Report, known.How) {
+	h := r.Headline(true)
+	repro, reproducer := o.Repro, o.Reproducer
 	id := ""
 	if h.Finding != nil {
 		id = h.Finding.Known
@@ -80,7 +100,11 @@ func Compose(c Cell) Report {
 	h := r.Headline(true)
 	title := plainTitle(r, h)
 	var rep Report
-	rep.Finding, rep.How = match(r)
+	if c.Agent.Scenario == "" {
+		// A Cell not made by NewCell.
+		c.Agent = agentOptions(r)
+	}
+	rep.Finding, rep.How = match(r, c.Agent)
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 

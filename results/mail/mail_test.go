@@ -24,9 +24,10 @@ func cellFrom(t *testing.T, dir string) Cell {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Cell{Result: r, ReproCommand: "fth repro out/runs/<run-id>/" + r.Cell}
-	if r.Request != nil && r.Request.AgentArgs["reproducer"] != "" {
-		c.Output = reproducerOutput(filepath.Join(dir, results.EventsFile), r.Request.AgentArgs["reproducer"])
+	c := NewCell(r)
+	c.ReproCommand = "fth repro out/runs/<run-id>/" + r.Cell
+	if c.Agent.Reproducer != "" {
+		c.Output = reproducerOutput(filepath.Join(dir, results.EventsFile), c.Agent.Reproducer)
 	}
 	return c
 }
@@ -202,7 +203,9 @@ func TestEveryFindingHasAMail(t *testing.T) {
 			t.Logf("finding %s: neither an ID, a sequence nor a reproducer: reported by title only", f.Number)
 			continue
 		}
-		rep := Compose(Cell{Result: r, ReproCommand: "fth repro x"})
+		c := NewCell(r)
+		c.ReproCommand = "fth repro x"
+		rep := Compose(c)
 		if rep.Finding == nil || rep.Finding.Number != f.Number {
 			t.Errorf("finding %s: matched %+v", f.Number, rep.Finding)
 			continue

@@ -16,6 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/inventory"
+	"github.com/ftrace-harness/fth/stress/racer"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -71,14 +72,14 @@ const (
 	// modeSpin is one spinning SCHED_FIFO process of crash=rt-inversion
 	// (see spinMain): agent spin <cpu> <priority>.
 	modeSpin = "spin"
-	// modeRacer and modePreempt are the race scenario's helpers (race.go).
+	// racer.ModeRacer and racer.ModePreempt are the race scenario's helpers (stress/racer).
 )
 
 // splitMode takes the subcommand off args.
 func splitMode(args []string) (string, []string) {
 	if len(args) > 0 {
 		switch args[0] {
-		case modeSession, modeKmsgStream, modeBoard, modeSpin, modeRacer, modePreempt, modeRaceCtl, modeRaceStage, modeLinker:
+		case modeSession, modeKmsgStream, modeBoard, modeSpin, racer.ModeRacer, racer.ModePreempt, modeRaceCtl, modeRaceStage, modeLinker:
 			return args[0], args[1:]
 		}
 	}
@@ -105,10 +106,10 @@ func run(ctx context.Context, args []string, sys system) error {
 	switch mode {
 	case modeSpin:
 		return spinMain(args)
-	case modeRacer:
-		return racerMain(args)
-	case modePreempt:
-		return preemptMain(args)
+	case racer.ModeRacer:
+		return racer.RacerMain(args)
+	case racer.ModePreempt:
+		return racer.PreemptMain(args)
 	case modeLinker:
 		return linkerMain(args)
 	case modeRaceCtl:
@@ -313,7 +314,7 @@ func (a *agent) execute(ctx context.Context) error {
 		}
 		// The injection did not do what it was asked: no judgement of
 		// the kernel, which ended a grace period it had no reason to hold.
-		return &unjudgedError{errors.New("crash=rt-inversion: the RCU-tasks grace period ended despite the starved spinner")}
+		return report.Unjudged(errors.New("crash=rt-inversion: the RCU-tasks grace period ended despite the starved spinner"))
 	}
 	if strings.HasPrefix(a.opts.Crash, options.CrashLKDTMPrefix) || strings.HasPrefix(a.opts.Crash, options.CrashBugPrefix) {
 		report.Logf(a.w, "crash=%s: %d trampolines attached; asking the kernel for the report", a.opts.Crash, a.attached)
@@ -414,7 +415,7 @@ func (a *agent) finish(runErr error) error {
 // stalls are the hammer threads ever seen stalled, by TID.
 func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done {
 	if runErr != nil {
-		var u *unjudgedError
+		var u *report.UnjudgedError
 		return event.Done{Reason: runErr.Error(), Unjudged: errors.As(runErr, &u)}
 	}
 	var reasons []string

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/stress/inventory"
+	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -81,7 +82,7 @@ func TestVerdict(t *testing.T) {
 		{"nothing selected", agent{selected: 0, attached: 0}, nil, nil, true, "", false},
 		{"nothing attached", agent{selected: 10, attached: 0}, nil, nil, false, "no trampoline attached (0 of 10 selected)", false},
 		{"phase error", agent{selected: 10, attached: 10}, errors.New("attach phase: context canceled"), stall, false, "attach phase: context canceled", false},
-		{"a limit of the agent's", agent{}, fmt.Errorf("race scenario: %w", &unjudgedError{errors.New("race: cannot tell the new trampoline image")}), nil, false,
+		{"a limit of the agent's", agent{}, fmt.Errorf("race scenario: %w", report.Unjudged(errors.New("race: cannot tell the new trampoline image"))), nil, false,
 			"race scenario: race: cannot tell the new trampoline image", true},
 		{"stall", agent{selected: 10, attached: 10, opts: options.Options{Stall: 20 * time.Second}}, nil, stall, false,
 			"2 hammer thread(s) stalled beyond 20s: tid 3 for 21.5s, tid 7 for 25s", false},
@@ -374,5 +375,21 @@ func TestRunChurnInVM(t *testing.T) {
 	}
 	if _, err := os.Stat("/sys/kernel/tracing/instances/" + mixedInstance); err == nil {
 		t.Error("the mixed tracers' instance is still there")
+	}
+}
+
+// Every sequence the options accept has a run, and every run a name the
+// options accept.
+func TestReproSequencesCoverTheOptions(t *testing.T) {
+	names := options.Repros()
+	for _, n := range names {
+		if reproSequences[n] == nil {
+			t.Errorf("repro=%s is an option with no sequence", n)
+		}
+	}
+	for n := range reproSequences {
+		if !slices.Contains(names, n) {
+			t.Errorf("sequence %s is not in options.Repros", n)
+		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/racer"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -91,9 +93,9 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 	a.stage(event.StageRace, "")
 	// The race loads fth_target without its kthreads, so that the racer
 	// is the target's only caller; the churn may have left it loaded.
-	if kmods.Loaded(targetModule) {
-		if err := kmods.Unload(targetModule); err != nil {
-			return fmt.Errorf("race stage: unload %s left by the churn: %w", targetModule, err)
+	if kmods.Loaded(fthtarget.Module) {
+		if err := kmods.Unload(fthtarget.Module); err != nil {
+			return fmt.Errorf("race stage: unload %s left by the churn: %w", fthtarget.Module, err)
 		}
 	}
 	held := a.sys.numCPU - 1
@@ -126,7 +128,7 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 // CPU, so that the child's new address space never runs there but as the
 // racer and preemptor pin it, and returns its outcome counts.
 func (a *agent) startRaceStage(ctx context.Context, held int, args []string) (map[string]int, error) {
-	cmd, err := agentCommand(ctx, modeRaceStage, args...)
+	cmd, err := racer.Command(ctx, modeRaceStage, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +167,7 @@ func (a *agent) startRaceStage(ctx context.Context, held int, args []string) (ma
 	}
 	if res.Err != "" {
 		if res.Unjudged {
-			return res.Outcomes, &unjudgedError{errors.New("race stage: " + res.Err)}
+			return res.Outcomes, report.Unjudged(errors.New("race stage: " + res.Err))
 		}
 		return res.Outcomes, errors.New("race stage: " + res.Err)
 	}
@@ -199,7 +201,7 @@ func raceStageMain(ctx context.Context, args []string, sys system) error {
 	}
 	out := raceStageResult{Outcomes: a.race}
 	if err != nil {
-		var u *unjudgedError
+		var u *report.UnjudgedError
 		out.Err, out.Unjudged = err.Error(), errors.As(err, &u)
 	}
 	b, _ := json.Marshal(out)

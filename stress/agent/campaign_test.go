@@ -1,11 +1,9 @@
 package main
 
 import (
-	"io"
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/options"
 )
 
@@ -56,30 +54,6 @@ func TestRaceStageBudget(t *testing.T) {
 			}
 			if tc.budget > 0 && got <= 0 {
 				t.Errorf("a bounded campaign's race got %v: the race scenario reads 0 as no bound", got)
-			}
-		})
-	}
-}
-
-// The campaign's race always makes the first injection at each target,
-// however far the churn overran the budget, and none after the budget is
-// spent.
-func TestRaceBudget(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		started int
-		until   time.Time
-		want    bool
-	}{
-		{"no budget", 5, time.Time{}, true},
-		{"the first injection, budget spent", 0, time.Now().Add(-time.Minute), true},
-		{"a later injection, budget spent", 1, time.Now().Add(-time.Minute), false},
-		{"a later injection, budget left", 3, time.Now().Add(time.Minute), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := &raceAgent{a: &agent{w: report.NewWriter(io.Discard)}, started: tc.started, until: tc.until}
-			if got := r.more(); got != tc.want {
-				t.Errorf("more() = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -214,7 +214,15 @@ func deliverySummary(r deliver.Result) string {
 	if len(avoided) > 0 {
 		s += "; attaches not made (a known finding's trigger): " + strings.Join(avoided, ", ")
 	}
-	return s + "; states: " + deliver.EdgeTable(r.States) + "; edges: " + deliver.EdgeTable(r.Edges)
+	s += "; states: " + deliver.EdgeTable(r.States) + "; edges: " + deliver.EdgeTable(r.Edges)
+	if len(r.OrderGoal) > 0 {
+		missing := event.MissingOrders(r.OrderGoal, r.Orders)
+		s += fmt.Sprintf("; registration orders %d of %d", len(r.OrderGoal)-len(missing), len(r.OrderGoal))
+		if len(missing) > 0 {
+			s += " (not made: " + strings.Join(missing, "; ") + ")"
+		}
+	}
+	return s
 }
 
 // bpfCounted is a func-ip fentry or fexit program on FuncSeq, counting in

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/wire/options"
 )
 
@@ -25,8 +26,8 @@ func injectHungTask(modDir string) error {
 	if err := os.WriteFile(hungTaskTimeoutPath, []byte(strconv.Itoa(options.HungTaskTimeout)), 0); err != nil {
 		return fmt.Errorf("lower the hung task timeout: %w (the kernel needs CONFIG_DETECT_HUNG_TASK)", err)
 	}
-	if err := loadTarget(modDir, ""); err != nil {
-		return fmt.Errorf("load %s, which holds the file to sleep in: %w (the kernel needs CONFIG_MODULES)", filepath.Join(modDir, targetModule+".ko"), err)
+	if err := fthtarget.Load(modDir, ""); err != nil {
+		return fmt.Errorf("load %s, which holds the file to sleep in: %w (the kernel needs CONFIG_MODULES)", filepath.Join(modDir, fthtarget.Module+".ko"), err)
 	}
 	f, err := os.OpenFile(dsleepPath, os.O_WRONLY, 0)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/racer"
 )
 
 // modeLinker is `agent linker <cpu> <func>`: pinned to cpu, it loads a
@@ -31,7 +32,7 @@ func linkerMain(args []string) error {
 	if err != nil {
 		return fmt.Errorf("agent linker: cpu %q", args[0])
 	}
-	if err := pinProcess(cpu, 0, linkerComm); err != nil {
+	if err := racer.PinProcess(cpu, 0, linkerComm); err != nil {
 		return fmt.Errorf("agent linker: %w", err)
 	}
 	loader, err := oracle.NewLoader(1, nil)
@@ -46,7 +47,7 @@ func linkerMain(args []string) error {
 	defer ld.Prog.Close()
 	fmt.Println("ready")
 	buf := make([]byte, 1)
-	if n := rawRead(0, buf); n <= 0 {
+	if n := racer.RawRead(0, buf); n <= 0 {
 		return nil
 	}
 	fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
@@ -55,7 +56,7 @@ func linkerMain(args []string) error {
 		defer unix.Close(fd)
 	}
 	// Until the agent is done with it.
-	for rawRead(0, buf) > 0 {
+	for racer.RawRead(0, buf) > 0 {
 	}
 	return nil
 }

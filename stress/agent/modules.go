@@ -17,6 +17,7 @@ import (
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
@@ -27,12 +28,9 @@ import (
 	"github.com/ftrace-harness/fth/wire/options"
 )
 
-// The project's own test module (stress/kmod) and what it offers.
+// fth_target.ko beyond stress/fthtarget: the churn's filter and
+// instance.
 const (
-	targetModule  = "fth_target"
-	targetHot     = "fth_target_hot"     // called by the module's kthreads all the time
-	targetCounted = "fth_target_counted" // called only through targetCall
-	targetCall    = "/sys/kernel/debug/fth_target/call"
 	// targetFilter names the module's functions before it is loaded: the
 	// kernel keeps the entry and applies it in ftrace_module_enable.
 	targetFilter = "fth_target_*:mod:fth_target"
@@ -60,7 +58,7 @@ const (
 // in its init (the overhead measurement's job, not the churn's); the
 // delivery oracle owns fth_deliver and its livepatch fth_klp; fth_scale, when present, holds the
 // scale run's candidates and stays loaded.
-var notCycled = map[string]bool{"ftrace_ops": true, targetModule: true, deliver.ModuleName: true, klpModule: true, options.ScaleModuleName: true}
+var notCycled = map[string]bool{"ftrace_ops": true, fthtarget.Module: true, deliver.ModuleName: true, klpModule: true, options.ScaleModuleName: true}
 
 // modStats counts what the module companions did, for the summary.
 type modStats struct {
@@ -102,7 +100,7 @@ func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.L
 			continue
 		}
 		switch {
-		case n == targetModule:
+		case n == fthtarget.Module:
 			target = p
 		case !notCycled[n]:
 			samples = append(samples, p)
@@ -174,14 +172,14 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 		}
 		if on {
 			// Filter first: the tracer never runs with an empty filter.
-			if rec.Time(opModFilter, targetModule, func() error { return inst.SetFilter(anchor, targetFilter) }) != nil {
+			if rec.Time(opModFilter, fthtarget.Module, func() error { return inst.SetFilter(anchor, targetFilter) }) != nil {
 				return
 			}
-			tracerOn = rec.Time(opModTracerOn, targetModule, func() error { return inst.SetTracer(tracefs.Function) }) == nil
+			tracerOn = rec.Time(opModTracerOn, fthtarget.Module, func() error { return inst.SetTracer(tracefs.Function) }) == nil
 			return
 		}
 		tracerOn = false
-		_ = rec.Time(opModTraceOff, targetModule, func() error { return inst.Reset() })
+		_ = rec.Time(opModTraceOff, fthtarget.Module, func() error { return inst.Reset() })
 	}
 	defer tracer(false)
 
@@ -190,11 +188,11 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 		if before {
 			tracer(true)
 		}
-		if rec.Time(kmods.OpLoad, targetModule, func() error { return kmods.Load(path, "nthreads=2") }) != nil {
+		if rec.Time(kmods.OpLoad, fthtarget.Module, func() error { return kmods.Load(path, "nthreads=2") }) != nil {
 			ctxsleep.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
-		a.logModule(targetModule)
+		a.logModule(fthtarget.Module)
 		if !before && rng.IntN(2) == 0 {
 			tracer(true)
 		}
@@ -202,7 +200,7 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 		if rng.IntN(2) == 0 {
 			tracer(false)
 		}
-		if err := kmods.UnloadRetry(rec, targetModule, 0); err != nil {
+		if err := kmods.UnloadRetry(rec, fthtarget.Module, 0); err != nil {
 			a.churnOther(fmt.Sprintf("modules: %v", err))
 			return
 		}
@@ -216,22 +214,22 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 // its hot function for a random hold and an exact-count window on its
 // counted function.
 func (a *agent) targetChecks(ctx context.Context, loader *oracle.Loader, rec *tally.Recorder, rng *rand.Rand, st *modStats) {
-	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetHot, targetCounted})
+	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, fthtarget.Module, []string{fthtarget.Hot, fthtarget.Counted})
 	if err != nil || len(addrs) < 2 {
-		st.skip(fmt.Sprintf("no kallsyms addresses for %s (%v)", targetModule, err))
+		st.skip(fmt.Sprintf("no kallsyms addresses for %s (%v)", fthtarget.Module, err))
 		ctxsleep.Sleep(ctx, a.opts.ModHold/4)
 		return
 	}
 	ml := loader.WithAddrs(addrs)
 
 	// func-ip on the hot function, across the hold.
-	key := oracle.Key(oracle.FEntry, targetHot)
-	ld, lerr := ml.Load(targetHot, oracle.FEntry, key)
+	key := oracle.Key(oracle.FEntry, fthtarget.Hot)
+	ld, lerr := ml.Load(fthtarget.Hot, oracle.FEntry, key)
 	link := -1
 	var prev oracle.Counters
 	if lerr == nil {
 		prev, _ = ml.Map.Read(ld.FuncIP.Slot)
-		_ = rec.Time(opModFentry, targetHot, func() error {
+		_ = rec.Time(opModFentry, fthtarget.Hot, func() error {
 			fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
 			if errno != 0 {
 				return fmt.Errorf("BPF_LINK_CREATE: %w", errno)
@@ -251,11 +249,11 @@ func (a *agent) targetChecks(ctx context.Context, loader *oracle.Loader, rec *ta
 	ctxsleep.Sleep(ctx, hold)
 
 	if link >= 0 {
-		_ = rec.Time(opModDetach, targetHot, func() error { return unix.Close(link) })
-		if exp, ok := ml.Expected(targetHot); ok && ml.Checking() {
+		_ = rec.Time(opModDetach, fthtarget.Hot, func() error { return unix.Close(link) })
+		if exp, ok := ml.Expected(fthtarget.Hot); ok && ml.Checking() {
 			cur, rerr := ml.Map.Read(ld.FuncIP.Slot)
 			if rerr == nil {
-				o := oracle.CheckFuncIP(targetHot, oracle.FEntry, exp, prev, cur)
+				o := oracle.CheckFuncIP(fthtarget.Hot, oracle.FEntry, exp, prev, cur)
 				st.mu.Lock()
 				st.fipChecks++
 				st.mu.Unlock()
@@ -271,7 +269,7 @@ func (a *agent) targetChecks(ctx context.Context, loader *oracle.Loader, rec *ta
 // targetExact runs one exact-count window on fth_target_counted, whose
 // only caller is a write to its debugfs file.
 func (a *agent) targetExact(ctx context.Context, ml *oracle.Loader, rec *tally.Recorder, st *modStats) {
-	fd, err := unix.Open(targetCall, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(fthtarget.Call, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		st.skip(err.Error())
 		return
@@ -279,7 +277,7 @@ func (a *agent) targetExact(ctx context.Context, ml *oracle.Loader, rec *tally.R
 	defer unix.Close(fd)
 	one := []byte("1")
 	w := oracle.Window{
-		Loader: ml, Func: targetCounted, Key: "exact:" + targetCounted, Name: "module_exact", Rec: rec,
+		Loader: ml, Func: fthtarget.Counted, Key: "exact:" + fthtarget.Counted, Name: "module_exact", Rec: rec,
 		Call: func() { _, _ = unix.Write(fd, one) },
 	}
 	if a.opts.Sabotage == options.SabotageSkipCount {
@@ -301,7 +299,7 @@ func (st *modStats) summary(calls int) event.Oracle {
 	if st.skipped != "" {
 		why = "no window completed: " + st.skipped
 	}
-	return exactSummary(targetCounted, calls, st.windows, st.failures, why)
+	return exactSummary(fthtarget.Counted, calls, st.windows, st.failures, why)
 }
 
 // logModule records where a module's text was loaded: the address a hung
@@ -309,16 +307,6 @@ func (st *modStats) summary(calls int) event.Oracle {
 // matched to a module that was already unloaded.
 func (a *agent) logModule(name string) {
 	report.Logf(a.w, "module %s loaded, .text at %s", name, kmods.TextAddr(name))
-}
-
-// loadTarget loads fth_target.ko from modDir with params unless it is
-// already loaded; the crash injections and the race scenario need it
-// outside the module cycling.
-func loadTarget(modDir, params string) error {
-	if kmods.Loaded(targetModule) {
-		return nil
-	}
-	return kmods.Load(filepath.Join(modDir, targetModule+".ko"), params)
 }
 
 // scaleModule loads fth_scale.ko when the scalemod option asks for it and

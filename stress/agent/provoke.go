@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -53,8 +54,8 @@ func provoke(modDir, mode string) error {
 	if !ok {
 		return fmt.Errorf("not a provoking crash mode: %q", mode)
 	}
-	if err := loadTarget(modDir, ""); err != nil {
-		return fmt.Errorf("load %s, which holds the injected bugs: %w", filepath.Join(modDir, targetModule+".ko"), err)
+	if err := fthtarget.Load(modDir, ""); err != nil {
+		return fmt.Errorf("load %s, which holds the injected bugs: %w", filepath.Join(modDir, fthtarget.Module+".ko"), err)
 	}
 	if name == options.BugViaTrampoline {
 		return provokeViaTrampoline(name)

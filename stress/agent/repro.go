@@ -10,8 +10,10 @@ import (
 
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/inject"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/racer"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -39,37 +41,30 @@ type reproStep struct {
 // every scenario; a step the kernel refuses is logged and the sequence
 // goes on, so that what the refusal left behind is seen too.
 func (a *agent) executeRepro(ctx context.Context) error {
-	switch a.opts.Repro {
-	case options.ReproIPModifyFilter:
-		return a.reproIPModify(ctx, true)
-	case options.ReproIPModifyRegister:
-		return a.reproIPModify(ctx, false)
-	case options.ReproDirectUnregisterFree:
-		return a.reproDirectFree(ctx, true, false)
-	case options.ReproDirectUnregisterLive:
-		return a.reproDirectFree(ctx, false, false)
-	case options.ReproDirectUnregisterFreeTracefs:
-		return a.reproDirectFree(ctx, true, true)
-	case options.ReproDirectUnregisterLiveTracefs:
-		return a.reproDirectFree(ctx, false, true)
-	case options.ReproMapperRemoveFree:
-		return a.reproMapperFree(ctx, true)
-	case options.ReproMapperRemoveLive:
-		return a.reproMapperFree(ctx, false)
-	case options.ReproEAgainFree:
-		return a.reproEAgain(ctx, true)
-	case options.ReproEAgainPeer:
-		return a.reproEAgain(ctx, false)
-	case options.ReproIPModifyMidUpdate:
-		return a.reproMidUpdate(ctx, true)
-	case options.ReproIPModifyMidUpdatePeer:
-		return a.reproMidUpdate(ctx, false)
-	case options.ReproRefusedDirect:
-		return a.reproRefused(ctx, true)
-	case options.ReproRefusedDirectAccepted:
-		return a.reproRefused(ctx, false)
+	run, ok := reproSequences[a.opts.Repro]
+	if !ok {
+		return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
 	}
-	return fmt.Errorf("repro: unknown sequence %q (want one of %v)", a.opts.Repro, options.Repros())
+	return run(a, ctx)
+}
+
+// reproSequences runs each sequence options.Repros names, and its
+// control.
+var reproSequences = map[string]func(a *agent, ctx context.Context) error{
+	options.ReproIPModifyFilter:              func(a *agent, ctx context.Context) error { return a.reproIPModify(ctx, true) },
+	options.ReproIPModifyRegister:            func(a *agent, ctx context.Context) error { return a.reproIPModify(ctx, false) },
+	options.ReproDirectUnregisterFree:        func(a *agent, ctx context.Context) error { return a.reproDirectFree(ctx, true, false) },
+	options.ReproDirectUnregisterLive:        func(a *agent, ctx context.Context) error { return a.reproDirectFree(ctx, false, false) },
+	options.ReproDirectUnregisterFreeTracefs: func(a *agent, ctx context.Context) error { return a.reproDirectFree(ctx, true, true) },
+	options.ReproDirectUnregisterLiveTracefs: func(a *agent, ctx context.Context) error { return a.reproDirectFree(ctx, false, true) },
+	options.ReproMapperRemoveFree:            func(a *agent, ctx context.Context) error { return a.reproMapperFree(ctx, true) },
+	options.ReproMapperRemoveLive:            func(a *agent, ctx context.Context) error { return a.reproMapperFree(ctx, false) },
+	options.ReproEAgainFree:                  func(a *agent, ctx context.Context) error { return a.reproEAgain(ctx, true) },
+	options.ReproEAgainPeer:                  func(a *agent, ctx context.Context) error { return a.reproEAgain(ctx, false) },
+	options.ReproIPModifyMidUpdate:           func(a *agent, ctx context.Context) error { return a.reproMidUpdate(ctx, true) },
+	options.ReproIPModifyMidUpdatePeer:       func(a *agent, ctx context.Context) error { return a.reproMidUpdate(ctx, false) },
+	options.ReproRefusedDirect:               func(a *agent, ctx context.Context) error { return a.reproRefused(ctx, true) },
+	options.ReproRefusedDirectAccepted:       func(a *agent, ctx context.Context) error { return a.reproRefused(ctx, false) },
 }
 
 // reproDeliver is fth_deliver.ko loaded for a repro sequence, with BPF
@@ -193,7 +188,7 @@ func (a *agent) emitModuleFindings(mod deliver.Module) ([]deliver.Finding, error
 // onCPU0 runs write on a thread of its own pinned to CPU 0, the CPU a
 // repro's host holds the writer on, and sends its result.
 func onCPU0(write func() error) <-chan error {
-	return onCPU(0, func(int) error { return write() })
+	return racer.OnCPU(0, func(int) error { return write() })
 }
 
 // reproIPModify (ipmodify-filter): 7.3's BPF trampolines share one direct ftrace_ops,
@@ -276,3 +271,7 @@ func (a *agent) reproIPModify(ctx context.Context, filterLater bool) error {
 	}
 	return nil
 }
+
+// raceHolds is the race port of a repro sequence that holds vCPUs
+// (inject.Holds), with the sequences' own reads of kernel code.
+type raceHolds struct{ inject.Holds }

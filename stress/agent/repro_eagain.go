@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/inject"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -105,7 +105,7 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	// The freed image has no symbol left: the host names the fault after
 	// the image the kernel last registered there (with BPF JIT symbols
 	// on, as the race scenario has them, or x86_64 registers none).
-	a.jitKallsymsOn()
+	inject.JITKallsymsOn(a.w)
 	defer a.watchImages(ctx)()
 
 	d, err := a.reproDeliver(2)
@@ -142,11 +142,8 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	arm := event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainAsk], Size: insnSize, CPU: 0, TimeoutMS: 10000,
 		Then: &event.RaceMsg{Op: event.RaceArm, Addr: jump, Size: how.size, CPU: 1, TimeoutMS: 5000, HoldMS: int(eagainWriter / time.Millisecond),
 			Then: &event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainBuild], Size: insnSize, CPU: 0, TimeoutMS: 3000, HoldMS: int(eagainHold / time.Millisecond)}}}
-	if err := r.send(arm); err != nil {
-		return fmt.Errorf("repro: arm: %w", err)
-	}
-	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return fmt.Errorf("repro: arm at %s: %+v %v", eagainAsk, m, err)
+	if err := r.Arm(arm); err != nil {
+		return fmt.Errorf("repro: arm at %s: %w", eagainAsk, err)
 	}
 	step("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, how.asm, eagainBuild)
 	written := onCPU0(write)
@@ -165,7 +162,7 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 // writers' addresses, the reader's hold, and the size of a breakpoint at a
 // function's entry.
 type listCallHold struct {
-	r        *raceAgent
+	r        *raceHolds
 	addr     ksyms.Table
 	jump     uint64
 	how      directJump
@@ -207,9 +204,10 @@ func (a *agent) openListCallHold(writers ...string) (listCallHold, func(), error
 
 // eagainHolds reads the host's answers to the eagain sequences' chain of
 // three arms and says what was held, or why the sequence did not run.
-func eagainHolds(r *raceAgent) (string, error) {
-	next := r.expect
-	const wait = 15 * time.Second
+func eagainHolds(r *raceHolds) (string, error) {
+	next := r.Expect
+	// The longest of the chain's stops (10 s) and the host's answer.
+	const wait = raceport.Reply + raceport.Slack
 	if m, err := next(wait, event.RaceStopped, event.RaceTimeout, event.RaceMissed); err != nil || m.Op != event.RaceStopped {
 		return "", fmt.Errorf("the writer did not stop at %s: %+v %v", eagainAsk, m, err)
 	}
@@ -251,7 +249,7 @@ func eagainHolds(r *raceAgent) (string, error) {
 // direct trampoline: in ftrace_caller on arm64 and riscv64, at the
 // target of ftrace_regs_caller's jnz on x86_64 (what it jumps to is
 // decoded from the jnz's bytes).
-func (r *raceAgent) directJumpOf(addr ksyms.Table) (uint64, directJump, error) {
+func (r *raceHolds) directJumpOf(addr ksyms.Table) (uint64, directJump, error) {
 	if runtime.GOARCH != "amd64" {
 		at, j, err := findJump(r, addr[eagainCaller], 512, directJumps[runtime.GOARCH])
 		j.asm = fmt.Sprintf("%s+%#x (%s)", eagainCaller, at-addr[eagainCaller], j.asm)
@@ -261,7 +259,7 @@ func (r *raceAgent) directJumpOf(addr ksyms.Table) (uint64, directJump, error) {
 	if at == 0 {
 		return 0, directJump{}, fmt.Errorf("no kallsyms address for %s", x86DirectTest)
 	}
-	b, err := r.readText(at, 8)
+	b, err := r.Port.ReadText(at, 8)
 	if err != nil {
 		return 0, directJump{}, err
 	}
@@ -279,8 +277,8 @@ func (r *raceAgent) directJumpOf(addr ksyms.Table) (uint64, directJump, error) {
 
 // findJump has the host read n bytes at addr and returns the address of
 // the first instruction there that is one of jumps.
-func findJump(r *raceAgent, addr uint64, n int, jumps []directJump) (uint64, directJump, error) {
-	b, err := r.readText(addr, n)
+func findJump(r *raceHolds, addr uint64, n int, jumps []directJump) (uint64, directJump, error) {
+	b, err := r.Port.ReadText(addr, n)
 	if err != nil {
 		return 0, directJump{}, err
 	}
@@ -300,22 +298,4 @@ func findJump(r *raceAgent, addr uint64, n int, jumps []directJump) (uint64, dir
 		}
 	}
 	return 0, directJump{}, fmt.Errorf("none of %d encodings in the first %d bytes", len(jumps), n)
-}
-
-// readText has the host read n bytes of kernel text at addr. Kernel text
-// is always mapped, but a vCPU stopped in the firmware (riscv64's M mode,
-// an SBI call) translates nothing: it tries again a few times.
-func (r *raceAgent) readText(addr uint64, n int) ([]byte, error) {
-	var h string
-	var err error
-	for try := 0; try < 5; try++ {
-		if h, err = r.peekN(addr, n); err == nil || !errors.As(err, new(errUnreadable)) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return hex.DecodeString(h)
 }

@@ -1,29 +1,28 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/fthtarget"
+	"github.com/ftrace-harness/fth/stress/inject"
 	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/raceport"
+	"github.com/ftrace-harness/fth/stress/racer"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -42,7 +41,7 @@ const (
 // directReaders are functions the racer's write to fth_target's call file
 // passes through, each a candidate for the reader's function: the one
 // whose ip shares fth_deliver_seq's bucket in direct_functions.
-var directReaders = []string{targetCounted, targetCaller, "full_proxy_write", "vfs_write", "ksys_write", "__x64_sys_write", "rw_verify_area", "security_file_permission"}
+var directReaders = []string{fthtarget.Counted, fthtarget.Caller, "full_proxy_write", "vfs_write", "ksys_write", "__x64_sys_write", "rw_verify_area", "security_file_permission"}
 
 // goldenRatio64 is the kernel's GOLDEN_RATIO_64 (include/linux/hash.h):
 // hash_long(ip, bits) on a 64-bit kernel is the top bits of ip times it.
@@ -66,6 +65,13 @@ const directBits = 2
 // (unregister_ftrace_function_probe_func), which took over 10 s on a
 // loaded machine (a campaign beside it) and failed the control.
 const writerReach = 30 * time.Second
+
+// writerTries is how many times a hash race arms the writer when the
+// host never stopped it.
+const writerTries = 2
+
+// errWriterNotStopped is a hash race's writer arm that timed out.
+var errWriterNotStopped = errors.New("the writer was not stopped")
 
 // readerHold is how long the reader stays held after the writer has gone
 // on: the writer's kfree needs microseconds.
@@ -109,7 +115,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 	defer d.close()
 	mod := d.mod
 
-	ips, err := recordIPs(filepath.Join(tracefs.DefaultRoot, "available_filter_functions_addrs"))
+	ips, err := tracefs.New(tracefs.DefaultRoot).RecordIPs()
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
@@ -150,7 +156,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 			return d.link(reader, oracle.FEntry, "fentry-reader")
 		}},
 		{"switch a function tracer instance filtered to " + reader + " on (its callsite now goes through the list function, which looks the direct call up)", func() error {
-			inst, drop, err := filteredInstance("fth_repro", reader)
+			inst, drop, err := tracefs.New(tracefs.DefaultRoot).FilteredInstance("fth_repro", reader)
 			if err != nil {
 				return err
 			}
@@ -162,15 +168,15 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		}},
 	}
 	readWhat := "calls " + reader + " in a loop"
-	racerArgs := []string{"1", targetCall}
-	loop := byte(racerLoop)
+	racerArgs := []string{"1", fthtarget.Call}
+	loop := byte(racer.Loop)
 	if viaTracefs {
 		// enabled_functions looks the fentry's record up: no second
 		// ops is needed on the callsite.
 		steps = slices.Delete(steps, 1, 2)
 		readWhat = "reads enabled_functions in a loop (t_show looks up " + reader + "'s direct call)"
 		racerArgs = append(racerArgs, filepath.Join(tracefs.DefaultRoot, "enabled_functions"))
-		loop = racerReadLoop
+		loop = racer.ReadLoop
 	}
 	total := len(steps) + 2
 	if err := a.doSteps(steps, total); err != nil {
@@ -183,6 +189,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		reader: reader, readerIP: readerIP, freed: deliver.FuncSeq, freedIP: freedIP,
 		racerArgs: racerArgs, loop: loop, readWhat: readWhat,
 		write:     func() error { return mod.Detach("direct") },
+		again:     func() error { return mod.Attach("direct") },
 		writeWhat: "detach the direct call (unregister_ftrace_direct)",
 		notReader: "this kernel's reader does not look direct calls up in direct_functions",
 		total:     total,
@@ -215,6 +222,9 @@ type hashRace struct {
 	readWhat  string
 	write     func() error
 	writeWhat string
+	// again undoes a write that ran without the host stopping it, for
+	// a second try.
+	again     func() error
 	notReader string
 	// total numbers the steps logged: the setup's, then these two.
 	total int
@@ -225,14 +235,14 @@ type hashRace struct {
 // holdFreed the reader is held on the entry being freed (the bucket's
 // head: the lookup's first compare), else on its own entry behind it
 // (the last compare).
-func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
+func (a *agent) raceHashFree(r *raceHolds, h hashRace, holdFreed bool) error {
 	step := a.reproLog
-	racer, err := startHelper(modeRacer, h.racerArgs...)
+	reader, err := racer.Start(racer.ModeRacer, h.racerArgs...)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
-	defer racer.stop()
-	if err := racer.poke(h.loop); err != nil {
+	defer reader.Stop()
+	if err := reader.Poke(h.loop); err != nil {
 		return fmt.Errorf("repro: start the reader: %w", err)
 	}
 	step("the reader, on CPU 1, %s", h.readWhat)
@@ -256,17 +266,35 @@ func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
 	arm := event.RaceMsg{Op: event.RaceArm, Addr: h.removeAt, Size: 1, CPU: 0, TimeoutMS: int(writerReach / time.Millisecond),
 		Then: &event.RaceMsg{Op: event.RaceArm, Addr: h.lookupAt + uint64(cmp.Off), Size: cmp.Len, CPU: 1, TimeoutMS: 5000,
 			CondReg: &reg, CondAddr: uint64(h.ipOff), CondWant: hex.EncodeToString(want), HoldMS: int(readerHold / time.Millisecond)}}
-	if err := r.send(arm); err != nil {
-		return fmt.Errorf("repro: arm: %w", err)
-	}
-	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return fmt.Errorf("repro: arm at %s: %+v %v", h.remove, m, err)
-	}
-	step("%d/%d %s from CPU 0, the host holding it at %s and the reader at %s+%#x on %s", h.total-1, h.total, h.writeWhat, h.remove, h.lookup, cmp.Off, heldWhat)
-	written := onCPU0(h.write)
-	heldReader, err := chainHolds(r, arm, h.remove)
-	if err != nil {
-		return fmt.Errorf("repro: %w", err)
+	var (
+		written    <-chan error
+		heldReader bool
+	)
+	for try := 1; ; try++ {
+		if err := r.Arm(arm); err != nil {
+			return fmt.Errorf("repro: arm at %s: %w", h.remove, err)
+		}
+		step("%d/%d %s from CPU 0, the host holding it at %s and the reader at %s+%#x on %s", h.total-1, h.total, h.writeWhat, h.remove, h.lookup, cmp.Off, heldWhat)
+		written = onCPU0(h.write)
+		heldReader, err = chainHolds(r, arm, h.remove)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errWriterNotStopped) || try == writerTries || h.again == nil {
+			return fmt.Errorf("repro: %w", err)
+		}
+		// Once in CI (a loaded host) the writer was not stopped within
+		// writerReach: say whether its write ran through the removal
+		// unstopped or is still waiting, and try once more if it ran.
+		select {
+		case werr := <-written:
+			step("the writer was not stopped at %s within %v, and its write came back (%v): setting it up again", h.remove, writerReach, werr)
+		case <-time.After(writerReach):
+			return fmt.Errorf("repro: %w, and its write was not back %v later", err, writerReach)
+		}
+		if err := h.again(); err != nil {
+			return fmt.Errorf("repro: set up again: %w", err)
+		}
 	}
 	if !heldReader {
 		step("%d/%d the reader never reached %s+%#x on %s while the writer was held: nothing raced (the bucket's order or size is not what this sequence expects)", h.total, h.total, h.lookup, cmp.Off, heldWhat)
@@ -281,8 +309,8 @@ func (a *agent) raceHashFree(r *raceAgent, h hashRace, holdFreed bool) error {
 	case <-time.After(30 * time.Second):
 		step("%s: not back after 30 s", h.writeWhat)
 	}
-	if err := racer.poke('s'); err == nil {
-		if line, err := racer.read(5 * time.Second); err == nil {
+	if err := reader.Poke('s'); err == nil {
+		if line, err := reader.Read(5 * time.Second); err == nil {
 			step("reader: %s", line)
 		} else {
 			step("reader: no answer after the window: %v", err)
@@ -299,15 +327,12 @@ const lookupProbe = 3 * time.Second
 
 // lookupReached says whether the reader on CPU 1 reaches the lookup at
 // addr at all: the host holds it there a millisecond, or times out.
-func lookupReached(r *raceAgent, addr uint64, size int) (bool, error) {
+func lookupReached(r *raceHolds, addr uint64, size int) (bool, error) {
 	probe := event.RaceMsg{Op: event.RaceArm, Addr: addr, Size: size, CPU: 1, TimeoutMS: int(lookupProbe / time.Millisecond), HoldMS: 1}
-	if err := r.send(probe); err != nil {
-		return false, err
+	if err := r.Arm(probe); err != nil {
+		return false, fmt.Errorf("probe: %w", err)
 	}
-	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return false, fmt.Errorf("probe arm: %+v %v", m, err)
-	}
-	m, err := r.recv(lookupProbe + 10*time.Second)
+	m, err := r.Recv(lookupProbe + raceport.Slack)
 	if err != nil {
 		return false, err
 	}
@@ -319,8 +344,8 @@ func lookupReached(r *raceAgent, addr uint64, size int) (bool, error) {
 		// chained holds will say whether the reader does.
 		return true, nil
 	case event.RaceStopped:
-		if m, err = r.recv(10 * time.Second); err != nil || m.Op != event.RaceReleased {
-			return false, fmt.Errorf("probe release: %+v %v", m, err)
+		if _, err = r.Expect(raceport.Reply, event.RaceReleased); err != nil {
+			return false, fmt.Errorf("probe release: %w", err)
 		}
 		return true, nil
 	}
@@ -330,44 +355,22 @@ func lookupReached(r *raceAgent, addr uint64, size int) (bool, error) {
 // chainHolds reads the host's answers to a hash race's chained arm: the writer held
 // (or not), then the reader's (thenHolds). It reports whether the reader
 // was held.
-func chainHolds(r *raceAgent, arm event.RaceMsg, remove string) (bool, error) {
-	m, err := r.recv(time.Duration(arm.TimeoutMS)*time.Millisecond + 5*time.Second)
+func chainHolds(r *raceHolds, arm event.RaceMsg, remove string) (bool, error) {
+	m, err := r.Recv(time.Duration(arm.TimeoutMS)*time.Millisecond + raceport.Slack)
 	if err != nil {
 		return false, err
+	}
+	if m.Op == event.RaceTimeout {
+		return false, fmt.Errorf("%w at %s: %s", errWriterNotStopped, remove, m.Msg)
 	}
 	if m.Op != event.RaceStopped {
 		return false, fmt.Errorf("the writer did not stop at %s: %+v", remove, m)
 	}
-	held, err := r.thenHolds(*arm.Then)
+	held, err := r.ThenHolds(*arm.Then)
 	if err != nil {
 		return held, fmt.Errorf("the reader's arm: %w", err)
 	}
 	return held, nil
-}
-
-// recordIPs reads tracefs's available_filter_functions_addrs: each
-// traceable function's ftrace record address ("ip name [module]"), the
-// key the direct_functions hash files it under. The first of a name wins.
-func recordIPs(path string) (map[string]uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]uint64{}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		ip, err := strconv.ParseUint(f[0], 16, 64)
-		if err != nil {
-			continue
-		}
-		if _, ok := out[f[1]]; !ok {
-			out[f[1]] = ip
-		}
-	}
-	return out, nil
 }
 
 // entryIPOffset is the offset of ip in the kernel's struct
@@ -427,11 +430,11 @@ func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 		return err
 	}
 	defer closePort()
-	ips, err := recordIPs(filepath.Join(tracefs.DefaultRoot, "available_filter_functions_addrs"))
+	ips, err := tracefs.New(tracefs.DefaultRoot).RecordIPs()
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
-	reader := targetCaller
+	reader := fthtarget.Caller
 	readerIP, ok := ips[reader]
 	if !ok {
 		return fmt.Errorf("repro: %s has no ftrace record", reader)
@@ -476,9 +479,10 @@ func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 		lookup: mapperLookup, lookupAt: lookupAt, cmps: cmps, ipOff: ipOff,
 		remove: mapperRemove, removeAt: removeAt,
 		reader: reader, readerIP: readerIP, freed: freed, freedIP: ips[freed],
-		racerArgs: []string{"1", targetCall}, loop: racerLoop,
+		racerArgs: []string{"1", fthtarget.Call}, loop: racer.Loop,
 		readWhat:  "calls " + reader + " in a loop (its probe callback looks its ip up in the mapper)",
 		write:     func() error { return top.RemoveFilter(freed + ":" + mapperProbe) },
+		again:     func() error { return top.AddFilter(freed + ":" + mapperProbe) },
 		writeWhat: "remove the probe from " + freed + " (unregister_ftrace_function_probe_func, then the probe's free: " + mapperRemove + ")",
 		notReader: "this kernel's probe callback does not look its data up in a mapper",
 		total:     total,
@@ -488,7 +492,7 @@ func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 // hashRaceStart checks what a hash race needs (x86_64, for why; two
 // CPUs), opens the race port and loads fth_target for the racer, with no
 // kthreads of its own.
-func (a *agent) hashRaceStart(why string) (*raceAgent, func(), error) {
+func (a *agent) hashRaceStart(why string) (*raceHolds, func(), error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, nil, fmt.Errorf("repro %s: x86_64 only: %s", a.opts.Repro, why)
 	}
@@ -496,33 +500,32 @@ func (a *agent) hashRaceStart(why string) (*raceAgent, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := loadTarget(kmods.DefaultDir, "nthreads=0"); err != nil {
+	if err := fthtarget.Load(kmods.DefaultDir, "nthreads=0"); err != nil {
 		closePort()
-		return nil, nil, fmt.Errorf("repro: load %s: %w", targetModule, err)
+		return nil, nil, fmt.Errorf("repro: load %s: %w", fthtarget.Module, err)
 	}
 	return r, closePort, nil
 }
 
 // openRacePort opens the race port for a sequence that holds vCPUs.
-func (a *agent) openRacePort() (*raceAgent, func(), error) {
+func (a *agent) openRacePort() (*raceHolds, func(), error) {
 	if a.sys.numCPU < 2 {
 		return nil, nil, fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
 	}
-	name, err := report.FindPort(a.sys.virtioDir, event.RacePortName)
-	if err != nil {
-		return nil, nil, fmt.Errorf("repro: no %s port (fth run boots one for this sequence): %w", event.RacePortName, err)
+	port, err := raceport.Open(a.sys.virtioDir, a.sys.devDir)
+	if errors.Is(err, raceport.ErrNoPort) {
+		return nil, nil, fmt.Errorf("repro: %w (fth run boots one for this sequence)", err)
 	}
-	port, err := report.OpenPortRW(a.sys.virtioDir, a.sys.devDir, name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("repro: %w", err)
 	}
-	return &raceAgent{a: a, port: port, portIn: bufio.NewReader(port)}, func() { port.Close() }, nil
+	return &raceHolds{inject.Holds{Port: port}}, func() { port.Close() }, nil
 }
 
 // decodeLookup finds the lookup's and the removal's addresses in kallsyms
 // and the lookup's compares of an entry's ip (at ipOff), read through the
 // host.
-func (r *raceAgent) decodeLookup(lookup, remove string, ipOff uint32) (lookupAt, removeAt uint64, cmps []disasm.FieldCompare, err error) {
+func (r *raceHolds) decodeLookup(lookup, remove string, ipOff uint32) (lookupAt, removeAt uint64, cmps []disasm.FieldCompare, err error) {
 	syms, err := ksyms.Read("/proc/kallsyms", []string{lookup, remove})
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("repro: %w", err)
@@ -532,13 +535,9 @@ func (r *raceAgent) decodeLookup(lookup, remove string, ipOff uint32) (lookupAt,
 	if !ok1 || !ok2 {
 		return 0, 0, nil, fmt.Errorf("repro: /proc/kallsyms has no %s or %s", lookup, remove)
 	}
-	code, err := r.peekN(lookupAt, 128)
+	raw, err := r.Port.ReadText(lookupAt, 128)
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("repro: read %s: %w", lookup, err)
-	}
-	raw, err := hex.DecodeString(code)
-	if err != nil {
-		return 0, 0, nil, fmt.Errorf("repro: %s's bytes %q: %w", lookup, code, err)
 	}
 	if cmps, err = disasm.FieldCompares(runtime.GOARCH, lookupAt, raw, int64(ipOff)); err != nil {
 		return 0, 0, nil, fmt.Errorf("repro: %s: %w", lookup, err)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -23,25 +21,5 @@ func TestHashBucket(t *testing.T) {
 		if got := hashBucket(tc.ip, tc.bits); got != tc.want {
 			t.Errorf("hashBucket(%#x, %d) = %d, want %d", tc.ip, tc.bits, got, tc.want)
 		}
-	}
-}
-
-func TestRecordIPs(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "available_filter_functions_addrs")
-	// The file's format: "ip name" and, for a module's, " [module]".
-	data := "ffffffff81001040 __traceiter_initcall_level\n" +
-		"ffffffffa00001b0 call_write [fth_target]\n" +
-		"ffffffffa0003ff0 fth_deliver_seq [fth_deliver]\n" +
-		"ffffffffa0004000 fth_deliver_seq [other]\n" +
-		"not-hex junk\n\n"
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ips, err := recordIPs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ips["call_write"] != 0xffffffffa00001b0 || ips["fth_deliver_seq"] != 0xffffffffa0003ff0 || len(ips) != 3 {
-		t.Errorf("recordIPs = %x", ips)
 	}
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/raceport"
+	"github.com/ftrace-harness/fth/stress/racer"
+	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -85,7 +88,7 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 	// its own there (modeLinker).
 	var cpu0 unix.CPUSet
 	cpu0.Set(0)
-	if err := setProcessCPUs(&cpu0, 0); err != nil {
+	if err := racer.SetProcessCPUs(&cpu0, 0); err != nil {
 		return fmt.Errorf("repro: pin the agent to CPU 0: %w", err)
 	}
 	defer func() {
@@ -93,7 +96,7 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 		for c := range a.sys.numCPU {
 			all.Set(c)
 		}
-		_ = setProcessCPUs(&all, 0)
+		_ = racer.SetProcessCPUs(&all, 0)
 	}()
 	r, closePort, err := a.openRacePort()
 	if err != nil {
@@ -157,7 +160,7 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 		}
 		if try == len(midUpdateOthers)-1 {
 			// A pass here would say nothing of the kernel.
-			return &unjudgedError{errors.New("repro: the sequence did not run: the fexit's update never reached its window while a modify was held")}
+			return report.Unjudged(errors.New("repro: the sequence did not run: the fexit's update never reached its window while a modify was held"))
 		}
 	}
 	a.sys.sleep(reproCalls)
@@ -169,15 +172,15 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 // FuncSeq; the host ends the hold after midUpdateHoldFor. It reports
 // whether the fexit's task was in its window then (the sequence ran); if
 // not, the fexit is detached again.
-func (a *agent) midUpdateTry(r *raceAgent, d *reproDeliver, hold uint64, fn, num string) (bool, error) {
+func (a *agent) midUpdateTry(r *raceHolds, d *reproDeliver, hold uint64, fn, num string) (bool, error) {
 	step := a.reproLog
 	// Everything loaded before the hold: the modify in a linker process on
 	// CPU 1, the fexit here.
-	linker, err := startHelper(modeLinker, "1", fn)
+	linker, err := racer.Start(modeLinker, "1", fn)
 	if err != nil {
 		return false, fmt.Errorf("repro: %w", err)
 	}
-	defer linker.stop()
+	defer linker.Stop()
 	link, err := d.linkLater(deliver.FuncSeq, oracle.FExit, "fexit-seq")
 	if err != nil {
 		return false, fmt.Errorf("repro: load the fexit: %w", err)
@@ -186,22 +189,19 @@ func (a *agent) midUpdateTry(r *raceAgent, d *reproDeliver, hold uint64, fn, num
 	// waits for the held CPU (a TLB flush's IPI) with its own CPU, and
 	// the agent's, spinning.
 	arm := event.RaceMsg{Op: event.RaceArm, Addr: hold, Size: 1, CPU: 1, TimeoutMS: 10000, HoldMS: int(midUpdateHoldFor / time.Millisecond)}
-	if err := r.send(arm); err != nil {
-		return false, fmt.Errorf("repro: arm: %w", err)
-	}
-	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return false, fmt.Errorf("repro: arm at %s: %+v %v", midUpdateHold, m, err)
+	if err := r.Arm(arm); err != nil {
+		return false, fmt.Errorf("repro: arm at %s: %w", midUpdateHold, err)
 	}
 	step("%s attach a second BPF fentry to %s from CPU 1 (modifies its trampoline: update_ftrace_direct_mod), the host holding it at %s", num, fn, midUpdateHold)
-	if err := linker.poke('l'); err != nil {
+	if err := linker.Poke('l'); err != nil {
 		return false, fmt.Errorf("repro: %w", err)
 	}
-	m, err := r.recv(15 * time.Second)
+	m, err := r.Recv(time.Duration(arm.TimeoutMS)*time.Millisecond + raceport.Slack)
 	if err != nil {
 		return false, fmt.Errorf("repro: %w", err)
 	}
 	modified := func() error {
-		line, err := linker.read(30 * time.Second)
+		line, err := linker.Read(30 * time.Second)
 		switch {
 		case err != nil:
 			return err
@@ -221,7 +221,7 @@ func (a *agent) midUpdateTry(r *raceAgent, d *reproDeliver, hold uint64, fn, num
 	fexitWhat := "attach a BPF fexit to " + deliver.FuncSeq + " from CPU 0 (rebuilds its trampoline's flags: CALL_ORIG)"
 	step("%s %s while the modify is held", num, fexitWhat)
 	tids := make(chan int, 1)
-	fexit := onCPU(0, func(tid int) error {
+	fexit := racer.OnCPU(0, func(tid int) error {
 		tids <- tid
 		return link()
 	})
@@ -231,9 +231,8 @@ func (a *agent) midUpdateTry(r *raceAgent, d *reproDeliver, hold uint64, fn, num
 	case err := <-fexit:
 		return false, fmt.Errorf("repro: %s: %w", fexitWhat, err)
 	}
-	m, err = r.recv(midUpdateHoldFor + 15*time.Second)
-	if err != nil || m.Op != event.RaceReleased {
-		return false, fmt.Errorf("repro: the host's release: %+v %v", m, err)
+	if _, err = r.Expect(midUpdateHoldFor+raceport.Slack, event.RaceReleased); err != nil {
+		return false, fmt.Errorf("repro: the host's release: %w", err)
 	}
 	// The modify holds direct_mutex a while more (its temporary ops'
 	// text writes): the fexit's update waits for it inside the window.
@@ -242,7 +241,7 @@ func (a *agent) midUpdateTry(r *raceAgent, d *reproDeliver, hold uint64, fn, num
 	var fe error
 	fexitDone := false
 	for deadline := time.Now().Add(midUpdateWaitFor); time.Now().Before(deadline) && !fexitDone; time.Sleep(10 * time.Millisecond) {
-		where = taskStack(tid)
+		where = racer.TaskStack(tid)
 		if waited = slices.ContainsFunc(where, inMidUpdateWindow); waited {
 			break
 		}
@@ -294,21 +293,4 @@ func errOrDone(err error) string {
 		return "done"
 	}
 	return err.Error()
-}
-
-// onCPU runs fn on a thread of its own pinned to cpu, with that thread's
-// id, and sends its result.
-func onCPU(cpu int, fn func(tid int) error) <-chan error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			done <- err
-			return
-		}
-		done <- fn(unix.Gettid())
-	}()
-	return done
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -94,11 +95,8 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 	defer stop()
 	arm := event.RaceMsg{Op: event.RaceArm, Addr: h.addr[refusedListed], Size: h.insnSize, CPU: 0, TimeoutMS: 10000,
 		Then: &event.RaceMsg{Op: event.RaceArm, Addr: h.jump, Size: h.how.size, CPU: 1, TimeoutMS: 5000, HoldMS: int(refusedHold / time.Millisecond)}}
-	if err := r.send(arm); err != nil {
-		return fmt.Errorf("repro: arm: %w", err)
-	}
-	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return fmt.Errorf("repro: arm at %s: %+v %v", refusedListed, m, err)
+	if err := r.Arm(arm); err != nil {
+		return fmt.Errorf("repro: arm at %s: %w", refusedListed, err)
 	}
 	write := "attach fth_deliver.ko's direct user (register_ftrace_direct) to " + deliver.FuncSeq
 	step("%d/%d %s from CPU 0, the host holding it at %s (its ops listed), the reader (CPU 1's caller) at %s", total-1, total, write, refusedListed, h.how.asm)
@@ -125,8 +123,9 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 
 // refusedHolds reads the host's answers to the two arms of the refused
 // sequences and says what was held, or why the sequence did not run.
-func refusedHolds(r *raceAgent) (string, error) {
-	next := func(want ...string) (event.RaceMsg, error) { return r.expect(15*time.Second, want...) }
+func refusedHolds(r *raceHolds) (string, error) {
+	// The longest of the two stops (10 s) and the host's answer.
+	next := func(want ...string) (event.RaceMsg, error) { return r.Expect(raceport.Reply+raceport.Slack, want...) }
 	if m, err := next(event.RaceStopped, event.RaceTimeout, event.RaceMissed); err != nil || m.Op != event.RaceStopped {
 		return "", fmt.Errorf("the writer did not stop at %s: %+v %v", refusedListed, m, err)
 	}

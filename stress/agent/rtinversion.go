@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/racer"
+	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 )
 
@@ -19,7 +21,7 @@ import (
 // must report the stall as harness-induced, with the runqueue rows that
 // show why, never as a kernel hang.
 //
-// They are the race scenario's helper processes (startHelper, pinProcess):
+// They are the race scenario's helper processes (racer.Start, racer.PinProcess):
 // asynchronous preemption off, one P, and every thread pinned and
 // real-time, so that whichever thread runs the spin is the one starved.
 // Each says "ready" only once it is. A spinner that ran on after the hog
@@ -28,24 +30,24 @@ import (
 // at its next tick in user space and the grace period ends: the injection
 // checks the victim is off the CPU and says so when it is not.
 func injectRTInversion(cpu int) (stop func(), err error) {
-	victim, err := startHelper(modeSpin, strconv.Itoa(cpu), "1")
+	victim, err := racer.Start(modeSpin, strconv.Itoa(cpu), "1")
 	if err != nil {
 		return nil, fmt.Errorf("start the SCHED_FIFO 1 spinner: %w", err)
 	}
-	hog, err := startHelper(modeSpin, strconv.Itoa(cpu), "2")
+	hog, err := racer.Start(modeSpin, strconv.Itoa(cpu), "2")
 	if err != nil {
-		victim.stop()
+		victim.Stop()
 		return nil, fmt.Errorf("start the SCHED_FIFO 2 spinner: %w", err)
 	}
-	stop = func() { hog.stop(); victim.stop() }
-	ticks, err := cpuTicks(victim.cmd.Process.Pid, time.Second)
+	stop = func() { hog.Stop(); victim.Stop() }
+	ticks, err := cpuTicks(victim.Pid(), time.Second)
 	if err != nil {
 		stop()
 		return nil, err
 	}
 	if ticks > 0 {
 		stop()
-		return nil, &unjudgedError{fmt.Errorf("the SCHED_FIFO 1 spinner ran %d ticks in the second after the SCHED_FIFO 2 one took cpu %d: nothing is starved", ticks, cpu)}
+		return nil, report.Unjudged(fmt.Errorf("the SCHED_FIFO 1 spinner ran %d ticks in the second after the SCHED_FIFO 2 one took cpu %d: nothing is starved", ticks, cpu))
 	}
 	return stop, nil
 }
@@ -102,7 +104,7 @@ func spinMain(args []string) error {
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("agent spin %q: want two integers", args)
 	}
-	if err := pinProcess(cpu, prio, guestComm); err != nil {
+	if err := racer.PinProcess(cpu, prio, racer.GuestComm); err != nil {
 		return fmt.Errorf("agent spin: %w", err)
 	}
 	fmt.Println("ready")

@@ -63,7 +63,7 @@ func (a *agent) executeStandalone(ctx context.Context) error {
 		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &event.Oracle{Name: event.OracleReproducer, Title: fail, Msg: a.opts.Reproducer}})
 		return nil
 	default:
-		return &unjudgedError{fmt.Errorf("reproducer %s could not run: %w", a.opts.Reproducer, werr)}
+		return report.Unjudged(fmt.Errorf("reproducer %s could not run: %w", a.opts.Reproducer, werr))
 	}
 }
 

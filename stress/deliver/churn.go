@@ -204,6 +204,11 @@ type Result struct {
 	// States and Edges count the callsite's states entered and the
 	// transitions between them ("one-ops -> list").
 	States, Edges map[string]int
+	// Orders counts the registration orders of the direct call and each
+	// other group made (event.DeliveryOrder); OrderGoal is every one the
+	// churn's users can make, sorted.
+	Orders    map[string]int
+	OrderGoal []string
 }
 
 type churn struct {
@@ -223,6 +228,16 @@ type churn struct {
 	tries map[string]int
 }
 
+// newChurn is a churn of cfg with nothing attached and nothing counted.
+func newChurn(cfg Config) *churn {
+	return &churn{
+		cfg: cfg, attached: map[string]bool{}, filtered: map[string]bool{}, groups: map[Group]int{},
+		open: map[string]countWindow{}, tries: map[string]int{},
+		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Updates: map[string]int{}, Failed: map[string]int{}, Skipped: map[string]string{},
+			Avoided: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}, Orders: map[string]int{}},
+	}
+}
+
 type countWindow struct {
 	before Calls  // read before the attach began
 	after  Calls  // read after it returned
@@ -236,12 +251,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Pause <= 0 {
 		cfg.Pause = 10 * time.Millisecond
 	}
-	c := &churn{
-		cfg: cfg, attached: map[string]bool{}, filtered: map[string]bool{}, groups: map[Group]int{},
-		open: map[string]countWindow{}, tries: map[string]int{},
-		res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, Updates: map[string]int{}, Failed: map[string]int{}, Skipped: map[string]string{},
-			Avoided: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}},
-	}
+	c := newChurn(cfg)
 	users, err := cfg.Mod.Users()
 	if err != nil {
 		return c.res, fmt.Errorf("deliver: %w", err)
@@ -265,6 +275,7 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 		}
 		names = append(names, n)
 	}
+	c.res.OrderGoal = orderGoal(names, cfg.Groups)
 	c.res.States[State(c.groups)]++
 	if err := cfg.Mod.Run(true); err != nil {
 		return c.res, fmt.Errorf("deliver: start callers: %w", err)
@@ -294,7 +305,10 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 	}
 	for _, step := range cfg.Opening {
 		n, filter := strings.CutPrefix(step, filterStep)
-		if ctx.Err() != nil || !slices.Contains(names, n) || c.avoided(n) || (filter && !c.filterable(n)) {
+		n, on := strings.CutPrefix(n, onStep)
+		n, off := strings.CutPrefix(n, offStep)
+		if ctx.Err() != nil || !slices.Contains(names, n) || c.avoided(n) || (filter && !c.filterable(n)) ||
+			(on && c.attached[n]) || (off && !c.attached[n]) {
 			continue
 		}
 		if filter {
@@ -369,14 +383,47 @@ func Churn(ctx context.Context, cfg Config) (Result, error) {
 // with thousands of trampolines live, a change took seconds on a slow
 // machine and the churn's budget ended after 8 of them (2026-11-28): the
 // campaign waits for the opening (Config.OpeningDone).
+//
+// Then both registration orders of the direct call and every other
+// group (OrderUsers): with the fentry on, one user of each group joins
+// it; the fentry leaves and comes back, joining them all at once; they
+// leave. A group's bug that bites in one order alone (riscv64's
+// trampolines each have an ops of their own, called by the list function
+// in the order they came) is then met in both.
 func Opening() []string {
-	return []string{"direct", "direct", "fentry", "fentry",
+	out := []string{"direct", "direct", "fentry", "fentry",
 		"ops-recursion", "kprobe", FilterStep("ops-recursion"),
 		"ops-multi", "ops-notrace", "ops-notrace", "ops-multi",
 		"kprobe", FilterStep("ops-recursion"), "ops-recursion",
 		"fexit", UserLivepatch, UserLivepatch, UserLivepatch, "fexit", "fexit", UserLivepatch,
 		"fexit", "direct", "direct", "fentry"}
+	// The fentry is on: each group joins it; the fentry leaves and comes
+	// back; they leave.
+	for _, u := range OrderUsers() {
+		out = append(out, onStep+u)
+	}
+	out = append(out, offStep+"fentry", onStep+"fentry")
+	for _, u := range OrderUsers() {
+		out = append(out, offStep+u)
+	}
+	return out
 }
+
+// OrderUsers are the users the opening makes the registration orders
+// with, one of each group but the direct call's and ops-ipmodify's,
+// which the campaign leaves out by default (a known finding's trigger)
+// and the walk aims at where it is in.
+func OrderUsers() []string {
+	return []string{"ops", "ops-regs", "ops-recursion", "ops-multi", "ops-notrace", "kprobe", "fprobe", "function-tracer", UserLivepatch}
+}
+
+// onStep and offStep prefix an opening step that attaches a user, or
+// detaches it, and is passed over when the user already is so (a refused
+// attach earlier leaves it off): a plain step toggles.
+const (
+	onStep  = "on "
+	offStep = "off "
+)
 
 // filterStep prefixes an opening step that changes a module ops's filter
 // instead of attaching or detaching it (FilterStep).
@@ -419,6 +466,9 @@ func (c *churn) pick(names []string) string {
 			return n
 		}
 		if n, ok := c.uncovered(names); ok {
+			return n
+		}
+		if n, ok := c.unordered(names); ok {
 			return n
 		}
 	}
@@ -518,6 +568,88 @@ func (c *churn) reaches(attached map[string]bool, groups map[Group]int, name str
 		if _, ok := c.reaches(attached, groups, n, names, depth-1); ok {
 			return "", true
 		}
+	}
+	return "", false
+}
+
+// orderGoal is every registration order the users names can make: the
+// direct call first and each other group second, and the other way.
+func orderGoal(names []string, groups map[string]Group) []string {
+	direct := slices.ContainsFunc(names, func(n string) bool { return groups[n] == GroupDirect })
+	if !direct {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		if g := groups[n]; g != GroupDirect && g != "" {
+			for _, o := range []string{event.DeliveryOrder(string(GroupDirect), string(g)), event.DeliveryOrder(string(g), string(GroupDirect))} {
+				if !slices.Contains(out, o) {
+					out = append(out, o)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// unordered returns a user whose change makes a registration order of
+// the direct call and another group not made yet, or leads to one: with
+// the direct call on, a group joining it, else the direct call leaving
+// so that it can join a group it has not joined; with it off, the direct
+// call joining a group attached, else such a group attaching first. A
+// covering change is aimed at maxTries times at most (the kernel may
+// refuse it).
+func (c *churn) unordered(names []string) (string, bool) {
+	missing := func(first, second Group) bool {
+		o := event.DeliveryOrder(string(first), string(second))
+		return slices.Contains(c.res.OrderGoal, o) && c.res.Orders[o] == 0 && c.tries[o] < maxTries
+	}
+	var joins, directOn, directOff, firsts []string
+	var joinOrders []string
+	// waiting are the orders of an attached group the direct call has
+	// not joined yet.
+	var waiting []string
+	for g, k := range c.groups {
+		if g != GroupDirect && k > 0 && missing(g, GroupDirect) {
+			waiting = append(waiting, event.DeliveryOrder(string(g), string(GroupDirect)))
+		}
+	}
+	for _, n := range names {
+		g := c.cfg.Groups[n]
+		switch {
+		case g == GroupDirect && c.attached[n]:
+			directOn = append(directOn, n)
+		case g == GroupDirect:
+			directOff = append(directOff, n)
+		case c.attached[n] || c.groups[g] > 0:
+		case c.groups[GroupDirect] > 0 && missing(GroupDirect, g):
+			joins = append(joins, n)
+			joinOrders = append(joinOrders, event.DeliveryOrder(string(GroupDirect), string(g)))
+		case c.groups[GroupDirect] == 0 && missing(g, GroupDirect):
+			firsts = append(firsts, n)
+		}
+	}
+	aim := func(from []string) (string, bool) {
+		if len(from) == 0 {
+			return "", false
+		}
+		return from[c.cfg.Rng.IntN(len(from))], true
+	}
+	switch {
+	case len(joins) > 0:
+		i := c.cfg.Rng.IntN(len(joins))
+		c.tries[joinOrders[i]]++
+		return joins[i], true
+	case c.groups[GroupDirect] > 0 && len(waiting) > 0:
+		return aim(directOn)
+	case c.groups[GroupDirect] == 0 && len(waiting) > 0:
+		for _, o := range waiting {
+			c.tries[o]++
+		}
+		return aim(directOff)
+	case c.groups[GroupDirect] == 0:
+		return aim(firsts)
 	}
 	return "", false
 }
@@ -649,6 +781,9 @@ func (c *churn) record(name string, on bool) {
 	c.attached[name] = on
 	g := c.cfg.Groups[name]
 	if on {
+		if c.groups[g] == 0 {
+			c.recordOrders(g)
+		}
 		c.groups[g]++
 		c.res.Attaches[name]++
 	} else {
@@ -659,6 +794,18 @@ func (c *churn) record(name string, on bool) {
 	c.res.States[after]++
 	if after != before {
 		c.res.Edges[before+" -> "+after]++
+	}
+}
+
+// recordOrders counts the registration orders group g's first user makes
+// as it joins the callsite: the direct call joining every other group
+// there, or g joining the direct call.
+func (c *churn) recordOrders(g Group) {
+	for h, k := range c.groups {
+		if k == 0 || h == g || (g != GroupDirect && h != GroupDirect) {
+			continue
+		}
+		c.res.Orders[event.DeliveryOrder(string(h), string(g))]++
 	}
 }
 
@@ -850,7 +997,7 @@ func (c *churn) fail(f Finding) {
 // Event is the result as the agent reports it; names are every user
 // Churn was given.
 func (r Result) Event(names []string) event.Delivery {
-	d := event.Delivery{Steps: r.Steps, Checked: r.Checked, States: r.States, Edges: r.Edges}
+	d := event.Delivery{Steps: r.Steps, Checked: r.Checked, States: r.States, Edges: r.Edges, Orders: r.Orders, OrderGoal: r.OrderGoal}
 	for _, n := range names {
 		d.Users = append(d.Users, event.DeliveryUser{Name: n, Attaches: r.Attaches[n], Refused: r.Refused[n], Updates: r.Updates[n], Failed: r.Failed[n], Skipped: r.Skipped[n]})
 	}

@@ -232,11 +232,7 @@ func TestPickCoversEdges(t *testing.T) {
 	names := slices.Sorted(maps.Keys(groups))
 	const steps = 150
 	for seed := range uint64(500) {
-		c := &churn{
-			cfg:      Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0))},
-			attached: map[string]bool{}, groups: map[Group]int{}, tries: map[string]int{},
-			res: Result{Attaches: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}},
-		}
+		c := newChurn(Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0))})
 		for range steps {
 			n := c.pick(names)
 			c.record(n, !c.attached[n])
@@ -258,11 +254,7 @@ func TestPickAttachesEveryUser(t *testing.T) {
 	names := slices.Sorted(maps.Keys(groups))
 	const steps, refusing = 54, "kretprobe"
 	for seed := range uint64(500) {
-		c := &churn{
-			cfg:      Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0))},
-			attached: map[string]bool{}, groups: map[Group]int{}, tries: map[string]int{},
-			res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}},
-		}
+		c := newChurn(Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0))})
 		for range steps {
 			n := c.pick(names)
 			if n == refusing && !c.attached[n] {
@@ -290,11 +282,7 @@ func TestPickAvoids(t *testing.T) {
 	avoid := []Avoid{{User: "fexit", Beside: []string{UserLivepatch, "fentry"}, Why: "known"}}
 	besideOne := 0
 	for seed := range uint64(50) {
-		c := &churn{
-			cfg:      Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0)), Avoid: avoid},
-			attached: map[string]bool{}, groups: map[Group]int{}, tries: map[string]int{},
-			res: Result{Attaches: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}, Avoided: map[string]int{}},
-		}
+		c := newChurn(Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0)), Avoid: avoid})
 		for range 200 {
 			n := c.pick(names)
 			if n == "fexit" && !c.attached[n] {
@@ -384,7 +372,7 @@ func TestExternalToggle(t *testing.T) {
 				cfg: Config{Mod: Module{Dir: dir}, External: map[string]External{UserLivepatch: tt.ext},
 					Groups: ModuleUsers(), Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }},
 				attached: map[string]bool{}, groups: map[Group]int{},
-				res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}},
+				res: Result{Attaches: map[string]int{}, Refused: map[string]int{}, States: map[string]int{}, Edges: map[string]int{}, Orders: map[string]int{}},
 			}
 			c.toggle(UserLivepatch)
 			if c.attached[UserLivepatch] {
@@ -572,5 +560,85 @@ func TestUserNames(t *testing.T) {
 	got := slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(ModuleUsers())), AgentUsers()...)))
 	if want := options.DeliveryUsers(); !slices.Equal(got, want) {
 		t.Errorf("ModuleUsers and AgentUsers give %q; wire/options.DeliveryUsers says %q", got, want)
+	}
+}
+
+// The walk makes both registration orders of the direct call and every
+// other group (the group joining the direct call, the direct call
+// joining the group) within CI's 3-minute churn (150 steps, as
+// TestPickCoversEdges; the most it took was 138 over 500 seeds), for
+// every seed of 200, with x86_64's users.
+func TestPickMakesEveryOrder(t *testing.T) {
+	groups := x86Groups()
+	names := slices.Sorted(maps.Keys(groups))
+	goal := orderGoal(names, groups)
+	if len(goal) != 18 {
+		t.Fatalf("%d orders to make, want 18 (9 groups beside the direct call, each way): %v", len(goal), goal)
+	}
+	const steps = 150
+	most := 0
+	for seed := range uint64(200) {
+		c := newChurn(Config{Groups: groups, Rng: rand.New(rand.NewPCG(seed, 0))})
+		c.res.OrderGoal = goal
+		made := -1
+		for i := range steps {
+			n := c.pick(names)
+			c.record(n, !c.attached[n])
+			if made < 0 && !slices.ContainsFunc(goal, func(o string) bool { return c.res.Orders[o] == 0 }) {
+				made = i + 1
+			}
+		}
+		for _, o := range goal {
+			if c.res.Orders[o] == 0 {
+				t.Fatalf("seed %d: %d steps never made %q: %v", seed, steps, o, c.res.Orders)
+			}
+		}
+		most = max(most, made)
+	}
+	t.Logf("every order made within %d steps, for 200 seeds", most)
+}
+
+// orderGoal names each order once, sorted, and none without a direct
+// user.
+func TestOrderGoal(t *testing.T) {
+	groups := map[string]Group{"fentry": GroupDirect, "fexit": GroupDirect, "kprobe": GroupKprobe, "kretprobe": GroupKprobe, "ops": "ops"}
+	want := []string{"direct, then kprobe", "direct, then ops", "kprobe, then direct", "ops, then direct"}
+	if got := orderGoal(slices.Sorted(maps.Keys(groups)), groups); !slices.Equal(got, want) {
+		t.Errorf("orderGoal = %v, want %v", got, want)
+	}
+	if got := orderGoal([]string{"kprobe", "ops"}, groups); got != nil {
+		t.Errorf("orderGoal without a direct user = %v, want none", got)
+	}
+}
+
+// The opening alone makes both registration orders of the direct call
+// and every group of x86_64's users, each user's toggles balanced but the
+// fentry's, which it leaves on.
+func TestOpeningMakesEveryOrder(t *testing.T) {
+	groups := x86Groups()
+	names := slices.Sorted(maps.Keys(groups))
+	c := newChurn(Config{Groups: groups})
+	c.res.OrderGoal = orderGoal(names, groups)
+	for _, step := range Opening() {
+		n, filter := strings.CutPrefix(step, filterStep)
+		n, on := strings.CutPrefix(n, onStep)
+		n, off := strings.CutPrefix(n, offStep)
+		if filter || !slices.Contains(names, n) || (on && c.attached[n]) || (off && !c.attached[n]) {
+			continue
+		}
+		c.record(n, !c.attached[n])
+	}
+	for _, o := range c.res.OrderGoal {
+		if c.res.Orders[o] == 0 {
+			t.Errorf("the opening never made %q: %v", o, c.res.Orders)
+		}
+	}
+	for _, u := range OrderUsers() {
+		if g, ok := groups[u]; !ok || g == GroupDirect {
+			t.Errorf("OrderUsers has %q, not a user of a group beside the direct call", u)
+		}
+	}
+	if on := slices.DeleteFunc(slices.Sorted(maps.Keys(c.attached)), func(n string) bool { return !c.attached[n] }); !slices.Equal(on, []string{"fentry"}) {
+		t.Errorf("attached after the opening: %v, want the fentry alone", on)
 	}
 }

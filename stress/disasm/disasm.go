@@ -57,6 +57,24 @@ func One(goarch string, addr uint64, code []byte) (Insn, error) {
 	return in, err
 }
 
+// CallTarget is where in, an instruction of code (which starts at addr),
+// calls: a direct call's target. Only x86_64's call rel32 is known; an
+// indirect call, any other instruction, or another arch says false.
+func CallTarget(goarch string, addr uint64, code []byte, in Insn) (uint64, bool) {
+	if goarch != "amd64" || in.Off < 0 || in.Off+in.Len > len(code) {
+		return 0, false
+	}
+	x, err := x86asm.Decode(code[in.Off:in.Off+in.Len], 64)
+	if err != nil || x.Op != x86asm.CALL {
+		return 0, false
+	}
+	rel, ok := x.Args[0].(x86asm.Rel)
+	if !ok {
+		return 0, false
+	}
+	return addr + uint64(in.Off+in.Len) + uint64(int64(rel)), true
+}
+
 // head is up to the first 8 bytes of b, for an error.
 func head(b []byte) []byte {
 	return b[:min(len(b), 8)]

@@ -219,3 +219,42 @@ func TestFieldCompares(t *testing.T) {
 		t.Error("arm64: want ErrUnknownArch")
 	}
 }
+
+func TestCallTarget(t *testing.T) {
+	const base = 0xffffffffa007f3c0
+	fexit := readHex(t, "x86_64-bpf-trampoline-fexit-7.3.4.hex")
+	insns, err := Window("amd64", base, fexit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(off int) Insn {
+		i := slices.IndexFunc(insns, func(in Insn) bool { return in.Off == off })
+		if i < 0 {
+			t.Fatalf("no instruction at +%#x", off)
+		}
+		return insns[i]
+	}
+	for _, tc := range []struct {
+		name   string
+		goarch string
+		in     Insn
+		to     uint64
+		ok     bool
+	}{
+		// The image's call of fth_target_napping (0xffffffffa0400240),
+		// past its 5-byte callsite: the end of the prologue.
+		{"x86_64 fexit image's call of the function", "amd64", at(0x37), 0xffffffffa0400245, true},
+		// __bpf_tramp_enter, called before it.
+		{"x86_64 call of __bpf_tramp_enter", "amd64", at(0x2e), 0xffffffff811ce5c0, true},
+		{"x86_64 not a call", "amd64", at(0x33), 0, false},
+		{"another arch", "arm64", at(0x37), 0, false},
+		{"past the code", "amd64", Insn{Off: len(fexit), Len: 5}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			to, ok := CallTarget(tc.goarch, base, fexit, tc.in)
+			if to != tc.to || ok != tc.ok {
+				t.Errorf("CallTarget(%s) = %#x, %v; want %#x, %v", tc.in.Text, to, ok, tc.to, tc.ok)
+			}
+		})
+	}
+}

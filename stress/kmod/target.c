@@ -23,6 +23,12 @@
  * and before __bpf_tramp_exit(), as a task in a blocking function does
  * (the race's fexit trampoline target).
  *
+ * A write to /sys/kernel/debug/fth_target/rcu_tasks_barrier returns once
+ * every call_rcu_tasks() callback queued before it has run
+ * (rcu_barrier_tasks()): the first of a detached fexit image's waits,
+ * which the race's fexit target must see end before its task leaves the
+ * traced function. Not there without CONFIG_TASKS_RCU.
+ *
  * /sys/kernel/debug/fth_target/bug commits one injected bug by name (bugs.c).
  */
 #include <linux/atomic.h>
@@ -32,6 +38,7 @@
 #include <linux/kernel.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -142,6 +149,21 @@ static const struct file_operations nap_fops = {
 	.llseek = default_llseek,
 };
 
+#ifdef CONFIG_TASKS_RCU
+static ssize_t rcu_tasks_barrier_write(struct file *file, const char __user *buf,
+				       size_t count, loff_t *ppos)
+{
+	rcu_barrier_tasks();
+	return count;
+}
+
+static const struct file_operations rcu_tasks_barrier_fops = {
+	.owner = THIS_MODULE,
+	.write = rcu_tasks_barrier_write,
+	.llseek = default_llseek,
+};
+#endif
+
 /*
  * dsleep puts its writer to sleep uninterruptibly for the given number of
  * milliseconds (at most FTH_MAX_DSLEEP_MS): the harness's hang injection.
@@ -206,6 +228,9 @@ static int __init fth_target_init(void)
 	debugfs_create_file("call", 0600, dir, NULL, &call_fops);
 	debugfs_create_file("dsleep", 0200, dir, NULL, &dsleep_fops);
 	debugfs_create_file("nap", 0200, dir, NULL, &nap_fops);
+#ifdef CONFIG_TASKS_RCU
+	debugfs_create_file("rcu_tasks_barrier", 0200, dir, NULL, &rcu_tasks_barrier_fops);
+#endif
 	fth_bugs_init(dir);
 	return 0;
 }

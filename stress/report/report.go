@@ -112,3 +112,15 @@ func (m *Memory) OfKind(k event.Kind) []event.Event {
 	}
 	return out
 }
+
+// UnjudgedError is a run that stopped at a limit of the agent's, not at
+// anything the kernel did: the host calls the cell an error, not a
+// failure.
+type UnjudgedError struct{ err error }
+
+// Unjudged marks err as no verdict on the kernel.
+func Unjudged(err error) error { return &UnjudgedError{err: err} }
+
+func (e *UnjudgedError) Error() string { return e.err.Error() }
+
+func (e *UnjudgedError) Unwrap() error { return e.err }

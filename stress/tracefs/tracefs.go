@@ -14,6 +14,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -340,4 +341,48 @@ func EventName(prefix, fn string) string {
 		s = fmt.Sprintf("%s_%08x", s[:maxEventName-1-9], h.Sum32())
 	}
 	return s
+}
+
+// FilteredInstance makes the instance name under f, its function filter
+// fn alone, and returns it with the function that resets and removes it.
+func (f FS) FilteredInstance(name, fn string) (FS, func(), error) {
+	inst, err := f.Instance(name)
+	if err != nil {
+		return inst, nil, fmt.Errorf("tracefs instance %s: %w", name, err)
+	}
+	drop := func() {
+		_ = inst.Reset()
+		_ = f.RemoveInstance(name)
+	}
+	if err := inst.SetFilter(fn); err != nil {
+		drop()
+		return inst, nil, fmt.Errorf("set_ftrace_filter %s: %w", fn, err)
+	}
+	return inst, drop, nil
+}
+
+// RecordIPs reads available_filter_functions_addrs: each traceable
+// function's ftrace record address ("ip name [module]"), the key the
+// direct_functions hash and a probe's ftrace_func_mapper file it under.
+// The first of a name wins.
+func (f FS) RecordIPs() (map[string]uint64, error) {
+	b, err := f.read("available_filter_functions_addrs")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, l := range strings.Split(b, "\n") {
+		fl := strings.Fields(l)
+		if len(fl) < 2 {
+			continue
+		}
+		ip, err := strconv.ParseUint(fl[0], 16, 64)
+		if err != nil {
+			continue
+		}
+		if _, ok := out[fl[1]]; !ok {
+			out[fl[1]] = ip
+		}
+	}
+	return out, nil
 }

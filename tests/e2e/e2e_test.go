@@ -278,17 +278,31 @@ func TestX86CampaignPasses(t *testing.T) {
 	if !strings.Contains(r.stdout, "stage by stage") {
 		t.Errorf("summary table does not show the campaign's stages:\n%s", r.stdout)
 	}
-	// x86_64's race stage walks the three windows, the trampolines' each
-	// from its first instruction, the INT3 patcher's from its last step,
-	// and the run prints how far.
-	for _, target := range []string{"trampoline", "opstramp", "int3"} {
+	// x86_64's race stage walks both trampoline images whole, the fentry
+	// image's from its first instruction and the fexit image's from its
+	// return, then the ops trampoline's window from its first instruction
+	// and the INT3 patcher's from its last step within their shares; and
+	// the run prints how far.
+	// Every point is injected at; one whose task the preemptor did not
+	// take in pointTries tries (a loaded host) is injected at but not
+	// explored, and a couple such are allowed.
+	for _, w := range res.Windows {
+		if (w.Target != "trampoline" && w.Target != "fexittramp") || len(w.Insns) == 0 {
+			continue
+		}
+		cov, points := res.WindowCoverage(w)
+		if cov.Points == 0 || len(points) != cov.Points || cov.Explored < cov.Points-2 {
+			t.Errorf("%s: %d of %d points injected at, %d explored; want every one injected at and all but 2 at most explored (%+v)", w.Target, len(points), cov.Points, cov.Explored, cov)
+		}
+	}
+	for _, target := range []string{"trampoline", "opstramp", "int3", "fexittramp"} {
 		i := slices.IndexFunc(res.Windows, func(w event.RaceWindow) bool { return w.Target == target && len(w.Insns) > 0 })
 		if i < 0 {
 			t.Errorf("no decoded %s window: %+v", target, res.Windows)
 			continue
 		}
 		first := res.Windows[i].Insns[0].Off
-		if target == "int3" {
+		if target == "int3" || target == "fexittramp" {
 			first = res.Windows[i].Insns[len(res.Windows[i].Insns)-1].Off
 		}
 		if !slices.ContainsFunc(res.Injections, func(in event.Injection) bool { return in.Target == target && in.Offset == first }) {

@@ -251,10 +251,13 @@ func raceCatches(t *testing.T, arches, mutant, target, place string, crash bool,
 		if row.Seconds >= 60 {
 			t.Errorf("mutant %s crashed %.1f s after boot, want under 60", row.Mutant, row.Seconds)
 		}
-		// The first injection whose action ends while the task is held
-		// crashes the kernel; one before it may have seen its action
-		// outrun the window and the task run on first (a cold detach
-		// under TCG took 853 ms against x86's 400 ms window in CI).
+		// The first injection that sees the image freed while the task
+		// is held crashes the kernel. One before it may have seen no
+		// free in the window: its action outran the window (a cold
+		// detach under TCG took 853 ms against x86's 400 ms window in
+		// CI), or the detach returned in it but the free it queued
+		// (after an RCU-tasks-trace grace period, then a work item)
+		// came after the task ran on (CI, injection 1 of a run).
 		inj := res.Injections
 		if !crash {
 			if len(inj) > 2 {
@@ -267,8 +270,10 @@ func raceCatches(t *testing.T, arches, mutant, target, place string, crash bool,
 			t.Errorf("mutant %s: injections %+v; want the last one crashed", row.Mutant, inj)
 		}
 		for _, in := range inj[:max(len(inj)-1, 0)] {
-			if in.Outcome != event.InjSurvived || in.ActionDone || in.ActionLate {
-				t.Errorf("mutant %s: injection %d before the crash: outcome %s, action done in the window %v, late %v: only an action that outran the window may spare the task", row.Mutant, in.Seq, in.Outcome, in.ActionDone, in.ActionLate)
+			// An image seen freed in the window is never judged
+			// survived (freed-under-task).
+			if in.Outcome != event.InjSurvived {
+				t.Errorf("mutant %s: injection %d before the crash: outcome %s (action done in the window %v, late %v): only a free after the window may spare the task", row.Mutant, in.Seq, in.Outcome, in.ActionDone, in.ActionLate)
 			}
 		}
 		if place != "" && !strings.Contains(row.Title, place) {

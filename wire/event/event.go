@@ -279,6 +279,29 @@ type Delivery struct {
 	// one-ops").
 	States map[string]int `json:"states,omitempty"`
 	Edges  map[string]int `json:"edges,omitempty"`
+	// Orders counts the registration orders made of the direct call and
+	// each other ftrace_ops on the callsite (DeliveryOrder): the ops
+	// joining the direct call, and the direct call joining the ops.
+	// OrderGoal is every order the run's users could make.
+	Orders    map[string]int `json:"orders,omitempty"`
+	OrderGoal []string       `json:"order_goal,omitempty"`
+}
+
+// DeliveryOrder names the registration order of two of a callsite's
+// ftrace_ops: first registered, then second beside it ("direct, then
+// kprobe"; "kprobe, then direct").
+func DeliveryOrder(first, second string) string { return first + ", then " + second }
+
+// MissingOrders are the orders of goal that made never counted, in
+// goal's order.
+func MissingOrders(goal []string, made map[string]int) []string {
+	var out []string
+	for _, o := range goal {
+		if made[o] == 0 {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // DeliveryEdges are the changes of the callsite's state that one user's

@@ -2,7 +2,6 @@ package options
 
 import (
 	"errors"
-	"github.com/ftrace-harness/fth/wire/event"
 	"io"
 	"reflect"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/wire/benchopts"
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 var env4 = Env{NumCPU: 4, Poweroff: true}
@@ -506,7 +506,7 @@ func TestRaceTargets(t *testing.T) {
 		wantErr        string
 	}{
 		{target: RaceAuto, goarch: "amd64", want: []string{RaceTrampoline}},
-		{target: RaceAuto, goarch: "amd64", campaign: true, want: []string{RaceTrampoline, RaceOpsTrampoline, RaceInt3}},
+		{target: RaceAuto, goarch: "amd64", campaign: true, want: []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceInt3}},
 		{target: RaceAll, goarch: "amd64", want: []string{RaceTrampoline, RaceFexitTrampoline, RaceOpsTrampoline, RaceInt3}},
 		{target: RaceAll, goarch: "arm64", want: []string{RaceTrampoline, RaceFexitTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}},
 		{target: RaceAll, goarch: "riscv64", want: []string{RaceTrampoline, RaceFexitTrampoline, RaceCallsite, RaceCallOps, RaceLiteral}},
@@ -525,6 +525,9 @@ func TestRaceTargets(t *testing.T) {
 		{target: RaceCallsite, goarch: "amd64", want: []string{RaceCallsite}, wantErr: "two-instruction callsite"},
 	} {
 		got := RaceTargets(tc.target, tc.goarch, tc.campaign)
+		if tc.campaign && tc.goarch != "amd64" && slices.Contains(got, RaceFexitTrampoline) {
+			t.Errorf("the campaign on %s races fexittramp, which works on amd64 alone", tc.goarch)
+		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("RaceTargets(%q, %s, campaign %v) = %v, want %v", tc.target, tc.goarch, tc.campaign, got, tc.want)
 		}
@@ -585,6 +588,27 @@ func TestCellNeeds(t *testing.T) {
 		}
 		if got := o.KernelArgs(); len(got) != tc.kernArgs {
 			t.Errorf("%v: KernelArgs %v, want %d", tc.args, got, tc.kernArgs)
+		}
+	}
+}
+
+// TestRaceWalkAll: the campaign walks both trampoline kinds whole on
+// x86_64, outside the shares; the other targets, and the other arches,
+// take shares.
+func TestRaceWalkAll(t *testing.T) {
+	for _, tc := range []struct {
+		target, goarch string
+		want           bool
+	}{
+		{RaceFexitTrampoline, "amd64", true},
+		{RaceTrampoline, "amd64", true},
+		{RaceTrampoline, "riscv64", false},
+		{RaceOpsTrampoline, "amd64", false},
+		{RaceInt3, "amd64", false},
+		{"nosuch", "amd64", false},
+	} {
+		if got := RaceWalkAll(tc.target, tc.goarch); got != tc.want {
+			t.Errorf("RaceWalkAll(%s, %s) = %v, want %v", tc.target, tc.goarch, got, tc.want)
 		}
 	}
 }

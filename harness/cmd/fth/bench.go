@@ -16,6 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // widenMode is one emulator setting `fth bench widening` compares.
@@ -107,8 +108,12 @@ func cmdBenchWidening(ctx context.Context, args []string, stdout, stderr io.Writ
 			"scenario": "churn", "churn": churn.String(), "seed": fmt.Sprint(*seed), "n": "0", "hot": "8",
 			"modlist": "ftrace_direct,ftrace_direct_too,ftrace_direct_multi,fth_target",
 		}
+		args, err := options.NewArgs(agent)
+		if err != nil {
+			return err
+		}
 		c := runner.Cell{
-			Name: m.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: "churn", AgentArgs: agent,
+			Name: m.name, Arch: a, Fragments: frags, Preempt: "full", Agent: args,
 			Accel: m.accel, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Deadline: *deadline, Silence: 3 * time.Minute, Widen: m.widen,
 			Toolchain: b.toolchain,
 		}

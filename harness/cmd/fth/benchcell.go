@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/wire/event"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // cellVariant is one way `fth bench cell` runs the default cell: the
@@ -63,12 +63,16 @@ func cmdBenchCell(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	runDir := filepath.Join(*out, runID)
 	var rows []results.Result
 	for _, v := range variants {
+		args, err := options.NewArgs(v.agent)
+		if err != nil {
+			return err
+		}
 		c := runner.Cell{
-			Name: v.name, Arch: a, Fragments: frags, Preempt: "full", Scenario: def.Scenario, AgentArgs: v.agent,
+			Name: v.name, Arch: a, Fragments: frags, Preempt: "full", Agent: args,
 			Accel: def.Accel, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Deadline: def.Deadline, Silence: def.Silence,
 			Toolchain: b.toolchain,
 		}
-		log.Info("bench cell", "variant", v.name, "agent", formatAgent(v.agent))
+		log.Info("bench cell", "variant", v.name, "agent", args.String())
 		r, err := env.Run(ctx, runID, runDir, c)
 		if err != nil {
 			return err
@@ -231,16 +235,4 @@ func parseAgentList(s string) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
-}
-
-func formatAgent(m map[string]string) string {
-	var parts []string
-	for _, k := range sortedKeys(m) {
-		parts = append(parts, k+"="+m[k])
-	}
-	return strings.Join(parts, " ")
-}
-
-func sortedKeys(m map[string]string) []string {
-	return slices.Sorted(maps.Keys(m))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/internal/atomicfile"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // Files a bisection writes into its run directory, beside its cells.
@@ -222,7 +222,7 @@ behave as claimed: both are said), 3 bad usage. See docs/bisect.md.`,
 	defer logf.Close()
 	both := io.MultiWriter(stdout, logf)
 	fmt.Fprintf(both, "bisect %s: %d revisions from %s (good) to %s (bad); test: cell %s (%s, %s), seed %s; %s\n",
-		*runID, len(revs), revs[0], revs[len(revs)-1], cell.Name, cell.Arch.Name, cell.Scenario, orUnset(cell.AgentArgs["seed"]), policyText(pol))
+		*runID, len(revs), revs[0], revs[len(revs)-1], cell.Name, cell.Arch.Name, cell.Agent.Options().Scenario, seedText(cell.Agent), policyText(pol))
 	res, err := bisect.Search(ctx, t, revs, pol, func(sofar bisect.Result) {
 		fmt.Fprintln(both, formatStep(sofar.Steps[len(sofar.Steps)-1]))
 		_ = atomicfile.WriteJSON(filepath.Join(runDir, bisectJSON), sofar)
@@ -259,11 +259,12 @@ func orUnknown(s string) string {
 	return s
 }
 
-func orUnset(s string) string {
-	if s == "" {
-		return "chosen per run"
+// seedText is the seed a bisection's runs use, as its log says it.
+func seedText(a options.Args) string {
+	if s := a.Options().Seed; s != 0 {
+		return fmt.Sprint(s)
 	}
-	return s
+	return "chosen per run"
 }
 
 // formatStep is a step's line in the log.
@@ -409,7 +410,6 @@ func (t *cellTester) Test(ctx context.Context, target bisect.Target, n int) (bis
 	c.Name = fmt.Sprintf("%03d-%s-run%d", t.seq, strings.ReplaceAll(target.Rev.Short(), ".", "_"), n)
 	c.KernelSrc = dir
 	c.Patches = append(slices.Clone(patches), t.cell.Patches...)
-	c.AgentArgs = maps.Clone(t.cell.AgentArgs)
 	fmt.Fprintf(t.stdout, "  run %d at %s: cell %s\n", n, target.Rev.Short(), c.Name)
 	start := time.Now()
 	r, err := t.env.Run(ctx, t.runID, t.runDir, c)

@@ -16,6 +16,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results/mutation"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -134,15 +135,15 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				patches = []kbuild.Patch{m.KernelPatch()}
 			}
 			maps.Copy(agent, extra)
-			opts, err := checkAgentArgs(agent, nil)
+			args, err := checkAgentArgs(agent, nil)
 			if err != nil {
 				return runner.Cell{}, fmt.Errorf("%s: %w", name, err)
 			}
-			if err := checkRaceTarget(opts, a); err != nil {
+			if err := checkRaceTarget(args.Options(), a); err != nil {
 				return runner.Cell{}, err
 			}
 			return runner.Cell{
-				Name: name, Arch: a, Fragments: cfrags, Preempt: "full", Scenario: opts.Scenario, AgentArgs: agent,
+				Name: name, Arch: a, Fragments: cfrags, Preempt: "full", Agent: args,
 				Accel: accelV, QEMU: emu, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Silence: def.Silence,
 				// The scenario's budget, plus boot, module loading and the
 				// agent's own teardown, scaled per arch by the target.
@@ -226,7 +227,7 @@ func printMutants(w io.Writer, ms []mutate.Mutant) {
 		}
 		agent := "churn"
 		if len(m.Agent) > 0 {
-			agent += " " + formatAgent(m.Agent)
+			agent += " " + options.Format(m.Agent)
 		}
 		if len(m.Fragments) > 0 {
 			agent += " +" + strings.Join(m.Fragments, "+")

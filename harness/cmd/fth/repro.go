@@ -15,6 +15,7 @@ import (
 	"github.com/ftrace-harness/fth/harness/runner"
 	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
+	"github.com/ftrace-harness/fth/wire/options"
 )
 
 // cmdRepro runs a recorded cell again: same arch, fragments, boot
@@ -59,7 +60,9 @@ func cmdRepro(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if _, err := time.ParseDuration(*duration); err != nil {
 			return fmt.Errorf("%w: --churn %q: %v", errUsage, *duration, err)
 		}
-		c.AgentArgs["churn"] = *duration
+		if c.Agent, err = c.Agent.With("churn", *duration); err != nil {
+			return fmt.Errorf("%w: --churn %q: %v", errUsage, *duration, err)
+		}
 	}
 	_, repo, _, err := b.resolve()
 	if err != nil {
@@ -124,9 +127,18 @@ func reproCell(r results.Result) (runner.Cell, error) {
 	if _, ok := agent["seed"]; !ok && r.Seed != "" && r.Seed != "0" {
 		agent["seed"] = r.Seed
 	}
+	// The scenario the cell ran: in its arguments since fth run writes
+	// it there; a result from before, or a storm cell, has only the label.
+	if _, ok := agent["scenario"]; !ok && q.Scenario != "" {
+		agent["scenario"] = string(q.Scenario)
+	}
+	args, err := options.NewArgs(agent)
+	if err != nil {
+		return runner.Cell{}, fmt.Errorf("request.agent_args: %w", err)
+	}
 	return runner.Cell{
-		Name: r.Cell, Arch: a, Fragments: q.Fragments, Preempt: q.Preempt, Scenario: q.Scenario,
-		AgentArgs: agent, Accel: accel, CPUs: q.CPUs, MemoryMB: q.MemoryMB,
+		Name: r.Cell, Arch: a, Fragments: q.Fragments, Preempt: q.Preempt,
+		Agent: args, Accel: accel, CPUs: q.CPUs, MemoryMB: q.MemoryMB,
 		Deadline: time.Duration(q.Deadline * float64(time.Second)), Silence: time.Duration(q.Silence * float64(time.Second)),
 		Widen:     qemu.Widening{Singlestep: q.Singlestep, Icount: q.Icount},
 		Patches:   cellPatches(q.Patches),

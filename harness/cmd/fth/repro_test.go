@@ -26,8 +26,8 @@ func TestReproCell(t *testing.T) {
 	if c.Name != r.Cell || c.Arch.Name != "riscv64" || c.Preempt != "full" || c.CPUs != 2 || c.MemoryMB != 1024 {
 		t.Errorf("cell = %+v", c)
 	}
-	if c.AgentArgs["seed"] != "3599456800" || c.AgentArgs["churn"] != "2m" {
-		t.Errorf("agent args = %v, want the reported seed added to the recorded ones", c.AgentArgs)
+	if o := c.Agent.Options(); o.Seed != 3599456800 || o.Churn != 2*time.Minute || o.Scenario != "churn" {
+		t.Errorf("agent args = %v, want the reported seed added to the recorded ones", c.Agent)
 	}
 	if r.Request.AgentArgs["seed"] != "" {
 		t.Error("reproCell changed the recorded request")
@@ -38,8 +38,21 @@ func TestReproCell(t *testing.T) {
 
 	// A seed given explicitly wins over the reported one (they are equal anyway).
 	r.Request.AgentArgs["seed"] = "7"
-	if c, _ := reproCell(r); c.AgentArgs["seed"] != "7" {
-		t.Errorf("seed = %q, want the requested 7", c.AgentArgs["seed"])
+	if c, _ := reproCell(r); c.Agent.Options().Seed != 7 {
+		t.Errorf("seed = %d, want the requested 7", c.Agent.Options().Seed)
+	}
+	// A result from before fth run wrote the scenario into the
+	// arguments has only the label: the cell runs what it says.
+	old := *r.Request
+	old.AgentArgs = map[string]string{"churn": "2m"}
+	if c, err := reproCell(results.Result{Cell: r.Cell, Request: &old}); err != nil || c.Agent.Options().Scenario != "churn" {
+		t.Errorf("scenario from the label: %v, %v", c.Agent.Options().Scenario, err)
+	}
+	// A recorded argument the agent refuses is an error naming it.
+	bad := *r.Request
+	bad.AgentArgs = map[string]string{"scenario": "churn", "churn": "forever"}
+	if _, err := reproCell(results.Result{Cell: r.Cell, Request: &bad}); err == nil || !strings.Contains(err.Error(), "request.agent_args") {
+		t.Errorf("bad recorded argument: %v", err)
 	}
 
 	if _, err := reproCell(results.Result{}); err == nil || !strings.Contains(err.Error(), "no request") {

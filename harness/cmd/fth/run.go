@@ -117,14 +117,16 @@ func parseRun(args []string, stdout io.Writer) (*runPlan, error) {
 	if err := agentArgs.into(agent); err != nil {
 		return nil, err
 	}
-	opts, err := checkAgentArgs(agent, agentFlags())
+	agentOpts, err := checkAgentArgs(agent, agentFlags())
 	if err != nil {
 		return nil, err
 	}
-	if agent["scenario"] == "" {
-		opts.Scenario = defaultScenario(opts)
-		agent["scenario"] = string(opts.Scenario)
+	if !agentOpts.Has("scenario") {
+		if agentOpts, err = agentOpts.With("scenario", string(defaultScenario(agentOpts.Options()))); err != nil {
+			return nil, fmt.Errorf("%w: agent options: %v", errUsage, err)
+		}
 	}
+	opts := agentOpts.Options()
 	if !flagSet(fs, "deadline") {
 		*deadline = deadlineFor(opts, *deadline)
 	}
@@ -171,7 +173,7 @@ func parseRun(args []string, stdout io.Writer) (*runPlan, error) {
 	}
 	c := runner.Cell{
 		Name: name, Arch: a, Fragments: frags, Patches: patches,
-		Preempt: *preempt, Scenario: opts.Scenario, AgentArgs: agent, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
+		Preempt: *preempt, Agent: agentOpts, Accel: accel, CPUs: *cpus, MemoryMB: *mem,
 		Deadline: *deadline, Silence: *silence, PauseAfter: *pauseAfter, Widen: widen,
 		Toolchain: b.toolchain, QEMU: emu,
 		KernelArgs: kernelArgs,
@@ -281,12 +283,12 @@ func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 // printDryRun says what a run would do, for --dry-run.
 func printDryRun(w io.Writer, c runner.Cell, kernelSrc string) {
 	fmt.Fprintf(w, "would run cell %s: arch %s, fragments %s, preempt=%q, scenario %s, accel %s, %d vCPUs, %d MiB\n",
-		c.Name, c.Arch.Name, strings.Join(c.Fragments, "+"), c.Preempt, c.Scenario, c.Accel, c.CPUs, c.MemoryMB)
+		c.Name, c.Arch.Name, strings.Join(c.Fragments, "+"), c.Preempt, c.Agent.Options().Scenario, c.Accel, c.CPUs, c.MemoryMB)
 	q := c.QEMU
 	if q.IsHost() {
 		q = qemu.EmulatorHost
 	}
-	fmt.Fprintf(w, "  kernel tree %s; toolchain %s; qemu %s; agent %s\n", kernelSrc, c.Toolchain.For(c.Arch), q, formatAgent(c.AgentArgs))
+	fmt.Fprintf(w, "  kernel tree %s; toolchain %s; qemu %s; agent %s\n", kernelSrc, c.Toolchain.For(c.Arch), q, c.Agent)
 	if len(c.KernelArgs) > 0 {
 		fmt.Fprintf(w, "  kernel args %s\n", strings.Join(c.KernelArgs, " "))
 	}

@@ -77,11 +77,11 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := agentArgs.into(agent); err != nil {
 		return err
 	}
-	opts, err := checkAgentArgs(agent, map[string]string{"scenario": "--scenario"})
+	agentOpts, err := checkAgentArgs(agent, map[string]string{"scenario": "--scenario"})
 	if err != nil {
 		return err
 	}
-	if opts.Scenario == event.ScenarioRace {
+	if agentOpts.Options().Scenario == event.ScenarioRace {
 		return fmt.Errorf("%w: scenario race: it stops a vCPU at an instruction through QEMU's gdbstub, which a board does not have: run it in a VM (fth run --agent-arg scenario=race)", errUsage)
 	}
 	_, repo, _, err := b.resolve()
@@ -111,7 +111,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			Auth:     ssh.Auth{IdentityFiles: splitList(*identity)},
 			Log:      log,
 		},
-		Duration: *duration, AgentArgs: agent, Resume: *resume, CrashAfter: *crashAfter, Silence: *silence, TimeoutScale: *scale,
+		Duration: *duration, Agent: agentOpts, Resume: *resume, CrashAfter: *crashAfter, Silence: *silence, TimeoutScale: *scale,
 		Backoff:   ssh.Backoff{Tries: *tries},
 		ModuleDir: repo, CacheDir: b.cache, RemoteDir: *remoteDir, Log: log,
 	}

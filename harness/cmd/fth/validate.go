@@ -22,10 +22,11 @@ func agentFlags() map[string]string {
 // or an impossible value fails in a second instead of in the guest after
 // a kernel build and a boot.
 //
-// It returns the options as the agent will read them: the host reads what
-// it needs of them from there, never from agent's text.
-func checkAgentArgs(agent map[string]string, fromFlag map[string]string) (options.Options, error) {
-	o, err := options.FromArgs(agent, options.HostEnv)
+// It returns them as a cell carries them: the text as given, for the
+// guest, and the options as the agent will read them, which the host
+// reads from there, never from the text.
+func checkAgentArgs(agent map[string]string, fromFlag map[string]string) (options.Args, error) {
+	o, err := options.NewArgs(agent)
 	var arg *options.ArgError
 	switch {
 	case errors.As(err, &arg):

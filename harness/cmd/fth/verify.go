@@ -58,14 +58,19 @@ type verifyCount struct {
 type verifyRecord struct {
 	Finding    string `json:"finding"`
 	Reproducer string `json:"reproducer"`
-	Arch       string `json:"arch"`
+	// Args are the reproducer's first arguments: the path of a finding
+	// folded into another's report (known.Path).
+	Args []string `json:"args,omitempty"`
+	Arch string   `json:"arch"`
 	// Natural: without the reproducer's debug patch and parameters.
 	Natural bool `json:"natural,omitempty"`
 	// Fix is the fix the fixed case was built with.
 	Fix string `json:"fix"`
 	// Patches are on every case's kernel: the debug patches, then the
 	// fixes of other findings the reproducer needs (known.Report.Needs).
-	Patches    []string       `json:"patches"`
+	Patches []string `json:"patches"`
+	// Fragments are added to every case's kernel (known.Report.Fragments).
+	Fragments  []string       `json:"fragments,omitempty"`
 	KernelArgs []string       `json:"kernel_args"`
 	Counts     []*verifyCount `json:"counts"`
 	// Report is the mail report of the first run that failed as it
@@ -122,8 +127,10 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if r.Standalone == "" {
 			continue
 		}
-		if *findings == "all" || slices.Contains(strings.Split(*findings, ","), r.Number) {
-			todo = append(todo, r)
+		for _, v := range r.Verifications() {
+			if *findings == "all" || slices.Contains(strings.Split(*findings, ","), v.Number) {
+				todo = append(todo, v)
+			}
 		}
 	}
 	if *fix != "" {
@@ -196,7 +203,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for n := 0; n < *runs; n++ {
 		for _, j := range jobs {
 			c := j.plan.cell
-			c.Name = fmt.Sprintf("%s-%s-%s-%d", j.f.Standalone, c.Arch.Name, j.count.Case.Name, n+1)
+			c.Name = fmt.Sprintf("%s-%s-%s-%d", strings.Join(append([]string{j.f.Standalone}, j.f.Args...), "-"), c.Arch.Name, j.count.Case.Name, n+1)
 			r, err := env.Run(ctx, *runID, runDir, c)
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -245,7 +252,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // returns their record and run plans.
 func verifyPlans(repo string, f known.Report, a string, natural bool, out, runID string, runArgs []string, stdout io.Writer) (*verifyRecord, []*runPlan, error) {
 	dir := filepath.Join(repo, known.ReproDir, f.Standalone)
-	rec := &verifyRecord{Finding: f.Number, Reproducer: f.Standalone, Arch: a, Natural: natural}
+	rec := &verifyRecord{Finding: f.Number, Reproducer: f.Standalone, Args: f.Args, Arch: a, Natural: natural, Fragments: f.Fragments}
 	var debug []string
 	if !natural {
 		debug, _ = filepath.Glob(filepath.Join(dir, "*.patch"))
@@ -276,8 +283,8 @@ func verifyPlans(repo string, f known.Report, a string, natural bool, out, runID
 		if vc.Fixed {
 			args = append(args, "--patch", filepath.Join(repo, known.FixesDir, f.Fixes[0]))
 		}
-		if vc.Control {
-			args = append(args, "--agent-arg", "reproducerargs=control")
+		if words := reproducerWords(f.Args, vc.Control); len(words) > 0 {
+			args = append(args, "--agent-arg", "reproducerargs="+strings.Join(words, ","))
 		}
 		for _, k := range rec.KernelArgs {
 			args = append(args, "--kernel-arg", k)
@@ -286,10 +293,23 @@ func verifyPlans(repo string, f known.Report, a string, natural bool, out, runID
 		if err != nil {
 			return nil, nil, fmt.Errorf("finding %s on %s, %s: %w", f.Number, a, vc.Name, err)
 		}
+		// What the reproducer's config needs beyond the cell's own
+		// fragments, as a mutant's detection aids are added.
+		p.cell.Fragments = append(slices.Clone(p.cell.Fragments), f.Fragments...)
 		plans = append(plans, p)
 		rec.Counts = append(rec.Counts, &verifyCount{Case: vc})
 	}
 	return rec, plans, nil
+}
+
+// reproducerWords are run.sh's arguments for a path's arguments and
+// its control or not.
+func reproducerWords(args []string, control bool) []string {
+	words := slices.Clone(args)
+	if control {
+		words = append(words, "control")
+	}
+	return words
 }
 
 // sameFinding says a title is that of a failing run of f's reproducer.
@@ -311,8 +331,11 @@ func mailReport(ctx context.Context, repo, cellDir string) string {
 func reproducerList() string {
 	var have []string
 	for _, r := range known.Reports() {
-		if r.Standalone != "" {
-			have = append(have, r.Number)
+		if r.Standalone == "" {
+			continue
+		}
+		for _, v := range r.Verifications() {
+			have = append(have, v.Number)
 		}
 	}
 	return "findings with one: " + strings.Join(have, ", ")

@@ -4,7 +4,9 @@
  * modify to share IPMODIFY.
  *
  * Usage: ipmodify_share [control]
+ *        ipmodify_share mid-update [control]
  *
+ * The filter path (no argument):
  *   1. attach a BPF fexit program to cmdline_proc_show() (its trampoline
  *      calls the original function);
  *   2. load ipmodify_redirect.ko (from $MODDIR, default: this program's
@@ -17,6 +19,26 @@
  *      trampoline (update_ftrace_direct_mod() with the shared direct ops
  *      of HAVE_SINGLE_FTRACE_DIRECT_OPS);
  *   6. read /proc/cmdline, which the IPMODIFY ops redirects.
+ *
+ * The path of a trampoline update under way ("mid-update"):
+ *
+ *   1. load ipmodify_redirect.ko with both functions in its filter;
+ *   2. attach a BPF fentry program to cmdline_proc_show(): registered
+ *      while the IPMODIFY ops is there, it is asked to share and has
+ *      nothing to share (it does not call the original function);
+ *   3. attach fentry programs to loadavg_proc_show() and
+ *      uptime_proc_show();
+ *   4. set bpf_tramp_race_delay_ms (bpf-tramp-race-delay.patch) to 2000,
+ *      where the kernel has it;
+ *   5. attach a BPF fexit program to cmdline_proc_show() from a child
+ *      process: its update rebuilds the trampoline's flags to call the
+ *      original function, then sleeps before it modifies the direct call;
+ *   6. meanwhile, for 3 s, attach and detach a second fentry program on
+ *      loadavg_proc_show() and uptime_proc_show(): each modifies that
+ *      trampoline, and update_ftrace_direct_mod() asks cmdline_proc_show()'s
+ *      trampoline, whose lock it does not hold, to share IPMODIFY.
+ *   Control: steps 1 and 2 swapped (the ops' registration asks the
+ *   trampoline as a peer and marks it sharing before the fexit comes).
  *
  * Exit status: 0 every attach accepted and the redirect taken, 1 an
  * attach refused (the kernel log has the WARNING) or the redirect
@@ -35,6 +57,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MODULE_NAME "ipmodify_redirect"
@@ -98,27 +122,42 @@ static size_t btf_type_extra(const struct btf_type *t)
 	}
 }
 
-/* The vmlinux BTF id of the function @name. */
+/* The vmlinux BTF id of the function @name, read once per name. */
 static int btf_func_id(const char *name)
 {
+	static struct {
+		const char *name;
+		int id;
+	} cache[8];
+	static int cached;
+	struct btf_header *h;
+	char *data, *types, *strs, *p;
 	size_t len;
-	char *data = read_file("/sys/kernel/btf/vmlinux", &len);
-	struct btf_header *h = (struct btf_header *)data;
-	char *types = data + h->hdr_len + h->type_off;
-	char *strs = data + h->hdr_len + h->str_off;
-	char *p = types;
-	int id = 1;
+	int id = 1, i;
 
+	for (i = 0; i < cached; i++)
+		if (!strcmp(cache[i].name, name))
+			return cache[i].id;
+
+	data = read_file("/sys/kernel/btf/vmlinux", &len);
+	h = (struct btf_header *)data;
 	if (len < sizeof(*h) || h->magic != BTF_MAGIC) {
 		fprintf(stderr, "/sys/kernel/btf/vmlinux: not BTF\n");
 		exit(2);
 	}
+	types = data + h->hdr_len + h->type_off;
+	strs = data + h->hdr_len + h->str_off;
+	p = types;
 	while (p < types + h->type_len) {
 		struct btf_type *t = (struct btf_type *)p;
 
 		if (BTF_INFO_KIND(t->info) == BTF_KIND_FUNC &&
 		    !strcmp(strs + t->name_off, name)) {
 			free(data);
+			if (cached < 8) {
+				cache[cached].name = name;
+				cache[cached++].id = id;
+			}
 			return id;
 		}
 		p += sizeof(*t) + btf_type_extra(t);
@@ -167,7 +206,9 @@ static int attach(const char *func, enum bpf_attach_type type)
 	attr.link_create.attach_type = type;
 	link = sys_bpf(BPF_LINK_CREATE, &attr);
 	if (link < 0)
-		return -errno;
+		link = -errno;
+	/* The link, if any, holds the program. */
+	close(prog);
 	return link;
 }
 
@@ -203,18 +244,128 @@ static int grow_filter(void)
 	return ret;
 }
 
-int main(int argc, char **argv)
+static int set_delay(const char *ms)
 {
-	int control = argc > 1 && !strcmp(argv[1], "control");
-	const char *dir = getenv("MODDIR");
-	char here[4096], buf[256];
+	int fd = open("/sys/module/kernel/parameters/bpf_tramp_race_delay_ms", O_WRONLY);
+	int ret = 0;
+
+	if (fd < 0 || write(fd, ms, strlen(ms)) != (ssize_t)strlen(ms))
+		ret = -errno;
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec - t0->tv_sec + (now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/*
+ * Another trampoline's modify asks a trampoline whose own update is
+ * under way, and whose lock it does not hold, to share IPMODIFY.
+ */
+static int mid_update(const char *dir, int control)
+{
+	static const char *const others[] = { "loadavg_proc_show", "uptime_proc_show" };
+	int fentry, other[2], modifies = 0, refused = 0, first_refusal = 0;
+	int status, fexit_refused, i;
+	struct timespec t0;
+	pid_t pid;
+
+	if (control) {
+		fentry = attach("cmdline_proc_show", BPF_TRACE_FENTRY);
+		step(1, "fentry on cmdline_proc_show", fentry);
+		if (fentry < 0)
+			return 2;
+		load_module(dir, "both=1");
+		step(2, "IPMODIFY ops registered on version_proc_show and cmdline_proc_show", 0);
+	} else {
+		load_module(dir, "both=1");
+		step(1, "IPMODIFY ops registered on version_proc_show and cmdline_proc_show", 0);
+		fentry = attach("cmdline_proc_show", BPF_TRACE_FENTRY);
+		step(2, "fentry on cmdline_proc_show", fentry);
+		if (fentry < 0)
+			return 2;
+	}
+	for (i = 0; i < 2; i++) {
+		other[i] = attach(others[i], BPF_TRACE_FENTRY);
+		printf("3. fentry on %s: %s\n", others[i],
+		       other[i] < 0 ? strerror(-other[i]) : "ok");
+		if (other[i] < 0)
+			return 2;
+	}
+	if (set_delay("2000"))
+		printf("4. no bpf_tramp_race_delay_ms (bpf-tramp-race-delay.patch):\n"
+		       "   the window is as wide as the image build\n");
+	else
+		printf("4. bpf_tramp_race_delay_ms=2000\n");
+	fflush(stdout);
+
+	pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 2;
+	}
+	if (pid == 0) {
+		int fexit = attach("cmdline_proc_show", BPF_TRACE_FEXIT);
+
+		step(5, "fexit on cmdline_proc_show", fexit);
+		_exit(fexit < 0 ? 1 : 0);
+	}
+
+	usleep(300000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (since(&t0) < 3) {
+		for (i = 0; i < 2; i++) {
+			int link = attach(others[i], BPF_TRACE_FENTRY);
+
+			modifies++;
+			if (link >= 0) {
+				close(link);
+				continue;
+			}
+			if (!refused++)
+				first_refusal = link;
+		}
+	}
+	printf("6. %d attaches of a second fentry to loadavg_proc_show and\n"
+	       "   uptime_proc_show: %d refused%s%s\n", modifies, refused,
+	       refused ? ", the first with " : "",
+	       refused ? strerror(-first_refusal) : "");
+	if (waitpid(pid, &status, 0) < 0) {
+		perror("waitpid");
+		return 2;
+	}
+	fexit_refused = !WIFEXITED(status) || WEXITSTATUS(status);
+	set_delay("0");
+
+	close(other[0]);
+	close(other[1]);
+	close(fentry);
+	if (syscall(__NR_delete_module, MODULE_NAME, O_NONBLOCK))
+		perror("delete_module " MODULE_NAME);
+
+	if (fexit_refused || refused) {
+		printf("FAIL: %s\n",
+		       "BPF trampoline attach refused while another trampoline's update was under way");
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * An IPMODIFY ops that grows its filter after it registered: the fexit
+ * trampoline already there is asked by a stranger's modify.
+ */
+static int filter_path(const char *dir, int control)
+{
+	char buf[256];
 	int fexit, fentry, fentry2, fd, redirected;
 	ssize_t n;
-
-	if (!dir) {
-		snprintf(here, sizeof(here), "%s", argv[0]);
-		dir = strrchr(here, '/') ? (*strrchr(here, '/') = 0, here) : ".";
-	}
 
 	fexit = attach("cmdline_proc_show", BPF_TRACE_FEXIT);
 	step(1, "fexit on cmdline_proc_show", fexit);
@@ -263,4 +414,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int mid = argc > 1 && !strcmp(argv[1], "mid-update");
+	int control = argc > 1 + mid && !strcmp(argv[1 + mid], "control");
+	const char *dir = getenv("MODDIR");
+	char here[4096];
+
+	if (!dir) {
+		snprintf(here, sizeof(here), "%s", argv[0]);
+		dir = strrchr(here, '/') ? (*strrchr(here, '/') = 0, here) : ".";
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	return mid ? mid_update(dir, control) : filter_path(dir, control);
 }

@@ -5,6 +5,7 @@
 # modify to share IPMODIFY.
 #
 # Usage: ./run.sh [control]
+#        ./run.sh mid-update [control]
 #
 # Runs ipmodify_share (from $MODDIR, default: this script's directory),
 # which attaches a BPF fexit program to cmdline_proc_show(), loads
@@ -16,6 +17,13 @@
 # trampoline of cmdline_proc_show() included. "control" registers the
 # ops with both functions in its filter (as livepatch does): the
 # registration's handshake rebuilds the fexit trampoline first.
+#
+# "mid-update" takes the other way in: a fexit program attached to
+# cmdline_proc_show(), whose fentry trampoline was registered after the
+# IPMODIFY ops, while other trampolines are modified for 3 s; with
+# bpf-tramp-race-delay.patch the fexit's update sleeps 2 s after it has
+# rebuilt the trampoline's flags. "mid-update control" attaches the
+# fentry before the ops registers.
 #
 # Exit status: 0 no warning, every attach accepted and the redirect
 # taken, 1 the bug (a warning, a refused attach or the redirect
@@ -29,7 +37,7 @@ MODDIR=${MODDIR:-$here}
 export MODDIR
 
 before=$(dmesg | grep -c 'WARNING:.*bpf_tramp_ftrace_ops_func')
-"$MODDIR/ipmodify_share" $1
+"$MODDIR/ipmodify_share" "$@"
 status=$?
 after=$(dmesg | grep -c 'WARNING:.*bpf_tramp_ftrace_ops_func')
 

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"encoding/hex"
@@ -8,6 +8,7 @@ import (
 	"runtime"
 
 	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -25,6 +26,9 @@ const windowRead = 1024
 // it, one instruction each.
 type insnWindow struct {
 	insns []disasm.Insn
+	// addr and code are the decoded image's address and bytes.
+	addr uint64
+	code []byte
 	// actions race each instruction in turn: a point is an instruction
 	// and an action.
 	actions []string
@@ -45,7 +49,7 @@ type insnWindow struct {
 
 // decodeWindow decodes, once per target, the window of the image at addr, and
 // reports it (KindRaceWindow).
-func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, actions []string) *insnWindow {
+func (r *Injector) decodeWindow(target, sym string, addr uint64, length int, actions []string) *insnWindow {
 	return r.decodeWith(target, sym, addr, length, actions, disasm.Window)
 }
 
@@ -54,14 +58,15 @@ func (r *raceAgent) decodeWindow(target, sym string, addr uint64, length int, ac
 // streamInjectFrom is the seed stream of injectfrom=random's start.
 const streamInjectFrom = 0x667468696e6a6672
 
-func (r *raceAgent) decodeWith(target, sym string, addr uint64, length int, actions []string, decode func(goarch string, addr uint64, code []byte) ([]disasm.Insn, error)) *insnWindow {
+func (r *Injector) decodeWith(target, sym string, addr uint64, length int, actions []string, decode func(goarch string, addr uint64, code []byte) ([]disasm.Insn, error)) *insnWindow {
 	if w, ok := r.windows[target]; ok {
 		return w
 	}
-	w := &insnWindow{actions: actions}
+	w := &insnWindow{actions: actions, addr: addr}
 	r.windows[target] = w
 	code, err := r.readImage(addr, length)
 	if err == nil {
+		w.code = code
 		w.insns, err = decode(runtime.GOARCH, addr, code)
 	}
 	ev := event.RaceWindow{Target: target, Symbol: sym, Addr: fmt.Sprintf("%#x", addr), Arch: runtime.GOARCH, Actions: actions}
@@ -70,46 +75,43 @@ func (r *raceAgent) decodeWith(target, sym string, addr uint64, length int, acti
 		// to +0x0, once.
 		w.err, w.insns = err, nil
 		ev.Unreachable = fmt.Sprintf("not decoded, every injection at +0x0: %v", err)
-		report.Logf(r.a.w, "race: %s window: %v", target, ev.Unreachable)
+		report.Logf(r.env.W, "race: %s window: %v", target, ev.Unreachable)
 	} else {
-		if r.a.opts.InjectFrom == options.InjectRandom {
-			w.start = rand.New(rand.NewPCG(uint64(r.a.opts.Seed), streamInjectFrom^uint64(len(r.windows)))).IntN(len(w.insns))
-			report.Logf(r.a.w, "race: %s walk starts at instruction %d of %d (injectfrom=random)", target, w.start, len(w.insns))
+		if r.env.Opts.InjectFrom == options.InjectRandom {
+			w.start = rand.New(rand.NewPCG(uint64(r.env.Opts.Seed), streamInjectFrom^uint64(len(r.windows)))).IntN(len(w.insns))
+			report.Logf(r.env.W, "race: %s walk starts at instruction %d of %d (injectfrom=random)", target, w.start, len(w.insns))
 		}
 		ev.Code = hex.EncodeToString(code[:w.insns[len(w.insns)-1].Off+w.insns[len(w.insns)-1].Len])
 		for _, in := range w.insns {
 			ev.Insns = append(ev.Insns, event.WindowInsn{Off: in.Off, Len: in.Len, Asm: in.Text})
 		}
-		report.Logf(r.a.w, "race: %s window at %s: %d instructions, %d bytes", target, sym, len(w.insns), len(ev.Code)/2)
+		report.Logf(r.env.W, "race: %s window at %s: %d instructions, %d bytes", target, sym, len(w.insns), len(ev.Code)/2)
 	}
-	_ = r.a.w.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})
+	_ = r.env.W.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})
 	return w
 }
 
 // oneInsnWindow reports the window of a target that is one place (a
 // callsite's second instruction): the instruction at addr, decoded.
-func (r *raceAgent) oneInsnWindow(target, sym string, addr uint64, off int, actions []string) *insnWindow {
+func (r *Injector) oneInsnWindow(target, sym string, addr uint64, off int, actions []string) *insnWindow {
 	if w, ok := r.windows[target]; ok {
 		return w
 	}
 	ev := event.RaceWindow{Target: target, Symbol: sym, Addr: fmt.Sprintf("%#x", addr), Arch: runtime.GOARCH, Actions: actions}
 	in := disasm.Insn{Off: off, Len: insnSize()}
-	h, err := r.peekN(addr+uint64(off), 4)
+	code, err := r.Port.ReadText(addr+uint64(off), 4)
 	if err == nil {
-		var code []byte
-		if code, err = hex.DecodeString(h); err == nil {
-			var d disasm.Insn
-			if d, err = disasm.One(runtime.GOARCH, addr+uint64(off), code); err == nil {
-				in.Len, in.Text = d.Len, d.Text
-				ev.Code = hex.EncodeToString(code[:d.Len])
-			}
+		var d disasm.Insn
+		if d, err = disasm.One(runtime.GOARCH, addr+uint64(off), code); err == nil {
+			in.Len, in.Text = d.Len, d.Text
+			ev.Code = hex.EncodeToString(code[:d.Len])
 		}
 	}
 	if err != nil {
-		report.Logf(r.a.w, "race: %s at %s+%#x not decoded: %v", target, sym, off, err)
+		report.Logf(r.env.W, "race: %s at %s+%#x not decoded: %v", target, sym, off, err)
 	}
 	ev.Insns = []event.WindowInsn{{Off: off, Len: in.Len, Asm: in.Text}}
-	_ = r.a.w.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})
+	_ = r.env.W.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})
 	w := &insnWindow{insns: []disasm.Insn{in}, actions: actions}
 	r.windows[target] = w
 	return w
@@ -118,15 +120,14 @@ func (r *raceAgent) oneInsnWindow(target, sym string, addr uint64, off int, acti
 // readImage reads the start of an image through the host: its length
 // when the kernel gave it (a BPF image's is a page), at most windowRead
 // bytes, or up to the end of its page when the next one is unmapped.
-func (r *raceAgent) readImage(addr uint64, length int) ([]byte, error) {
+func (r *Injector) readImage(addr uint64, length int) ([]byte, error) {
 	first := windowRead
 	if length > 0 {
 		first = min(length, windowRead)
 	}
 	for _, n := range []int{first, min(first, int(4096-addr%4096))} {
-		h, err := r.peekN(addr, n)
-		var unreadable errUnreadable
-		if errors.As(err, &unreadable) {
+		h, err := r.Port.Peek(addr, n)
+		if errors.Is(err, raceport.ErrUnreadable) {
 			continue
 		}
 		if err != nil {

@@ -1,19 +1,20 @@
-package main
+package inject
 
 import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -202,7 +203,7 @@ func misordered(states []literalState, nopOps uint64, nop uint32) int {
 
 // literalOrder walks fth_target_counted's callsite through its dispatch
 // states with every write to it traced, and judges each transition.
-func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
+func (r *Injector) literalOrder(ctx context.Context, n int) error {
 	if err := options.CheckRaceTargets(options.RaceLiteral, runtime.GOARCH); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
@@ -231,7 +232,7 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 		writers = append(writers, a)
 	}
 	listOps, _ := tab.Addr(ftraceListOps)
-	fn, err := targetCountedAddr()
+	fn, err := countedAddr()
 	if err != nil {
 		return err
 	}
@@ -257,9 +258,9 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 		return fmt.Errorf("race: %w", err)
 	}
 	defer loader.Close()
-	ld, err := loader.Load(targetCounted, oracle.FEntry, oracle.Key(oracle.FEntry, targetCounted))
+	ld, err := loader.Load(fthtarget.Counted, oracle.FEntry, oracle.Key(oracle.FEntry, fthtarget.Counted))
 	if err != nil {
-		return fmt.Errorf("race: load a fentry program on %s: %w", targetCounted, err)
+		return fmt.Errorf("race: load a fentry program on %s: %w", fthtarget.Counted, err)
 	}
 	defer ld.Prog.Close()
 	link := -1
@@ -277,7 +278,7 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 	fentryOn := func() error {
 		fd, errno := attach.LinkCreate(ld.Prog.FD(), oracle.FEntry.LinkType())
 		if errno != 0 {
-			return fmt.Errorf("attach fentry to %s: %w", targetCounted, errno)
+			return fmt.Errorf("attach fentry to %s: %w", fthtarget.Counted, errno)
 		}
 		link = fd
 		return nil
@@ -305,20 +306,20 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 	for i, s := range steps {
 		names[i] = s.name
 	}
-	w := r.oneInsnWindow(options.RaceLiteral, targetCounted, fn, 4, names)
-	if r.a.opts.RaceList {
+	w := r.oneInsnWindow(options.RaceLiteral, fthtarget.Counted, fn, 4, names)
+	if r.env.Opts.RaceList {
 		return nil
 	}
-	report.Logf(r.a.w, "race: literal: every write to %s's callsite traced at %v (literal %#x, branch %#x, %s %#x, %s %#x)",
-		targetCounted, la.writers, site.lit, site.ip, ftraceNopOps, nopOps, ftraceListOps, listOps)
+	report.Logf(r.env.W, "race: literal: every write to %s's callsite traced at %v (literal %#x, branch %#x, %s %#x, %s %#x)",
+		fthtarget.Counted, la.writers, site.lit, site.ip, ftraceNopOps, nopOps, ftraceListOps, listOps)
 	prev, err := r.lookLiteral(site)
 	if err != nil {
 		return err
 	}
-	sum := event.Oracle{Name: event.OracleCallsiteOrder, Function: targetCounted}
+	sum := event.Oracle{Name: event.OracleCallsiteOrder, Function: fthtarget.Counted}
 	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
 		st := steps[w.pos%len(steps)]
-		in := &event.Injection{Target: options.RaceLiteral, Symbol: fmt.Sprintf("%s+%#x", targetCounted, 4), Offset: 4, Function: targetCounted, Action: st.name}
+		in := &event.Injection{Target: options.RaceLiteral, Symbol: fmt.Sprintf("%s+%#x", fthtarget.Counted, 4), Offset: 4, Function: fthtarget.Counted, Action: st.name}
 		r.seq++
 		in.Seq, in.Addr = r.seq, fmt.Sprintf("%#x", site.ip)
 		in.Outcome = event.InjReleased
@@ -333,7 +334,7 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 		sum.Checks++
 		if o != nil {
 			sum.Failures++
-			_ = r.a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: o})
+			_ = r.env.W.Emit(event.Event{Kind: event.KindOracle, Oracle: o})
 		}
 		r.emit(*in)
 		prev = final
@@ -342,21 +343,21 @@ func (r *raceAgent) literalOrder(ctx context.Context, n int) error {
 		w.pos++
 	}
 	sum.OK = sum.Failures == 0
-	_ = r.a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &sum})
+	_ = r.env.W.Emit(event.Event{Kind: event.KindOracle, Oracle: &sum})
 	return nil
 }
 
 // oolLiteralSite finds ppc64le's out-of-line stub of fth_target_counted's
 // callsite: rec->ip from tracefs, the stub from the branch the callsite
 // holds while inst's tracer is on (off again before the walk starts).
-func (r *raceAgent) oolLiteralSite(inst tracefs.FS, nop uint32) (literalSite, error) {
-	ips, err := recordIPs(filepath.Join(tracefs.DefaultRoot, "available_filter_functions_addrs"))
+func (r *Injector) oolLiteralSite(inst tracefs.FS, nop uint32) (literalSite, error) {
+	ips, err := tracefs.New(tracefs.DefaultRoot).RecordIPs()
 	if err != nil {
 		return literalSite{}, fmt.Errorf("race: the literal target needs the callsite's address: %w", err)
 	}
-	ip, ok := ips[targetCounted]
+	ip, ok := ips[fthtarget.Counted]
 	if !ok {
-		return literalSite{}, fmt.Errorf("race: %s is not in available_filter_functions_addrs", targetCounted)
+		return literalSite{}, fmt.Errorf("race: %s is not in available_filter_functions_addrs", fthtarget.Counted)
 	}
 	if err := inst.SetTracer(tracefs.Function); err != nil {
 		return literalSite{}, fmt.Errorf("race: tracer on to find the out-of-line stub: %w", err)
@@ -370,55 +371,54 @@ func (r *raceAgent) oolLiteralSite(inst tracefs.FS, nop uint32) (literalSite, er
 	}
 	stub, ok := ppcBranchTarget(ip, insn)
 	if !ok {
-		return literalSite{}, fmt.Errorf("race: %s's callsite at %#x holds %08x while traced, not a branch to an out-of-line stub (CONFIG_PPC_FTRACE_OUT_OF_LINE)", targetCounted, ip, insn)
+		return literalSite{}, fmt.Errorf("race: %s's callsite at %#x holds %08x while traced, not a branch to an out-of-line stub (CONFIG_PPC_FTRACE_OUT_OF_LINE)", fthtarget.Counted, ip, insn)
 	}
 	return oolSite(ip, stub, nop), nil
 }
 
 // peekWord reads the 32-bit word at addr through the host.
-func (r *raceAgent) peekWord(addr uint64) (uint32, error) {
-	h, err := r.peekN(addr, 4)
+func (r *Injector) peekWord(addr uint64) (uint32, error) {
+	b, err := r.Port.ReadText(addr, 4)
 	if err != nil {
 		return 0, err
 	}
-	b, err := hex.DecodeString(h)
-	if err != nil || len(b) != 4 {
-		return 0, fmt.Errorf("race: read at %#x: %q", addr, h)
+	if len(b) != 4 {
+		return 0, fmt.Errorf("race: read at %#x: % x", addr, b)
 	}
 	return binary.LittleEndian.Uint32(b), nil
 }
 
 // lookLiteral reads the callsite as a trace stop does: both looks.
-func (r *raceAgent) lookLiteral(site literalSite) (string, error) {
-	h, err := r.peekN(site.lit, site.look)
+func (r *Injector) lookLiteral(site literalSite) (string, error) {
+	h, err := r.Port.Peek(site.lit, site.look)
 	if err != nil || site.look2Len == 0 {
 		return h, err
 	}
-	h2, err := r.peekN(site.look2, site.look2Len)
+	h2, err := r.Port.Peek(site.look2, site.look2Len)
 	return h + h2, err
 }
 
 // traceWrites runs action with every write to the callsite traced: the
 // callsite as each write found it, in order, and after the action.
-func (r *raceAgent) traceWrites(la literalArch, writers []uint64, site literalSite, action func() error) (seen []string, final string, took time.Duration, actErr, err error) {
+func (r *Injector) traceWrites(la literalArch, writers []uint64, site literalSite, action func() error) (seen []string, final string, took time.Duration, actErr, err error) {
 	reg := la.addrReg
 	tr := event.RaceMsg{Op: event.RaceTrace, Addrs: writers, Size: insnSize(), CondReg: &reg, CondAddr: site.condLo, CondEnd: site.condHi,
 		LookAddr: site.lit, LookLen: site.look, Look2Addr: site.look2, Look2Len: site.look2Len, TimeoutMS: int(literalTraceLimit.Milliseconds())}
-	if err := r.send(tr); err != nil {
+	if err := r.Send(tr); err != nil {
 		return nil, "", 0, nil, err
 	}
-	if m, err := r.recv(10 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return nil, "", 0, nil, fmt.Errorf("race: trace %v: %+v %v", writers, m, err)
+	if _, err := r.Expect(raceport.Reply, event.RaceArmed); err != nil {
+		return nil, "", 0, nil, fmt.Errorf("race: trace %v: %w", writers, err)
 	}
 	start := time.Now()
 	actErr = action()
 	took = time.Since(start)
-	if err := r.send(event.RaceMsg{Op: event.RaceUntrace}); err != nil {
+	if err := r.Send(event.RaceMsg{Op: event.RaceUntrace}); err != nil {
 		return nil, "", took, actErr, err
 	}
-	m, err := r.recv(literalTraceLimit + 10*time.Second)
-	if err != nil || m.Op != event.RaceUntraced {
-		return nil, "", took, actErr, fmt.Errorf("race: untrace: %+v %v", m, err)
+	m, err := r.Expect(literalTraceLimit+raceport.Slack, event.RaceUntraced)
+	if err != nil {
+		return nil, "", took, actErr, fmt.Errorf("race: untrace: %w", err)
 	}
 	for _, s := range m.Stops {
 		seen = append(seen, s.Seen)

@@ -1,22 +1,16 @@
-package main
+package racer
 
 import (
-	"bufio"
-	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ftrace-harness/fth/wire/event"
 )
 
-// Threads the runtime starts while setProcessCPUs runs must end up pinned
+// Threads the runtime starts while SetProcessCPUs runs must end up pinned
 // too: a racer whose writing thread escaped its pinning called from the
 // wrong CPU for a whole run.
 func TestSetProcessCPUsPinsThreadsStartedMeanwhile(t *testing.T) {
@@ -33,7 +27,7 @@ func TestSetProcessCPUsPinsThreadsStartedMeanwhile(t *testing.T) {
 	var one unix.CPUSet
 	one.Set(cpu)
 	t.Cleanup(func() {
-		if err := setProcessCPUs(&all, 0); err != nil {
+		if err := SetProcessCPUs(&all, 0); err != nil {
 			t.Errorf("restore: %v", err)
 		}
 	})
@@ -58,7 +52,7 @@ func TestSetProcessCPUsPinsThreadsStartedMeanwhile(t *testing.T) {
 				}
 			}()
 		}
-		err := setProcessCPUs(&one, 0)
+		err := SetProcessCPUs(&one, 0)
 		close(stop)
 		wg.Wait()
 		if err != nil {
@@ -75,34 +69,11 @@ func TestSetProcessCPUsPinsThreadsStartedMeanwhile(t *testing.T) {
 				continue // retired since the listing
 			}
 			if got != one {
-				t.Fatalf("round %d: thread %d has %d CPU(s) after setProcessCPUs, want CPU %d alone", round, tid, got.Count(), cpu)
+				t.Fatalf("round %d: thread %d has %d CPU(s) after SetProcessCPUs, want CPU %d alone", round, tid, got.Count(), cpu)
 			}
 		}
-		if err := setProcessCPUs(&all, 0); err != nil {
+		if err := SetProcessCPUs(&all, 0); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// A host's error answer stops the run unjudged: the cell is an error, not
-// a kernel failure.
-func TestRecvHostErrorUnjudged(t *testing.T) {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	defer pw.Close()
-	r := &raceAgent{port: pr, portIn: bufio.NewReader(pr)}
-	if _, err := pw.WriteString(`{"op":"` + event.RaceError + `","msg":"the host released the held vCPU after 10s without a release"}` + "\n" + `{"op":"` + event.RaceArmed + `"}` + "\n"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = r.recv(time.Second)
-	var u *unjudgedError
-	if err == nil || !errors.As(fmt.Errorf("repro: %w", err), &u) {
-		t.Errorf("recv of a host error = %v, want an unjudged error", err)
-	}
-	if m, err := r.recv(time.Second); err != nil || m.Op != event.RaceArmed {
-		t.Errorf("recv = %+v, %v; want armed", m, err)
 	}
 }

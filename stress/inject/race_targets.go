@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"context"
@@ -17,8 +17,10 @@ import (
 
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
+	"github.com/ftrace-harness/fth/stress/racer"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -33,11 +35,11 @@ import (
 // replaces or detaches the program during the window: the image may be freed only
 // after the preempted task left it (RCU-tasks; for fexit the image's
 // percpu_ref too, around the program and the original function).
-func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) error {
-	r.a.jitKallsymsOn()
-	target, fn := options.RaceTrampoline, targetCounted
+func (r *Injector) trampolines(ctx context.Context, n int, kind oracle.Kind) error {
+	JITKallsymsOn(r.env.W)
+	target, fn := options.RaceTrampoline, fthtarget.Counted
 	if kind == oracle.FExit {
-		target, fn = options.RaceFexitTrampoline, targetNapping
+		target, fn = options.RaceFexitTrampoline, fthtarget.Napping
 	}
 	cache := btf.NewCache()
 	loader, err := oracle.NewLoader(4, cache)
@@ -52,7 +54,7 @@ func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) er
 	// One program for every injection: only the trampoline image comes
 	// and goes, so a crash is the image's, not the program's.
 	defer ld.Prog.Close()
-	actions := strings.Split(r.a.opts.RaceAction, ",")
+	actions := strings.Split(r.env.Opts.RaceAction, ",")
 	var second *oracle.Loaded
 	if slices.Contains(actions, options.RaceReplace) {
 		if second, err = loader.Load(fn, kind, oracle.Key(kind, fn)+"#2"); err != nil {
@@ -86,6 +88,9 @@ func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) er
 		sym    string
 		length int
 		w      *insnWindow
+		// origCall is the offset of the fexit image's call of the
+		// function (fexitOrigCall), -1 until decoded.
+		origCall = -1
 	)
 	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
 		if fd < 0 {
@@ -106,7 +111,10 @@ func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) er
 		// The fexit image's epilogue, after __bpf_tramp_exit, is covered
 		// by the last of its three waits alone: the walk starts there.
 		w.backwards = kind == oracle.FExit
-		if r.a.opts.RaceList {
+		if kind == oracle.FExit && origCall == -1 {
+			origCall = r.fexitOrigCall(w, fn)
+		}
+		if r.env.Opts.RaceList {
 			return nil
 		}
 		at, action := w.place()
@@ -137,13 +145,37 @@ func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) er
 			}
 		}
 		call := counterCall
-		if kind == oracle.FExit {
+		if kind == oracle.FExit && at.Off <= origCall {
+			// Held before the function is called, the task is in the
+			// image's prologue, which its first wait covers as an
+			// fentry image's: the action runs in the window, and the
+			// task asks for no nap.
+			call = raceCall{cmd: racer.NoNap, caller: fthtarget.NapCaller}
+		} else if kind == oracle.FExit {
 			// The action runs while the task naps inside the original
 			// function, so that the image's first waits end before the
 			// task, on its way out, reaches the point held.
-			call = raceCall{cmd: racerNap, caller: napCaller, beside: napBeside, before: func() error {
+			detach := act
+			call = raceCall{cmd: racer.Nap, caller: fthtarget.NapCaller, beside: napBeside, window: fexitWindow, before: func() error {
 				time.Sleep(napSettle)
-				return act()
+				start := time.Now()
+				if err := detach(); err != nil {
+					return err
+				}
+				// The image's first wait (RCU-tasks, then the
+				// percpu_ref's kill) must end while the task still
+				// sleeps, or the task's exit is not the image's
+				// last use: wait for it, and say when it ends late.
+				waited, err := rcuTasksBarrier()
+				if err != nil {
+					return err
+				}
+				if took := time.Since(start); took > racer.NapTime()-napSettle {
+					in.Msg = fmt.Sprintf("the image's first wait ended %v after the detach, after the task's nap (%v): its exit was not the image's last use", took.Round(time.Millisecond), racer.NapTime())
+				} else {
+					report.Logf(r.env.W, "race: injection %d: the detached image's first wait ended %v after the detach (barrier %v)", r.seq, took.Round(time.Millisecond), waited.Round(time.Millisecond))
+				}
+				return nil
 			}}
 			act = func() error { return nil }
 		}
@@ -185,17 +217,51 @@ func (r *raceAgent) trampolines(ctx context.Context, n int, kind oracle.Kind) er
 	return nil
 }
 
+// fexitOrigCall is the offset in w of the fexit image's call of the
+// traced function fn, the last instruction of its prologue: x86_64's
+// call rel32 into fn, after its ftrace callsite. Where the image calls
+// fn through a register (arm64, riscv64), and when the window was not
+// decoded, it is -2: every point is taken for the epilogue.
+func (r *Injector) fexitOrigCall(w *insnWindow, fn string) int {
+	if w.err != nil {
+		return -2
+	}
+	syms, err := ksyms.ReadModule(ksyms.DefaultPath, fthtarget.Module, []string{fn})
+	if err != nil {
+		report.Logf(r.env.W, "race: fexittramp prologue: %v: every point taken for the epilogue", err)
+		return -2
+	}
+	fnAddr, ok := syms.Addr(fn)
+	if !ok {
+		report.Logf(r.env.W, "race: fexittramp prologue: %s has no %s: every point taken for the epilogue", ksyms.DefaultPath, fn)
+		return -2
+	}
+	for _, in := range w.insns {
+		if to, ok := disasm.CallTarget(runtime.GOARCH, w.addr, w.code, in); ok && to > fnAddr && to < fnAddr+fnCallsiteSpan {
+			report.Logf(r.env.W, "race: fexittramp prologue ends at +%#x (%s), the call of %s", in.Off, in.Text, fn)
+			return in.Off
+		}
+	}
+	report.Logf(r.env.W, "race: fexittramp: no direct call of %s in the image: every point taken for the epilogue", fn)
+	return -2
+}
+
+// fnCallsiteSpan bounds how far into a function an fexit image's call
+// of it lands: past the ftrace callsite (x86_64's 5-byte nop, after an
+// endbr64 under IBT).
+const fnCallsiteSpan = 16
+
 // callsites injects at the second instruction of fth_target_counted's
 // patchable entry while it is disabled, and enables the function tracer
 // on it during the window: a kernel that rewrites both instructions of
 // the callsite under a preempted task (riscv's AUIPC+JALR before Linux
 // 6.16) sends it through a half-old pair.
-func (r *raceAgent) callsites(ctx context.Context, n int) error {
+func (r *Injector) callsites(ctx context.Context, n int) error {
 	off, err := secondInsnOffset()
 	if err != nil {
 		return err
 	}
-	fn, err := targetCountedAddr()
+	fn, err := countedAddr()
 	if err != nil {
 		return err
 	}
@@ -207,7 +273,7 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 	// The callsite as a disable leaves it, not as the module load's
 	// ftrace_init_nop() did: the two can differ (a kernel that nops the
 	// whole pair on disable but only the second slot at load).
-	if !r.a.opts.RaceList {
+	if !r.env.Opts.RaceList {
 		if err := inst.SetTracer(tracefs.Function); err != nil {
 			return fmt.Errorf("race: tracer on once before the callsite injections: %w", err)
 		}
@@ -218,12 +284,12 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 			return fmt.Errorf("race: tracer off: %w", err)
 		}
 		// The window is one place, the instruction the enable rewrites.
-		w = r.oneInsnWindow(options.RaceCallsite, targetCounted, fn, int(off), []string{"enable"})
-		if r.a.opts.RaceList {
+		w = r.oneInsnWindow(options.RaceCallsite, fthtarget.Counted, fn, int(off), []string{"enable"})
+		if r.env.Opts.RaceList {
 			return nil
 		}
 		at, _ := w.place()
-		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", targetCounted, off), Offset: int(off), Asm: at.Text, Function: targetCounted, Action: "enable"}
+		in := &event.Injection{Target: options.RaceCallsite, Symbol: fmt.Sprintf("%s+%#x", fthtarget.Counted, off), Offset: int(off), Asm: at.Text, Function: fthtarget.Counted, Action: "enable"}
 		enable := func() error { return inst.SetTracer(tracefs.Function) }
 		if err := r.inject(in, fn+off, 2, enable, false); err != nil {
 			return err
@@ -233,66 +299,49 @@ func (r *raceAgent) callsites(ctx context.Context, n int) error {
 	return inst.SetTracer(tracefs.Nop)
 }
 
-// targetCountedAddr is fth_target_counted's address, from kallsyms.
-func targetCountedAddr() (uint64, error) {
-	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, targetModule, []string{targetCounted})
-	if err != nil {
-		return 0, fmt.Errorf("race: %w", err)
-	}
-	fn, ok := addrs.Addr(targetCounted)
-	if !ok {
-		return 0, fmt.Errorf("race: no kallsyms address for %s", targetCounted)
-	}
-	return fn, nil
-}
-
 // targetInstance makes a tracefs instance whose function filter is
 // fth_target_counted alone, and the function that removes it.
 func targetInstance(name string) (tracefs.FS, func(), error) {
-	return filteredInstance(name, targetCounted)
-}
-
-// filteredInstance makes a tracefs instance whose function filter is fn
-// alone, and the function that removes it.
-func filteredInstance(name, fn string) (tracefs.FS, func(), error) {
-	top := tracefs.New(tracefs.DefaultRoot)
-	inst, err := top.Instance(name)
+	inst, drop, err := tracefs.New(tracefs.DefaultRoot).FilteredInstance(name, fthtarget.Counted)
 	if err != nil {
-		return inst, nil, fmt.Errorf("race: tracefs instance: %w", err)
-	}
-	drop := func() {
-		_ = inst.Reset()
-		_ = top.RemoveInstance(name)
-	}
-	if err := inst.SetFilter(fn); err != nil {
-		drop()
-		return inst, nil, fmt.Errorf("race: set_ftrace_filter %s: %w", fn, err)
+		return inst, nil, fmt.Errorf("race: %w", err)
 	}
 	return inst, drop, nil
 }
 
-// targetCaller is the function that calls the target, fth_target's
-// debugfs write handler: it is on the held task's stack wherever inside
-// fth_target_counted or its trampoline the task was preempted.
-const targetCaller = "call_write"
-
-// targetNapping is the fexit trampoline target's function, which sleeps
-// racerNapTime per call (fth_target's nap file); napCaller calls it.
-const (
-	targetNapping = "fth_target_napping"
-	targetNap     = "/sys/kernel/debug/fth_target/nap"
-	napCaller     = "nap_write"
-)
+// rcuTasksBarrier waits for the RCU-tasks callbacks queued so far (a
+// detached fexit image's first wait among them) and says how long that
+// took.
+func rcuTasksBarrier() (time.Duration, error) {
+	start := time.Now()
+	fd, err := unix.Open(fthtarget.Barrier, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", fthtarget.Barrier, err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte("1")); err != nil {
+		return 0, fmt.Errorf("%s: %w", fthtarget.Barrier, err)
+	}
+	return time.Since(start), nil
+}
 
 // napSettle is how long after the racer's nap started the fexit target's
-// action runs: the task is asleep in targetNapping by then.
+// action runs: the task is asleep in fthtarget.Napping by then.
 const napSettle = 100 * time.Millisecond
 
 // napLag is how much longer than the racer's nap the one beside it
 // (napBeside) sleeps.
 const napLag = 300 * time.Millisecond
 
-// napBeside naps in targetNapping from the agent's own CPU, beside the
+// fexitWindow is how long a fexit injection's task stays held: past the
+// end of the nap beside it (napLag after the racer's), whose exit drops
+// the image's last reference, by the image's last wait and free (a
+// plain RCU grace period, then a worker, in the mutant that frees it
+// early). The run's window (400 ms) ended before them in one of three
+// campaign runs of that mutant.
+const fexitWindow = napLag + 900*time.Millisecond
+
+// napBeside naps in fthtarget.Napping from the agent's own CPU, beside the
 // racer's nap on the held one, and napLag longer: the fexit image's last
 // reference is then this task's, dropped on the agent's CPU while the
 // racer is held in the epilogue. Dropped on the held CPU, by the racer
@@ -304,11 +353,11 @@ const napLag = 300 * time.Millisecond
 // the nap's end.
 func napBeside() func() error {
 	done := make(chan error, 1)
-	ms := []byte(strconv.FormatInt((racerNapTime + napLag).Milliseconds(), 10))
+	ms := []byte(strconv.FormatInt((racer.NapTime() + napLag).Milliseconds(), 10))
 	go func() {
-		fd, err := unix.Open(targetNap, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(fthtarget.NapFile, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			done <- fmt.Errorf("%s: %w", targetNap, err)
+			done <- fmt.Errorf("%s: %w", fthtarget.NapFile, err)
 			return
 		}
 		defer unix.Close(fd)
@@ -328,33 +377,15 @@ func napBeside() func() error {
 	}
 }
 
-// taskStack reads /proc/<tid>/stack: the kernel frames of a task that is
-// not running (CONFIG_STACKTRACE), without addresses ("call_write+0x4c/0x64
-// [fth_target]"); nil when the kernel does not say.
-func taskStack(tid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stack", tid))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		// "[<0>] call_write+0x4c/0x64 [fth_target]"
-		if _, f, ok := strings.Cut(l, "] "); ok {
-			out = append(out, strings.TrimSpace(f))
-		}
-	}
-	return out
-}
-
 // jitKallsyms makes the kernel list BPF images in kallsyms.
 const jitKallsyms = "/proc/sys/net/core/bpf_jit_kallsyms"
 
-// jitKallsymsOn has the kernel list trampoline images in kallsyms and
+// JITKallsymsOn has the kernel list trampoline images in kallsyms and
 // announce them as symbol events: it does so only with BPF JIT symbols
-// on, the default only on some arches.
-func (a *agent) jitKallsymsOn() {
+// on, the default only on some arches. A failure is logged to w.
+func JITKallsymsOn(w *report.Writer) {
 	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
-		report.Logf(a.w, "%s: %v", jitKallsyms, err)
+		report.Logf(w, "%s: %v", jitKallsyms, err)
 	}
 }
 
@@ -388,17 +419,11 @@ func newImage(scan func() (map[uint64]string, error), name string, before map[ui
 			return 0, "", nil, fmt.Errorf("race: no new %s symbol in %s after the attach (kptr_restrict, or %s off)", name, ksyms.DefaultPath, jitKallsyms)
 		}
 		if time.Now().After(deadline) {
-			return 0, "", nil, &unjudgedError{fmt.Errorf("race: cannot tell the new %s image among %d new and %d reused places (%s)", name, len(fresh), len(reused), listPlaces(after, append(fresh, reused...)))}
+			return 0, "", nil, report.Unjudged(fmt.Errorf("race: cannot tell the new %s image among %d new and %d reused places (%s)", name, len(fresh), len(reused), listPlaces(after, append(fresh, reused...))))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
-
-// unjudgedError is a run that stopped at a limit of the agent's, not at
-// anything the kernel did: the host calls the cell an error.
-type unjudgedError struct{ error }
-
-func (e *unjudgedError) Unwrap() error { return e.error }
 
 // listPlaces names addrs as kallsyms does, for an error a developer can
 // check against the guest's kallsyms.
@@ -479,7 +504,7 @@ func secondInsnOffset() (uint64, error) {
 // directly), and switches the instance's tracer off during the window:
 // ftrace_shutdown() unregisters the ops and may free its trampoline only
 // after synchronize_rcu_tasks() let the held task out of it.
-func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
+func (r *Injector) opsTrampolines(ctx context.Context, n int) error {
 	if err := options.CheckRaceTargets(options.RaceOpsTrampoline, runtime.GOARCH); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
@@ -499,7 +524,7 @@ func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
 			return fmt.Errorf("race: %w", err)
 		}
 		if err := inst.SetTracer(tracefs.Function); err != nil {
-			return fmt.Errorf("race: function tracer on %s: %w", targetCounted, err)
+			return fmt.Errorf("race: function tracer on %s: %w", fthtarget.Counted, err)
 		}
 		addr, sym, length, err := images.found()
 		if err != nil {
@@ -507,11 +532,11 @@ func (r *raceAgent) opsTrampolines(ctx context.Context, n int) error {
 			return err
 		}
 		w = r.decodeWindow(options.RaceOpsTrampoline, sym, addr, length, []string{raceTracerOff})
-		if r.a.opts.RaceList {
+		if r.env.Opts.RaceList {
 			return inst.SetTracer(tracefs.Nop)
 		}
 		at, _ := w.place()
-		in := &event.Injection{Target: options.RaceOpsTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: raceTracerOff}
+		in := &event.Injection{Target: options.RaceOpsTrampoline, Symbol: fmt.Sprintf("%s+%#x", sym, at.Off), Offset: at.Off, Asm: at.Text, Function: fthtarget.Counted, Action: raceTracerOff}
 		off := func() error { return inst.SetTracer(tracefs.Nop) }
 		if err := r.inject(in, addr+uint64(at.Off), insnSize(), off, true); err != nil {
 			return err
@@ -562,7 +587,7 @@ func parseOpsTrampolineSyms(r io.Reader) (map[uint64]string, error) {
 // freed memory, which init_on_free=1 (the harness boots race cells of
 // CALL_OPS arches with it) has zeroed. A fresh instance each injection:
 // the action removes it.
-func (r *raceAgent) callOps(ctx context.Context, n int) error {
+func (r *Injector) callOps(ctx context.Context, n int) error {
 	if err := options.CheckRaceTargets(options.RaceCallOps, runtime.GOARCH); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
@@ -578,7 +603,7 @@ func (r *raceAgent) callOps(ctx context.Context, n int) error {
 		return fmt.Errorf("race: %s has no %s", ksyms.DefaultPath, ftraceCaller)
 	}
 	w := r.decodeWith(options.RaceCallOps, ftraceCaller, addr, 0, []string{raceInstanceRm}, disasm.OpsCall)
-	if r.a.opts.RaceList {
+	if r.env.Opts.RaceList {
 		return nil
 	}
 	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
@@ -589,10 +614,10 @@ func (r *raceAgent) callOps(ctx context.Context, n int) error {
 		}
 		if err := inst.SetTracer(tracefs.Function); err != nil {
 			drop()
-			return fmt.Errorf("race: function tracer on %s: %w", targetCounted, err)
+			return fmt.Errorf("race: function tracer on %s: %w", fthtarget.Counted, err)
 		}
 		at, _ := w.place()
-		in := &event.Injection{Target: options.RaceCallOps, Symbol: fmt.Sprintf("%s+%#x", ftraceCaller, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: raceInstanceRm}
+		in := &event.Injection{Target: options.RaceCallOps, Symbol: fmt.Sprintf("%s+%#x", ftraceCaller, at.Off), Offset: at.Off, Asm: at.Text, Function: fthtarget.Counted, Action: raceInstanceRm}
 		rm := func() error {
 			if err := inst.SetTracer(tracefs.Nop); err != nil {
 				return err
@@ -616,3 +641,12 @@ const ftraceCaller = "ftrace_caller"
 // raceInstanceRm is the CALL_OPS window's action: the function tracer
 // instance switched to nop and removed, which frees its ftrace_ops.
 const raceInstanceRm = "instance-rm"
+
+// countedAddr is fth_target_counted's address, from kallsyms.
+func countedAddr() (uint64, error) {
+	fn, err := fthtarget.CountedAddr()
+	if err != nil {
+		return 0, fmt.Errorf("race: %w", err)
+	}
+	return fn, nil
+}

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"encoding/binary"
@@ -445,6 +445,34 @@ func TestOOLSite(t *testing.T) {
 			judgeLiteral(in, tc.looks, s.parse, nopOps, 0, nop, nil)
 			if in.Outcome != tc.want {
 				t.Fatalf("outcome %q (%s), want %q", in.Outcome, in.Msg, tc.want)
+			}
+		})
+	}
+}
+
+// TestBudgetOrder: in the campaign on x86_64 the two trampoline targets,
+// walked whole, run first, outside the shares; elsewhere, and in a race
+// scenario, the order asked for.
+func TestBudgetOrder(t *testing.T) {
+	in := []string{options.RaceOpsTrampoline, options.RaceTrampoline, options.RaceInt3, options.RaceFexitTrampoline}
+	for _, tc := range []struct {
+		name   string
+		goarch string
+		budget bool
+		want   []string
+		shared int
+	}{
+		{"x86_64 campaign", "amd64", true, []string{options.RaceTrampoline, options.RaceFexitTrampoline, options.RaceOpsTrampoline, options.RaceInt3}, 2},
+		{"riscv64 campaign", "riscv64", true, in, 4},
+		{"no budget", "amd64", false, in, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, shared := budgetOrder(in, tc.goarch, tc.budget)
+			if !slices.Equal(got, tc.want) || shared != tc.shared {
+				t.Errorf("%v, %d shares; want %v, %d", got, shared, tc.want, tc.shared)
+			}
+			if in[0] != options.RaceOpsTrampoline || in[1] != options.RaceTrampoline {
+				t.Error("budgetOrder reordered its argument")
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"context"
@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/raceport"
+	"github.com/ftrace-harness/fth/stress/racer"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -116,18 +119,18 @@ func parseInt3Syms(r io.Reader) (int3Syms, error) {
 
 // x86Callsite is the address of a function's patchable entry: the 5-byte
 // nop or call at its start, after the IBT marker when it has one.
-func (r *raceAgent) x86Callsite(fn uint64) (uint64, error) {
-	h, err := r.peekN(fn, 9)
+func (r *Injector) x86Callsite(fn uint64) (uint64, error) {
+	b, err := r.Port.ReadText(fn, 9)
 	if err != nil {
 		return 0, err
 	}
-	b, _ := hex.DecodeString(h)
+	h := hex.EncodeToString(b)
 	off := 0
 	if strings.HasPrefix(h, "f30f1efa") {
 		off = 4
 	}
 	if len(b) < off+5 || (b[off] != 0xe8 && h[off*2:off*2+10] != nop5) {
-		return 0, fmt.Errorf("race: %s starts % x: no 5-byte nop or call at its entry", targetCounted, b)
+		return 0, fmt.Errorf("race: %s starts % x: no 5-byte nop or call at its entry", fthtarget.Counted, b)
 	}
 	return fn + uint64(off), nil
 }
@@ -137,7 +140,7 @@ const nop5 = "0f1f440000"
 
 // int3Patches runs the INT3 window's injections: each step of the
 // patcher, raced by switching tracing of fth_target_counted on and off.
-func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
+func (r *Injector) int3Patches(ctx context.Context, n int) error {
 	if err := options.CheckRaceTargets(options.RaceInt3, runtime.GOARCH); err != nil {
 		return fmt.Errorf("race: %w", err)
 	}
@@ -145,7 +148,7 @@ func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	fn, err := targetCountedAddr()
+	fn, err := countedAddr()
 	if err != nil {
 		return err
 	}
@@ -161,7 +164,7 @@ func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
 	// (measured: some 2,400 batches, none of them led by the callsite,
 	// before the callsite's own); a second instance keeps one on, on a
 	// function nobody calls, so that an enable patches the callsite alone.
-	keep, dropKeep, err := filteredInstance("fth_race_int3_keep", int3KeepFunc)
+	keep, dropKeep, err := tracefs.New(tracefs.DefaultRoot).FilteredInstance("fth_race_int3_keep", int3KeepFunc)
 	if err != nil {
 		return err
 	}
@@ -173,10 +176,10 @@ func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	report.Logf(r.a.w, "race: int3: the patcher held at each step of %s patching %s's callsite at %#x", int3Patcher, targetCounted, site)
+	report.Logf(r.env.W, "race: int3: the patcher held at each step of %s patching %s's callsite at %#x", int3Patcher, fthtarget.Counted, site)
 	w := r.decodeWith(options.RaceInt3, int3Patcher, syms.patcher, int(syms.patcherLen), int3Actions, disasm.Steps)
 	w.backwards = true
-	if r.a.opts.RaceList {
+	if r.env.Opts.RaceList {
 		return nil
 	}
 	// The patcher stops only in the batch whose first entry is the
@@ -185,7 +188,7 @@ func (r *raceAgent) int3Patches(ctx context.Context, n int) error {
 	binary.LittleEndian.PutUint32(rel, uint32(int32(site-syms.stext)))
 	for i := 0; w.wants(i, n) && ctx.Err() == nil && r.more(); i++ {
 		at, action := w.place()
-		in := &event.Injection{Target: options.RaceInt3, Symbol: fmt.Sprintf("%s+%#x", int3Patcher, at.Off), Offset: at.Off, Asm: at.Text, Function: targetCounted, Action: action}
+		in := &event.Injection{Target: options.RaceInt3, Symbol: fmt.Sprintf("%s+%#x", int3Patcher, at.Off), Offset: at.Off, Asm: at.Text, Function: fthtarget.Counted, Action: action}
 		arm := event.RaceMsg{Op: event.RaceArm, Addr: syms.patcher + uint64(at.Off), Size: 1, CPU: int3PatcherCPU,
 			TimeoutMS: int(raceStopTimeout.Milliseconds()), CondAddr: syms.batch, CondWant: hex.EncodeToString(rel), LookAddr: site, LookLen: 5}
 		if strings.HasSuffix(action, handlerFirst) {
@@ -220,7 +223,7 @@ const int3TrapWait = time.Second
 // before (off to enable, on to disable), the racer looping, the patcher
 // armed at its step, the action, and the judgement from what the host
 // held and what the callsite holds after.
-func (r *raceAgent) injectInt3(in *event.Injection, arm event.RaceMsg, site uint64, inst tracefs.FS) error {
+func (r *Injector) injectInt3(in *event.Injection, arm event.RaceMsg, site uint64, inst tracefs.FS) error {
 	r.seq++
 	in.Seq, in.CPU, in.Addr = r.seq, r.cpu, fmt.Sprintf("%#x", arm.Addr)
 	in.WindowMS = float64(r.window.Microseconds()) / 1000
@@ -231,22 +234,19 @@ func (r *raceAgent) injectInt3(in *event.Injection, arm event.RaceMsg, site uint
 	if err := inst.SetTracer(before); err != nil {
 		return fmt.Errorf("race: tracer %s before the injection: %w", before, err)
 	}
-	if err := r.racer.poke(racerLoop); err != nil {
+	if err := r.racer.Poke(racer.Loop); err != nil {
 		return err
 	}
 	// In flight from the arm on: the racer may trap and the kernel die
 	// while the patcher, and this agent with it, is held.
 	in.Outcome = event.InjReleased
 	r.emit(*in)
-	if err := r.send(arm); err != nil {
+	if err := r.Arm(arm); err != nil {
 		return err
-	}
-	if m, err := r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return fmt.Errorf("race: arm %#x: %+v %v", arm.Addr, m, err)
 	}
 	start := time.Now()
 	// The patcher's CPU is the one the host was asked to stop.
-	acted := onCPU(int3PatcherCPU, func(int) error { return inst.SetTracer(after) })
+	acted := racer.OnCPU(int3PatcherCPU, func(int) error { return inst.SetTracer(after) })
 	trapped, err := r.int3Holds(in, arm)
 	if err != nil {
 		return err
@@ -257,18 +257,18 @@ func (r *raceAgent) injectInt3(in *event.Injection, arm event.RaceMsg, site uint
 		in.ActionDone = true
 		in.ActionMS = float64(time.Since(start).Microseconds()) / 1000
 	case <-time.After(raceReturnTimeout):
-		return fmt.Errorf("race: tracer %s on %s did not end within %v", after, targetCounted, raceReturnTimeout)
+		return fmt.Errorf("race: tracer %s on %s did not end within %v", after, fthtarget.Counted, raceReturnTimeout)
 	}
-	if err := r.racer.poke('s'); err != nil {
+	if err := r.racer.Poke('s'); err != nil {
 		return err
 	}
-	line, err := r.racer.read(raceReturnTimeout)
+	line, err := r.racer.Read(raceReturnTimeout)
 	if err != nil || !strings.HasPrefix(line, "looped ") {
 		return fmt.Errorf("race: the racer did not stop its calls: %q %v", line, err)
 	}
 	var calls, failed, errno int
 	fmt.Sscanf(line, "looped %d %d %d", &calls, &failed, &errno)
-	final, err := r.peekN(site, 5)
+	final, err := r.Port.Peek(site, 5)
 	if err != nil {
 		return err
 	}
@@ -281,13 +281,13 @@ func (r *raceAgent) injectInt3(in *event.Injection, arm event.RaceMsg, site uint
 // int3Holds reads the host's answers to a chained arm: the patcher held
 // (or never there), then the racer trapped and held (or not), and the
 // releases. It reports whether the racer trapped.
-func (r *raceAgent) int3Holds(in *event.Injection, arm event.RaceMsg) (bool, error) {
-	m, err := r.recv(raceStopTimeout + 5*time.Second)
+func (r *Injector) int3Holds(in *event.Injection, arm event.RaceMsg) (bool, error) {
+	m, err := r.Recv(raceStopTimeout + raceport.Slack)
 	if err != nil {
 		return false, err
 	}
 	if m.Op != event.RaceStopped {
-		in.Outcome, in.Msg = event.InjMissed, fmt.Sprintf("the patcher did not stop at %s in the batch that patches %s: %s", in.Symbol, targetCounted, m.Msg)
+		in.Outcome, in.Msg = event.InjMissed, fmt.Sprintf("the patcher did not stop at %s in the batch that patches %s: %s", in.Symbol, fthtarget.Counted, m.Msg)
 		return false, nil
 	}
 	// What the racer will run while the patcher is held.
@@ -297,28 +297,28 @@ func (r *raceAgent) int3Holds(in *event.Injection, arm event.RaceMsg) (bool, err
 	if arm.Then == nil {
 		// Handler first: the racer ran the callsite, trapping on an
 		// INT3, while the host held the patcher.
-		if m, err = r.recv(time.Duration(arm.HoldMS)*time.Millisecond + 5*time.Second); err != nil || m.Op != event.RaceReleased {
-			return false, fmt.Errorf("race: the patcher's release: %+v %v", m, err)
+		if _, err = r.Expect(time.Duration(arm.HoldMS)*time.Millisecond+raceport.Slack, event.RaceReleased); err != nil {
+			return false, fmt.Errorf("race: the patcher's release: %w", err)
 		}
 		return strings.HasPrefix(in.Insn, "cc"), nil
 	}
-	trapped, err := r.thenHolds(*arm.Then)
+	trapped, err := r.ThenHolds(*arm.Then)
 	if err != nil {
 		return false, fmt.Errorf("race: the handler's arm: %w", err)
 	}
 	return trapped, nil
 }
 
-// thenHolds reads the host's answers to a chained arm's Then, once the
+// ThenHolds reads the host's answers to a chained arm's Then, once the
 // first arm held: armed, then stopped or timeout, then the first vCPU's
 // release and, if Then held, its own after Then.HoldMS. It reports
 // whether Then held.
-func (r *raceAgent) thenHolds(then event.RaceMsg) (bool, error) {
-	if m, err := r.recv(5 * time.Second); err != nil || m.Op != event.RaceArmed {
-		return false, fmt.Errorf("armed: %+v %v", m, err)
+func (h Holds) ThenHolds(then event.RaceMsg) (bool, error) {
+	if _, err := h.Expect(raceport.Reply, event.RaceArmed); err != nil {
+		return false, fmt.Errorf("armed: %w", err)
 	}
-	wait := time.Duration(then.TimeoutMS+then.HoldMS)*time.Millisecond + 5*time.Second
-	m, err := r.recv(wait)
+	wait := time.Duration(then.TimeoutMS+then.HoldMS)*time.Millisecond + raceport.Slack
+	m, err := h.Recv(wait)
 	if err != nil {
 		return false, err
 	}
@@ -331,8 +331,8 @@ func (r *raceAgent) thenHolds(then event.RaceMsg) (bool, error) {
 		releases = 2
 	}
 	for range releases {
-		if m, err = r.recv(wait); err != nil || m.Op != event.RaceReleased {
-			return held, fmt.Errorf("release: %+v %v", m, err)
+		if _, err = h.Expect(wait, event.RaceReleased); err != nil {
+			return held, fmt.Errorf("release: %w", err)
 		}
 	}
 	return held, nil

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"fmt"
@@ -32,19 +32,19 @@ type imageFinder struct {
 
 // newImageFinder starts watching the kernel's symbols, or lists the
 // images already in kallsyms when it cannot.
-func (r *raceAgent) newImageFinder(name string, scan func() (map[uint64]string, error)) (*imageFinder, error) {
+func (r *Injector) newImageFinder(name string, scan func() (map[uint64]string, error)) (*imageFinder, error) {
 	f := &imageFinder{name: name, scan: scan, detached: map[uint64]bool{}}
 	w, err := ksyms.Watch()
 	if err == nil {
 		f.watch = w
-		report.Logf(r.a.w, "race: %s images found by the kernel's symbol events", name)
+		report.Logf(r.env.W, "race: %s images found by the kernel's symbol events", name)
 		return f, nil
 	}
-	report.Logf(r.a.w, "race: no symbol events (%v): reading %s after each attach", err, ksyms.DefaultPath)
+	report.Logf(r.env.W, "race: no symbol events (%v): reading %s after each attach", err, ksyms.DefaultPath)
 	if f.before, err = scan(); err != nil {
 		return nil, err
 	}
-	report.Logf(r.a.w, "race: %d %s images listed before the first", len(f.before), name)
+	report.Logf(r.env.W, "race: %d %s images listed before the first", len(f.before), name)
 	return f, nil
 }
 
