@@ -47,9 +47,10 @@ test-e2e:
 	$(GO) test -count=1 -timeout 85m -v -run . ./tests/...
 
 # The scale cells too slow even for test-all under TCG: 40,000 trampolines
-# under the campaign's hammer and churn (about 2.7 hours on 2 cores).
+# under the campaign's hammer and churn (about 2.7 hours on 2 cores), 38,000
+# held by tracing_multi under it, per-link cost beside 10,000-40,000 of them.
 test-scale:
-	FTH_E2E_SCALE=1 $(GO) test -count=1 -timeout 360m -v -run 'FortyThousand|TwentyThousandChurn' ./tests/e2e
+	FTH_E2E_SCALE=1 $(GO) test -count=1 -timeout 480m -v -run 'FortyThousand|TwentyThousandChurn|MultiLiveCost' ./tests/e2e
 
 # Every finding's standalone reproducer (results/known/repro), 5 runs each
 # without the fix, with it, and its control: one line per finding,

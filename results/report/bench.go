@@ -24,6 +24,7 @@ type benchView struct {
 	Syscall    *syscallView
 	Scaling    *scalingView
 	Multi      *multiView
+	MultiLive  *multiLiveView
 	Wakeup     *wakeupView
 	// Profiles say where the profiled attach and detach time went.
 	Profiles []profileView
@@ -94,6 +95,18 @@ type multiRow struct {
 	Ran bool
 }
 
+// multiLiveView is the multilive part: per-link cost with a tracing_multi
+// population of each size live.
+type multiLiveView struct {
+	partView
+	Caption string
+	Rows    []multiLiveRow
+}
+
+type multiLiveRow struct {
+	Live, Grow, Refused, Attached, AttachP50, AttachP99, DetachP50, DetachP99 string
+}
+
 type wakeupView struct {
 	partView
 	Caption string
@@ -129,6 +142,7 @@ func buildBench(cell, accel string, b *event.Bench, fromEvents bool) (*benchView
 	v.Ops = opsTable(b.Ops)
 	v.Syscall = syscallTable(b.Syscall)
 	v.Multi = multiTable(b.Multi)
+	v.MultiLive = multiLiveTable(b.MultiLive)
 	v.Profiles = profileViews(b)
 	var err error
 	if v.Scaling, err = scalingTable(cell, b.Scaling); err != nil {
@@ -250,6 +264,26 @@ func multiTable(m *event.BenchMulti) *multiView {
 				AttachRatio: ratioText(p.AttachRatio), DetachRatio: ratioText(p.DetachRatio)}
 			v.Rows = append(v.Rows, r)
 		}
+	}
+	return v
+}
+
+// multiLiveTable is nil for a report written before the part existed, so
+// that old reports gain no empty section.
+func multiLiveTable(m *event.BenchMultiLive) *multiLiveView {
+	if m == nil {
+		return nil
+	}
+	v := &multiLiveView{partView: part(true, m.Supported, m.Skipped)}
+	v.Caption = fmt.Sprintf("%d per-link trampolines attached and detached at each size, on functions outside the tracing_multi population", m.Samples)
+	if d := m.Detach; d != nil {
+		v.Caption += fmt.Sprintf("; the population's detach at the end: %d of %d functions in %.2f s", d.Succeeded, d.Attempted, d.Wall.Std().Seconds())
+	}
+	for _, p := range m.Points {
+		l := p.Link
+		v.Rows = append(v.Rows, multiLiveRow{Live: fmt.Sprint(p.Live), Grow: secText(p.Grow.Wall.Std().Seconds()), Refused: fmt.Sprint(p.Grow.Failed),
+			Attached:  fmt.Sprintf("%d of %d", l.Attached, l.N),
+			AttachP50: msText(l.Attach.Median), AttachP99: msText(l.Attach.P99), DetachP50: msText(l.Detach.Median), DetachP99: msText(l.Detach.P99)})
 	}
 	return v
 }

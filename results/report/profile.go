@@ -52,6 +52,12 @@ func profileViews(b *event.Bench) []profileView {
 			add(fmt.Sprintf("detach of %d trampolines", p.N), p.DetachProfile)
 		}
 	}
+	if m := b.MultiLive; m != nil {
+		for _, p := range m.Points {
+			add(fmt.Sprintf("attach of %d per-link trampolines with %d live through tracing_multi", p.Link.N, p.Live), p.Link.AttachProfile)
+			add(fmt.Sprintf("detach of %d per-link trampolines with %d live through tracing_multi", p.Link.N, p.Live), p.Link.DetachProfile)
+		}
+	}
 	if m := b.Multi; m != nil {
 		for _, l := range []struct {
 			name string

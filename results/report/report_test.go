@@ -748,3 +748,33 @@ func TestBuildDelivery(t *testing.T) {
 		t.Error("a cell without the oracle has a delivery table")
 	}
 }
+
+func TestMultiLiveTable(t *testing.T) {
+	if v := multiLiveTable(nil); v != nil {
+		t.Errorf("a report without the part gained a section: %+v", v)
+	}
+	v := multiLiveTable(&event.BenchMultiLive{Skipped: "the kernel refused a tracing_multi population"})
+	if v.Ran || v.Skipped != "the kernel refused a tracing_multi population" {
+		t.Errorf("skipped part: %+v", v)
+	}
+	m := &event.BenchMultiLive{Supported: true, Samples: 200,
+		Detach: &event.Phase{Attempted: 40000, Succeeded: 40000, Wall: event.Duration(3 * time.Second)},
+		Points: []event.MultiLivePoint{{Live: 10000, Grow: event.Phase{Failed: 2, Wall: event.Duration(1500 * time.Millisecond)},
+			Link: event.BenchScalingPoint{N: 200, Attached: 200, Attach: event.Latency{Median: event.Duration(50 * time.Millisecond), P99: event.Duration(90 * time.Millisecond)}}}}}
+	v = multiLiveTable(m)
+	if !v.Ran || len(v.Rows) != 1 {
+		t.Fatalf("view %+v", v)
+	}
+	r := v.Rows[0]
+	for _, c := range []struct{ what, got, want string }{
+		{"live", r.Live, "10000"}, {"grown", r.Grow, "1.50"}, {"refused", r.Refused, "2"},
+		{"attached", r.Attached, "200 of 200"}, {"p50", r.AttachP50, "50.00 ms"}, {"p99", r.AttachP99, "90.00 ms"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %q, want %q", c.what, c.got, c.want)
+		}
+	}
+	if !strings.Contains(v.Caption, "40000 of 40000 functions in 3.00 s") {
+		t.Errorf("caption %q lacks the population's detach", v.Caption)
+	}
+}

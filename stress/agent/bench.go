@@ -38,6 +38,7 @@ func (a *agent) executeBench(ctx context.Context, cache *btf.Cache, inv inventor
 		SyscallCalls: o.SyscallCalls,
 		ScalingN:     o.ScalingN,
 		MultiN:       o.MultiN,
+		MultiLiveN:   o.MultiLiveN,
 		WakeupFor:    o.WakeupFor,
 		Profile:      o.Profile,
 		FExitEvery:   o.FExitEvery,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -67,6 +68,37 @@ func TestModAnchorSkipsScaleFunctions(t *testing.T) {
 		got := modAnchor(cands, []string{"ksys_write"}, "", seed)
 		if got != "vfs_read" {
 			t.Fatalf("seed %d: anchor %q, want vfs_read (the only free vmlinux function)", seed, got)
+		}
+	}
+}
+
+func TestMultiFuncs(t *testing.T) {
+	mod := func(s string) string { return options.ScaleModuleName + "_" + s }
+	rest := []string{"a", "b", "c", "d", mod("x"), mod("y"), mod("z")}
+	bg := []string{"b", mod("y")}
+	for _, n := range []int{1, 3, 4, 5, 100} {
+		got := multiFuncs(rest, bg, n, 7)
+		if want := min(n, len(rest)-len(bg)); len(got) != want {
+			t.Fatalf("n=%d: %v, want %d functions", n, got, want)
+		}
+		seen := map[string]bool{}
+		modSeen := false
+		for _, fn := range got {
+			if fn == "b" || fn == mod("y") {
+				t.Errorf("n=%d: %v holds the storm's %s", n, got, fn)
+			}
+			if seen[fn] {
+				t.Errorf("n=%d: %v holds %s twice", n, got, fn)
+			}
+			seen[fn] = true
+			if options.ScaleModuleFunc(fn) {
+				modSeen = true
+			} else if modSeen {
+				t.Errorf("n=%d: %v puts a vmlinux function after the module's", n, got)
+			}
+		}
+		if again := multiFuncs(rest, bg, n, 7); !slices.Equal(got, again) {
+			t.Errorf("n=%d: not fixed by the seed: %v then %v", n, got, again)
 		}
 	}
 }

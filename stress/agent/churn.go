@@ -68,7 +68,7 @@ func modAnchor(cands, hot []string, exactFn string, seed int64) string {
 	}
 	var free []string
 	for _, c := range cands {
-		if !busy[c] && !scaleFunc(c) {
+		if !busy[c] && !options.ScaleModuleFunc(c) {
 			free = append(free, c)
 		}
 	}
@@ -97,7 +97,7 @@ func churnSyscalls(exact bool) []string {
 // executeChurn runs the churn scenario after the inventory: hot set,
 // optional background trampolines, then the churn with mixed tracers,
 // preemption switching, hotplug and the exact-count windows around it.
-func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventory.Result) error {
+func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventory.Result) (err error) {
 	o := a.opts
 	a.stage(event.StageStorm, "")
 
@@ -118,7 +118,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 		named[fn] = true
 	}
 	keep := func(fn string) bool {
-		if fn == exactFn || named[fn] || scaleFunc(fn) {
+		if fn == exactFn || named[fn] || options.ScaleModuleFunc(fn) {
 			return false
 		}
 		if addrs == nil {
@@ -145,6 +145,24 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	}
 	a.selected = len(bg)
 	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(len(bg) + len(hot.Funcs))})
+	if o.MultiHold > 0 {
+		// Held from before the storm to after its detach: on an early
+		// return only closed.
+		held, herr := a.holdMulti(ctx, cache, multiFuncs(rest, bg, o.MultiHold, o.Seed))
+		defer held.Close()
+		if herr != nil {
+			return herr
+		}
+		if held != nil {
+			defer func() {
+				if err == nil {
+					if _, derr := held.Detach(); derr != nil {
+						err = fmt.Errorf("multi detach phase: %w", derr)
+					}
+				}
+			}()
+		}
+	}
 	report.Logf(a.w, "churn: %d hot functions (%d on hammer syscall paths), exact-count on %q, %d background trampolines",
 		len(hot.Funcs), len(hot.SyscallPath), exactFn, len(bg))
 
@@ -608,11 +626,6 @@ func (a *agent) oracleFail(o event.Oracle) {
 	a.churn.oracle = append(a.churn.oracle, msg)
 	a.churn.mu.Unlock()
 }
-
-// scaleFunc says whether fn is one of fth_scale.ko's functions: background
-// only, never called, so never hot nor an anchor; and a filter naming one
-// is matched by name over the module's 32,768 symbols.
-func scaleFunc(fn string) bool { return strings.HasPrefix(fn, options.ScaleModuleName+"_") }
 
 // scaleNameFilter is why a churn beside fth_scale.ko leaves out what only a
 // tracefs filter by name can reach: a module's functions.

@@ -69,7 +69,9 @@ type Config struct {
 	SyscallCalls int
 	ScalingN     []int
 	MultiN       []int
-	WakeupFor    time.Duration
+	// MultiLiveN are the population sizes of the multilive part.
+	MultiLiveN []int
+	WakeupFor  time.Duration
 	// FExitEvery makes every FExitEvery-th trampoline of the curve an
 	// fexit (0: fentry only).
 	FExitEvery int
@@ -95,12 +97,13 @@ func Run(ctx context.Context, cfg Config) (event.Bench, error) {
 		return event.Bench{}, errors.New("bench.Run: Emit and Cache are required")
 	}
 	b := event.Bench{
-		CPU:     benchCPU(),
-		Ops:     &event.BenchOps{Skipped: NotRequested},
-		Syscall: &event.BenchSyscall{Skipped: NotRequested},
-		Scaling: &event.BenchScaling{Skipped: NotRequested},
-		Multi:   &event.BenchMulti{Skipped: NotRequested},
-		Wakeup:  &event.BenchWakeup{Skipped: NotRequested},
+		CPU:       benchCPU(),
+		Ops:       &event.BenchOps{Skipped: NotRequested},
+		Syscall:   &event.BenchSyscall{Skipped: NotRequested},
+		Scaling:   &event.BenchScaling{Skipped: NotRequested},
+		Multi:     &event.BenchMulti{Skipped: NotRequested},
+		MultiLive: &event.BenchMultiLive{Skipped: NotRequested},
+		Wakeup:    &event.BenchWakeup{Skipped: NotRequested},
 	}
 	r := &runner{cfg: cfg, cpu: b.CPU, order: shuffled(cfg.Candidates, cfg.Seed)}
 	r.prepareProfile()
@@ -126,6 +129,8 @@ func Run(ctx context.Context, cfg Config) (event.Bench, error) {
 			r.scaled = b.Scaling
 		case benchopts.Multi:
 			b.Multi, err = r.multi(ctx)
+		case benchopts.MultiLive:
+			b.MultiLive, err = r.multiLive(ctx)
 		case benchopts.Wakeup:
 			b.Wakeup, err = r.wakeup(ctx)
 		}

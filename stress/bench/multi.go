@@ -4,42 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/multi"
 	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 )
-
-// attachFEntryMulti is BPF_TRACE_FENTRY_MULTI of enum bpf_attach_type as
-// Linux 7.3 numbers it (after BPF_TRACE_FSESSION, 58). Neither cilium/ebpf
-// v0.22 nor x/sys names it, so the bench loads and links such programs
-// itself; a kernel without it refuses the load with EINVAL.
-const attachFEntryMulti = 59
-
-// tracingMultiAttr is the link_create member of union bpf_attr with its
-// tracing_multi variant (Linux 7.3): ids is a user pointer to cnt u32 BTF
-// ids of the target functions, cookies an optional pointer to cnt u64.
-type tracingMultiAttr struct {
-	progFD     uint32
-	targetFD   uint32
-	attachType uint32
-	flags      uint32
-	ids        uint64
-	cookies    uint64
-	cnt        uint32
-	_          uint32
-}
-
-// multiNote says where the tracing_multi support comes from, for the log.
-const multiNote = "cilium/ebpf v0.22 has no tracing-multi link; raw BPF_LINK_CREATE with BPF_TRACE_FENTRY_MULTI (59)"
 
 // multi times one multi-function link over N functions, for tracing_multi
 // and kprobe_multi, and compares it with N single links from the scaling
@@ -52,7 +27,7 @@ func (r *runner) multi(ctx context.Context) (*event.BenchMulti, error) {
 		return out, nil
 	}
 	out.Supported = true
-	report.Logf(r.cfg.Emit, "bench: multi: %s", multiNote)
+	report.Logf(r.cfg.Emit, "bench: multi: %s", multi.Note)
 	out.TracingMulti = r.tracingMulti(ctx, ns)
 	if s := out.TracingMulti.Skipped; s != "" {
 		report.Logf(r.cfg.Emit, "bench: multi: tracing_multi skipped: %s", s)
@@ -95,13 +70,13 @@ func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLin
 		out.Skipped = fmt.Sprintf("vmlinux BTF: %v", err)
 		return out
 	}
-	ids, err := btfIDs(spec, r.order[:ns[len(ns)-1]])
+	ids, err := multi.IDs(spec, r.order[:ns[len(ns)-1]])
 	if err != nil {
 		out.Skipped = err.Error()
 		return out
 	}
 	// The program has no target of its own: the link names them.
-	prog, err := ebpf.NewProgram(tracingSpec("", ebpf.AttachType(attachFEntryMulti)))
+	prog, err := ebpf.NewProgram(tracingSpec("", ebpf.AttachType(multi.AttachFEntryMulti)))
 	if err != nil {
 		out.Errno, _ = attach.ErrnoOf(err)
 		out.Skipped = fmt.Sprintf("the kernel refused a BPF_TRACE_FENTRY_MULTI program (no tracing_multi before Linux 7.3): %s", attach.Message(err))
@@ -118,7 +93,7 @@ func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLin
 		var errno unix.Errno
 		pt.AttachProfile, _ = r.profiled(prof, fmt.Sprintf("tracing_multi attach N=%d", n), func() error {
 			t0 := time.Now()
-			fd, errno = tracingMultiLink(prog.FD(), ids[:n])
+			fd, errno = multi.Link(prog.FD(), ids[:n])
 			pt.AttachSeconds = seconds(time.Since(t0))
 			return nil
 		})
@@ -156,56 +131,6 @@ func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLin
 		out.Skipped = "every tracing_multi link was refused: " + out.Points[0].Error
 	}
 	return out
-}
-
-// btfIDs returns the vmlinux BTF id of each function. The inventory only
-// keeps functions with exactly one BTF FUNC, so a name is an id.
-func btfIDs(spec *btf.Spec, fns []string) ([]uint32, error) {
-	ids := make([]uint32, 0, len(fns))
-	for _, fn := range fns {
-		types, err := spec.AnyTypesByName(fn)
-		if err != nil {
-			return nil, fmt.Errorf("BTF of %s: %w", fn, err)
-		}
-		var f *btf.Func
-		for _, t := range types {
-			if tf, ok := t.(*btf.Func); ok {
-				f = tf
-			}
-		}
-		if f == nil {
-			return nil, fmt.Errorf("BTF of %s: no FUNC", fn)
-		}
-		id, err := spec.TypeID(f)
-		if err != nil {
-			return nil, fmt.Errorf("BTF id of %s: %w", fn, err)
-		}
-		ids = append(ids, uint32(id))
-	}
-	return ids, nil
-}
-
-// tracingMultiLink creates one tracing_multi link of progFD over ids.
-func tracingMultiLink(progFD int, ids []uint32) (int, unix.Errno) {
-	attr := tracingMultiAttr{
-		progFD:     uint32(progFD),
-		attachType: attachFEntryMulti,
-		ids:        uint64(uintptr(unsafe.Pointer(&ids[0]))),
-		cnt:        uint32(len(ids)),
-	}
-	for i := 0; ; i++ {
-		fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-		// The Go runtime preempts with signals: EINTR says nothing
-		// about the kernel.
-		if errno == unix.EINTR && i < 5 {
-			continue
-		}
-		runtime.KeepAlive(ids)
-		if errno != 0 {
-			return -1, errno
-		}
-		return int(fd), 0
-	}
 }
 
 // kprobeMulti measures BPF_TRACE_KPROBE_MULTI links (fprobe underneath).

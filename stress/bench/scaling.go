@@ -68,7 +68,7 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 		}
 	}()
 	for _, n := range ns {
-		pt, err := r.scalingPoint(ctx, at, n, r.profileAt(ns, n))
+		pt, err := r.scalingPoint(ctx, at, r.order[:n], fmt.Sprintf("N=%d", n), r.profileAt(ns, n))
 		if len(out.Points) > 0 {
 			first := out.Points[0]
 			pt.AttachRatio = PerOpRatio(pt.AttachSeconds, pt.Attach.Count, first.AttachSeconds, first.Attach.Count)
@@ -86,11 +86,11 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 	return out, nil
 }
 
-// scalingPoint loads, attaches and detaches the first n functions of the
-// order, profiling the attach and the detach when prof. Its set is closed
-// on every path, so no link outlives the point.
-func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, n int, prof bool) (pt event.BenchScalingPoint, err error) {
-	pt = event.BenchScalingPoint{N: n}
+// scalingPoint loads, attaches and detaches funcs, profiling the attach
+// and the detach when prof (label names the point in the profiles' log
+// lines). Its set is closed on every path, so no link outlives the point.
+func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, funcs []string, label string, prof bool) (pt event.BenchScalingPoint, err error) {
+	pt = event.BenchScalingPoint{N: len(funcs)}
 	set := attach.NewSet()
 	defer func() {
 		if cerr := set.Close(); cerr != nil && err == nil {
@@ -98,14 +98,14 @@ func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, n int, p
 		}
 	}()
 	before := settledKernelFree(ctx)
-	lp, err := at.Load(ctx, set, r.order[:n])
+	lp, err := at.Load(ctx, set, funcs)
 	pt.Loaded, pt.LoadSeconds = lp.Succeeded, seconds(lp.Wall.Std())
 	addErrnos(&pt, lp)
 	if err != nil {
 		return pt, err
 	}
 	var ap event.Phase
-	pt.AttachProfile, err = r.profiled(prof, fmt.Sprintf("attach N=%d", n), func() (err error) {
+	pt.AttachProfile, err = r.profiled(prof, "attach "+label, func() (err error) {
 		ap, err = at.Attach(ctx, set)
 		return err
 	})
@@ -118,7 +118,7 @@ func (r *runner) scalingPoint(ctx context.Context, at *attach.Attacher, n int, p
 		return pt, err
 	}
 	var dp event.Phase
-	pt.DetachProfile, err = r.profiled(prof, fmt.Sprintf("detach N=%d", n), func() (err error) {
+	pt.DetachProfile, err = r.profiled(prof, "detach "+label, func() (err error) {
 		dp, err = at.Detach(ctx, set, options.All)
 		return err
 	})

@@ -202,3 +202,106 @@ func everyOneAttached(t *testing.T, r fthRun, n int) event.BenchScalingPoint {
 	}
 	return p
 }
+
+// multiLiveRan checks that r, a bench cell with the multilive part, grew
+// the tracing_multi population to each size of sizes with no function
+// refused, attached and detached every per-link sample at each, and
+// detached the whole population at the end.
+func multiLiveRan(t *testing.T, r fthRun, sizes []int) *event.BenchMultiLive {
+	t.Helper()
+	r.mustCell(t)
+	if r.exit != 0 {
+		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
+	}
+	b := r.result.Bench
+	if b == nil || b.MultiLive == nil || !b.MultiLive.Supported {
+		t.Fatalf("no multilive part in result.json: %+v", b)
+	}
+	m := b.MultiLive
+	if len(m.Points) != len(sizes) {
+		t.Fatalf("%d points, want %d (%v): %+v", len(m.Points), len(sizes), sizes, m.Points)
+	}
+	for i, p := range m.Points {
+		l := p.Link
+		t.Logf("%d live (grown in %.2f s): per-link attach p50 %v p99 %v, detach p50 %v p99 %v", p.Live, p.Grow.Wall.Std().Seconds(), l.Attach.Median, l.Attach.P99, l.Detach.Median, l.Detach.P99)
+		if p.Live != sizes[i] || p.Grow.Failed != 0 {
+			t.Errorf("point %d: %d live, %d refused, want %d and none", i, p.Live, p.Grow.Failed, sizes[i])
+		}
+		if l.N != m.Samples || l.Attached != l.N || l.Detached != l.N || l.Attach.Count != l.N || l.Detach.Count != l.N {
+			t.Errorf("point %d: per-link samples %+v, want all %d attached and detached, each timed", i, l, m.Samples)
+		}
+	}
+	if d := m.Detach; d == nil || d.Succeeded != sizes[len(sizes)-1] || d.Failed != 0 {
+		t.Errorf("the population's detach: %+v, want all %d", m.Detach, sizes[len(sizes)-1])
+	}
+	return m
+}
+
+// TestX86MultiLive: the bench's multilive part at a small size (vmlinux's
+// functions only): a tracing_multi population grown in two steps, 200
+// per-link trampolines attached and detached beside each, and every link
+// of the population closed and counted at the end. The figures at 10,000
+// to 40,000 are TestX86MultiLiveCost's.
+func TestX86MultiLive(t *testing.T) {
+	sizes := []int{500, 1000}
+	r := runFth(t, 15*time.Minute, "--n", "0",
+		"--agent-arg", "scenario=bench", "--agent-arg", "benchparts=multilive",
+		"--agent-arg", "multiliven=500,1000", "--agent-arg", "profile=off")
+	multiLiveRan(t, r, sizes)
+}
+
+// TestX86MultiLiveCost is issue 44's per-operation cost: a tracing_multi
+// population grown to 10,000, 20,000, 30,000 and 40,000 functions in one
+// boot (vmlinux's, then fth_scale.ko's), with 200 per-link attaches and
+// detaches timed at each size and profiled at 40,000, where each profile
+// must add up to its wall time (make test-scale; docs/scale.md carries
+// the figures).
+func TestX86MultiLiveCost(t *testing.T) {
+	if os.Getenv("FTH_E2E_SCALE") == "" {
+		t.Skip("runs under make test-scale (FTH_E2E_SCALE=1)")
+	}
+	sizes := []int{10000, 20000, 30000, 40000}
+	r := runFth(t, 90*time.Minute, "--n", "0", "--mem", "4096", "--deadline", "80m",
+		"--agent-arg", "scenario=bench", "--agent-arg", "benchparts=multilive",
+		"--agent-arg", "multiliven=10000,20000,30000,40000", "--agent-arg", "scalemod=true",
+		"--agent-arg", "profile=largest")
+	m := multiLiveRan(t, r, sizes)
+	top := m.Points[len(m.Points)-1].Link
+	for what, pr := range map[string]*event.Profile{"attach": top.AttachProfile, "detach": top.DetachProfile} {
+		if pr == nil || !pr.AddsUp {
+			t.Errorf("%s profile at 40,000 live does not add up: %+v", what, pr)
+			continue
+		}
+		t.Logf("%s at 40,000 live: centres %+v", what, pr.Centres)
+	}
+}
+
+// TestX86FortyThousandMulti is issue 44's cell: 38,000 functions held
+// through tracing_multi links (vmlinux's, then fth_scale.ko's) and 2,000
+// per-link trampolines on top, then the campaign for 15 minutes on the
+// correct kernel: a pass with every oracle counted, then every link
+// detached and counted (make test-scale; docs/scale.md has its wall time).
+func TestX86FortyThousandMulti(t *testing.T) {
+	if os.Getenv("FTH_E2E_SCALE") == "" {
+		t.Skip("runs under make test-scale (FTH_E2E_SCALE=1)")
+	}
+	const multiN, perLink = 38000, 2000
+	r := runFth(t, 3*time.Hour, "--n", fmt.Sprint(perLink), "--mem", "4096", "--deadline", "150m",
+		"--agent-arg", "scalemod=true", "--agent-arg", fmt.Sprintf("multihold=%d", multiN),
+		"--agent-arg", "budget=16m", "--agent-arg", "churn=15m", "--agent-arg", "stormfirst=true")
+	r.mustCell(t)
+	if r.exit != 0 {
+		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
+	}
+	campaignRan(t, r.result, true)
+	for name, want := range map[string]int{"multi-attach": multiN, "multi-detach": multiN, "attach": perLink, "detach": perLink} {
+		if p := r.result.Phases[name]; p == nil || p.Succeeded != want || p.Failed != 0 {
+			t.Errorf("phase %s = %+v, want all %d and no failure", name, p, want)
+		}
+	}
+	for _, st := range r.result.Stages {
+		if st.Name == event.StageChurn && st.Seconds < 14*60 {
+			t.Errorf("the churn stage ran %.0f s, want its 15 minutes", st.Seconds)
+		}
+	}
+}

@@ -18,11 +18,23 @@ const (
 	Syscall = "syscall"
 	Scaling = "scaling"
 	Multi   = "multi"
-	Wakeup  = "wakeup"
+	// MultiLive is per-link attach and detach cost with a growing
+	// tracing_multi population live beside it.
+	MultiLive = "multilive"
+	Wakeup    = "wakeup"
 )
 
+// MultiLiveSamples is how many per-link trampolines the multilive part
+// attaches and detaches at each population size.
+const MultiLiveSamples = 200
+
 // Parts lists every bench part in run order, in a new slice.
-func Parts() []string { return []string{Ops, Syscall, Scaling, Multi, Wakeup} }
+func Parts() []string { return []string{Ops, Syscall, Scaling, Multi, MultiLive, Wakeup} }
+
+// DefaultParts are the parts a bench runs when none are named: all but
+// multilive, which needs its population sizes (multiliven) and tens of
+// minutes at the sizes it is for.
+func DefaultParts() []string { return []string{Ops, Syscall, Scaling, Multi, Wakeup} }
 
 // OpsPoint is one configuration of the kernel's ftrace-ops sample module:
 // how many ftrace_ops trace the timed function (Relevant) and another one

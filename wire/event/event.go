@@ -387,7 +387,37 @@ type Bench struct {
 	Syscall *BenchSyscall `json:"syscall"`
 	Scaling *BenchScaling `json:"scaling"`
 	Multi   *BenchMulti   `json:"multi"`
-	Wakeup  *BenchWakeup  `json:"wakeup"`
+	// MultiLive is absent from reports written before it existed.
+	MultiLive *BenchMultiLive `json:"multi_live,omitempty"`
+	Wakeup    *BenchWakeup    `json:"wakeup"`
+}
+
+// BenchMultiLive is the cost of one per-link trampoline's attach and
+// detach while a tracing_multi population of each size is live (seed
+// 001's way of reaching tens of thousands of functions): the population
+// grows to each size in turn, and at each the same per-link functions,
+// never in the population, attach and detach.
+type BenchMultiLive struct {
+	Supported bool   `json:"supported"`
+	Skipped   string `json:"skipped,omitempty"`
+	// Samples is how many per-link trampolines each point attaches and
+	// detaches.
+	Samples int              `json:"samples"`
+	Points  []MultiLivePoint `json:"points,omitempty"`
+	// Detach is the population's detach at the end, every link closed.
+	Detach *Phase `json:"detach,omitempty"`
+}
+
+// MultiLivePoint is one population size of BenchMultiLive.
+type MultiLivePoint struct {
+	// Live is how many functions the tracing_multi links held while the
+	// samples ran; Grow is the attach that brought the population to it.
+	Live int   `json:"live"`
+	Grow Phase `json:"grow"`
+	// Link is the samples' load, attach and detach, with their
+	// distributions and, at the profiled sizes, their profiles; its N is
+	// the sample count.
+	Link BenchScalingPoint `json:"link"`
 }
 
 // BenchOps is the per-call overhead of ftrace_ops on one function, measured

@@ -220,6 +220,9 @@ type Options struct {
 	// MultiN are the function counts of the tracing_multi and
 	// kprobe_multi links.
 	MultiN []int
+	// MultiLiveN are the tracing_multi population sizes of the bench's
+	// multilive part (none: the part is skipped).
+	MultiLiveN []int
 	// WakeupFor is how long each wakeup-latency run (quiet, storm) lasts.
 	WakeupFor time.Duration
 	// FExitEvery makes every FExitEvery-th trampoline of the storm (and
@@ -228,6 +231,11 @@ type Options struct {
 	// ScaleModule loads fth_scale.ko (ScaleModuleName) before the
 	// inventory and counts its functions as candidates.
 	ScaleModule bool
+	// MultiHold is how many functions the campaign holds under
+	// tracing_multi links (stress/multi) from before its storm to its
+	// detach: functions neither the storm nor the churn touches, vmlinux's
+	// first, then fth_scale.ko's. 0: none.
+	MultiHold int
 	// Profile is where the bench profiles attach and detach
 	// (benchopts.ProfileLargest, ProfileAll, ProfileOff).
 	Profile string
@@ -551,6 +559,12 @@ func (o Options) KernelArgs() []string {
 // functions for storms and scaling curves beyond vmlinux's own.
 const ScaleModuleName = "fth_scale"
 
+// ScaleModuleFunc says whether fn is one of the scale module's functions,
+// all of which its generator names with the module's name first. Nothing
+// calls them: the churn keeps them out of its hot set and anchors, and a
+// tracefs filter naming one is matched over the module's 32,768 symbols.
+func ScaleModuleFunc(fn string) bool { return strings.HasPrefix(fn, ScaleModuleName+"_") }
+
 // ReproKernelArgs are the kernel parameters a repro sequence needs: a
 // freed slab object poisoned (0x6b), so that a read of it after the free
 // faults instead of finding its old contents.
@@ -681,7 +695,7 @@ func Defaults(env Env) Options {
 		Injections: All,
 		Window:     Auto,
 
-		BenchParts:   benchopts.Parts(),
+		BenchParts:   benchopts.DefaultParts(),
 		OpsSweep:     benchopts.DefaultOpsSweep(),
 		OpsCalls:     100_000,
 		SyscallCalls: 100_000,

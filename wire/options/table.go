@@ -481,7 +481,7 @@ var fields = []field{
 	},
 	{
 		name:  "benchparts",
-		usage: "bench: comma-separated `parts` to run (ops, syscall, scaling, multi, wakeup), or \"all\"",
+		usage: "bench: comma-separated `parts` to run (ops, syscall, scaling, multi, multilive, wakeup), or \"all\"; the default is every part but multilive",
 		set:   func(o *Options, v string) (err error) { o.BenchParts, err = benchopts.ParseParts(v); return err },
 		get:   func(o *Options) string { return strings.Join(o.BenchParts, ",") },
 	},
@@ -528,6 +528,19 @@ var fields = []field{
 		get: func(o *Options) string { return benchopts.FormatCounts(o.MultiN) },
 	},
 	{
+		name:  "multiliven",
+		usage: "bench: comma-separated tracing_multi population `sizes` of the multilive part, grown in turn in one boot, with 200 per-link attaches and detaches timed at each (none: the part is skipped)",
+		set: func(o *Options, v string) (err error) {
+			o.MultiLiveN = nil
+			if v == "" {
+				return nil
+			}
+			o.MultiLiveN, err = benchopts.ParseCounts(v, benchopts.MaxCount)
+			return err
+		},
+		get: func(o *Options) string { return benchopts.FormatCounts(o.MultiLiveN) },
+	},
+	{
 		name:  "fexitevery",
 		usage: "storm, campaign, bench: every `k`-th trampoline is an fexit instead of an fentry (0: fentry only)",
 		set: func(o *Options, v string) (err error) {
@@ -542,6 +555,12 @@ var fields = []field{
 		isBool: true,
 		set:    setBool(func(o *Options) *bool { return &o.ScaleModule }),
 		get:    getBool(func(o *Options) *bool { return &o.ScaleModule }),
+	},
+	{
+		name:  "multihold",
+		usage: "campaign, churn: `count` of functions held by tracing_multi links (Linux 7.3's BPF_TRACE_FENTRY_MULTI, one shared direct ops) from before the storm to the detach, on functions neither the storm nor the churn touches: vmlinux's first, then fth_scale.ko's with scalemod=true; 0 for none",
+		set:   func(o *Options, v string) (err error) { o.MultiHold, err = intRange(v, 0, 1<<20); return err },
+		get:   func(o *Options) string { return strconv.Itoa(o.MultiHold) },
 	},
 	{
 		name:  "profile",
