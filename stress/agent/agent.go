@@ -214,22 +214,50 @@ func (a *agent) hello(path string, optsOK bool) {
 	report.Logf(a.w, "events on %s", path)
 }
 
-// execute runs steps 2 to 7. An error means a phase could not run.
+// scenario is how the agent runs one scenario.
+type scenario struct {
+	// inventoried scenarios take the inventory first and run with it;
+	// the others (the race, a repro sequence, a standalone reproducer)
+	// need their own module's functions only, and get neither.
+	inventoried bool
+	// watchImages names a trap in a freed trampoline after it: not in the
+	// bench, whose timings a poller would perturb.
+	watchImages bool
+	run         func(a *agent, ctx context.Context, cache *btf.Cache, inv inventory.Result) error
+}
+
+// scenarios is every scenario the agent runs, by its option value.
+func scenarios() map[event.Scenario]scenario {
+	return map[event.Scenario]scenario{
+		options.ScenarioStorm:    {inventoried: true, watchImages: true, run: (*agent).executeStorm},
+		options.ScenarioChurn:    {inventoried: true, watchImages: true, run: (*agent).executeChurn},
+		options.ScenarioCampaign: {inventoried: true, watchImages: true, run: (*agent).executeChurn},
+		options.ScenarioBench:    {inventoried: true, run: (*agent).executeBench},
+		options.ScenarioRace: {run: func(a *agent, ctx context.Context, _ *btf.Cache, _ inventory.Result) error {
+			return a.executeRace(ctx)
+		}},
+		options.ScenarioRepro: {run: func(a *agent, ctx context.Context, _ *btf.Cache, _ inventory.Result) error {
+			return a.executeRepro(ctx)
+		}},
+		options.ScenarioStandalone: {run: func(a *agent, ctx context.Context, _ *btf.Cache, _ inventory.Result) error {
+			return a.executeStandalone(ctx)
+		}},
+	}
+}
+
+// execute runs the scenario's steps. An error means a phase could not run.
 func (a *agent) execute(ctx context.Context) error {
-	if a.opts.Scenario == options.ScenarioRace {
-		// No inventory: the race needs one function of its own module.
-		return a.executeRace(ctx)
+	sc, ok := scenarios()[a.opts.Scenario]
+	if !ok {
+		// The option table refuses any other value: a scenario added
+		// there and not here.
+		return fmt.Errorf("scenario %q: the agent has no way to run it", a.opts.Scenario)
 	}
-	if a.opts.Scenario == options.ScenarioRepro {
-		return a.executeRepro(ctx)
+	if !sc.inventoried {
+		return sc.run(a, ctx, nil, inventory.Result{})
 	}
-	if a.opts.Scenario == options.ScenarioStandalone {
-		return a.executeStandalone(ctx)
-	}
-	// Storm, churn and campaign: a trap in a freed trampoline is named
-	// after it. Not the bench, whose timings a poller would perturb.
 	a.stopImages = func() {}
-	if a.opts.Scenario != options.ScenarioBench {
+	if sc.watchImages {
 		a.stopImages = a.watchImages(ctx)
 	}
 	defer a.stopImages()
@@ -256,22 +284,22 @@ func (a *agent) execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
 	}
-	if a.opts.Scenario == options.ScenarioChurn || a.opts.Scenario == options.ScenarioCampaign {
-		report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
-		a.churn = &churnVerdict{}
-		return a.executeChurn(ctx, cache, inv)
-	}
-	if a.opts.Scenario == options.ScenarioBench {
-		return a.executeBench(ctx, cache, inv)
-	}
+	report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
+	return sc.run(a, ctx, cache, inv)
+}
+
+// executeStorm is the storm scenario after the inventory: the hammer, the
+// selected functions loaded and attached, the crash asked for if any, the
+// hold, and the detach.
+func (a *agent) executeStorm(ctx context.Context, cache *btf.Cache, inv inventory.Result) error {
 	funcs := selectFuncs(inv.Candidates, a.opts.N, a.opts.Seed)
 	if len(a.opts.Funcs) > 0 {
 		funcs = a.opts.Funcs
 	}
 	a.selected = len(funcs)
 	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(len(funcs))})
-	report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
 
+	var err error
 	a.ham, err = hammer.Start(ctx, hammer.Config{Threads: a.opts.Threads, Stall: a.opts.Stall, Seed: a.opts.Seed, Emit: a.w, RT: a.opts.RT, TimerPeriod: a.opts.TimerPeriod, FairShare: fairShare(a.opts.RTReserve)})
 	if err != nil {
 		return fmt.Errorf("hammer: %w", err)

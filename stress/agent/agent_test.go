@@ -393,3 +393,17 @@ func TestReproSequencesCoverTheOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryScenarioRuns: every scenario the option table accepts has a
+// way to run in the agent, and nothing else does.
+func TestEveryScenarioRuns(t *testing.T) {
+	table := scenarios()
+	for _, sc := range event.Scenarios() {
+		if s, ok := table[sc]; !ok || s.run == nil {
+			t.Errorf("scenario %q: the agent cannot run it", sc)
+		}
+	}
+	if len(table) != len(event.Scenarios()) {
+		t.Errorf("the agent runs %d scenarios, the options know %d", len(table), len(event.Scenarios()))
+	}
+}

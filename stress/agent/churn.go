@@ -99,6 +99,7 @@ func churnSyscalls(exact bool) []string {
 // preemption switching, hotplug and the exact-count windows around it.
 func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventory.Result) (err error) {
 	o := a.opts
+	a.churn = &churnVerdict{}
 	a.stage(event.StageStorm, "")
 
 	addrs, err := ksyms.Read(ksyms.DefaultPath, inv.Candidates)
