@@ -328,26 +328,28 @@ func TestChurnOptions(t *testing.T) {
 		t.Errorf("bare fth.mixed = %+v, %v", o.Mixed, err)
 	}
 	for cmdline, want := range map[string]string{
-		"fth.scenario=hammer":             `fth.scenario="hammer": want "storm", "churn", "bench", "race", "campaign", "repro" or "standalone"`,
-		"fth.hot=0":                       "fth.hot",
-		"fth.hot=5000":                    "fth.hot",
-		"fth.churn=-1s":                   "fth.churn",
-		"fth.cycles=-1":                   "fth.cycles",
-		"fth.workers=0":                   "fth.workers",
-		"fth.exactcalls=x":                "fth.exactcalls",
-		"fth.exactevery=0s":               "fth.exactevery",
-		"fth.preemptevery=soon":           "fth.preemptevery",
-		"fth.hotplug=-2s":                 "fth.hotplug",
-		"fth.scenario=churn fth.churn=0s": "churn=0 needs cycles > 0",
-		"fth.scenario=repro":              "scenario=repro needs repro=<sequence> (ipmodify-filter, ipmodify-register, direct-unregister-free, direct-unregister-live, direct-unregister-free-tracefs, direct-unregister-live-tracefs, mapper-remove-free, mapper-remove-live, eagain-free, eagain-peer, ipmodify-mid-update, ipmodify-mid-update-peer, refused-direct, refused-direct-accepted)",
-		"fth.repro=nosuch":                `fth.repro="nosuch": "nosuch": want one of ipmodify-filter, ipmodify-register`,
+		"fth.scenario=hammer":                 `fth.scenario="hammer": want "storm", "churn", "bench", "race", "campaign", "repro" or "standalone"`,
+		"fth.hot=0":                           "fth.hot",
+		"fth.hot=5000":                        "fth.hot",
+		"fth.churn=-1s":                       "fth.churn",
+		"fth.cycles=-1":                       "fth.cycles",
+		"fth.workers=0":                       "fth.workers",
+		"fth.exactcalls=x":                    "fth.exactcalls",
+		"fth.exactevery=0s":                   "fth.exactevery",
+		"fth.preemptevery=soon":               "fth.preemptevery",
+		"fth.hotplug=-2s":                     "fth.hotplug",
+		"fth.scenario=churn fth.churn=0s":     "churn=0 needs cycles > 0",
+		"fth.scenario=repro":                  "scenario=repro needs repro=<sequence> (ipmodify-filter, ipmodify-register, direct-unregister-free, direct-unregister-live, direct-unregister-free-tracefs, direct-unregister-live-tracefs, mapper-remove-free, mapper-remove-live, eagain-free, eagain-peer, ipmodify-mid-update, ipmodify-mid-update-peer, refused-direct, refused-direct-accepted)",
+		"fth.repro=nosuch":                    `fth.repro="nosuch": "nosuch": want one of ipmodify-filter, ipmodify-register`,
+		"fth.scenario=storm fth.multihold=10": "option multihold: the tracing_multi population is held under the churn or the campaign; scenario=storm has neither",
+		"fth.multihold=-1":                    "fth.multihold",
 	} {
 		if _, err := Parse(nil, cmdline, env4, io.Discard); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want an error containing %q", cmdline, err, want)
 		}
 	}
 	// churn=0 is fine with a cycle bound, and in the storm scenario.
-	for _, cmdline := range []string{"fth.scenario=churn fth.churn=0s fth.cycles=5", "fth.churn=0s"} {
+	for _, cmdline := range []string{"fth.scenario=churn fth.churn=0s fth.cycles=5", "fth.churn=0s", "fth.scenario=campaign fth.multihold=38000"} {
 		if _, err := Parse(nil, cmdline, env4, io.Discard); err != nil {
 			t.Errorf("Parse(%q) = %v", cmdline, err)
 		}

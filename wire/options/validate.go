@@ -31,5 +31,8 @@ func (o *Options) Validate() error {
 	if o.Scenario == ScenarioStandalone && o.Reproducer == "" {
 		errs = append(errs, errors.New("option reproducer: scenario=standalone needs reproducer=<name> (a directory of results/known/repro)"))
 	}
+	if o.MultiHold > 0 && o.Scenario != ScenarioChurn && o.Scenario != ScenarioCampaign {
+		errs = append(errs, fmt.Errorf("option multihold: the tracing_multi population is held under the churn or the campaign; scenario=%s has neither (the bench's is multiliven)", o.Scenario))
+	}
 	return errors.Join(errs...)
 }

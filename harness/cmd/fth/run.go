@@ -117,14 +117,16 @@ func parseRun(args []string, stdout io.Writer) (*runPlan, error) {
 	if err := agentArgs.into(agent); err != nil {
 		return nil, err
 	}
+	if _, ok := agent["scenario"]; !ok {
+		// The rules that tie options to a scenario (multihold under the
+		// campaign) are checked against the one that runs. A parse error
+		// here is checkAgentArgs's to report.
+		given, _ := options.FromArgs(agent, options.HostEnv)
+		agent["scenario"] = string(defaultScenario(given))
+	}
 	agentOpts, err := checkAgentArgs(agent, agentFlags())
 	if err != nil {
 		return nil, err
-	}
-	if !agentOpts.Has("scenario") {
-		if agentOpts, err = agentOpts.With("scenario", string(defaultScenario(agentOpts.Options()))); err != nil {
-			return nil, fmt.Errorf("%w: agent options: %v", errUsage, err)
-		}
 	}
 	opts := agentOpts.Options()
 	if !flagSet(fs, "deadline") {
