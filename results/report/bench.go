@@ -275,7 +275,10 @@ func multiLiveTable(m *event.BenchMultiLive) *multiLiveView {
 		return nil
 	}
 	v := &multiLiveView{partView: part(true, m.Supported, m.Skipped)}
-	v.Caption = fmt.Sprintf("%d per-link trampolines attached and detached at each size, on functions outside the tracing_multi population", m.Samples)
+	v.Caption = fmt.Sprintf("%d per-link trampolines attached and detached at each size, on functions outside the %s population", m.Samples, orText(m.Kind, "multi-function"))
+	if m.TracingRefused != "" {
+		v.Caption += " (tracing_multi refused: " + m.TracingRefused + ")"
+	}
 	if d := m.Detach; d != nil {
 		v.Caption += fmt.Sprintf("; the population's detach at the end: %d of %d functions in %.2f s", d.Succeeded, d.Attempted, d.Wall.Std().Seconds())
 	}

@@ -54,8 +54,8 @@ func profileViews(b *event.Bench) []profileView {
 	}
 	if m := b.MultiLive; m != nil {
 		for _, p := range m.Points {
-			add(fmt.Sprintf("attach of %d per-link trampolines with %d live through tracing_multi", p.Link.N, p.Live), p.Link.AttachProfile)
-			add(fmt.Sprintf("detach of %d per-link trampolines with %d live through tracing_multi", p.Link.N, p.Live), p.Link.DetachProfile)
+			add(fmt.Sprintf("attach of %d per-link trampolines with %d live through %s", p.Link.N, p.Live, m.Kind), p.Link.AttachProfile)
+			add(fmt.Sprintf("detach of %d per-link trampolines with %d live through %s", p.Link.N, p.Live, m.Kind), p.Link.DetachProfile)
 		}
 	}
 	if m := b.Multi; m != nil {

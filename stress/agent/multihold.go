@@ -37,8 +37,9 @@ func multiFuncs(rest, bg []string, n int, seed int64) []string {
 }
 
 // holdMulti attaches funcs through tracing_multi links, one program for
-// vmlinux's functions and one for the scale module's. A kernel that
-// refuses the program (no tracing_multi) is a feature not supported, and
+// vmlinux's functions and one for the scale module's, or through
+// kprobe_multi links where the kernel has no tracing_multi (each a
+// feature event). A kernel with neither is a feature not supported, and
 // the run goes on without the population: nil Held and no error.
 func (a *agent) holdMulti(ctx context.Context, cache *btf.Cache, funcs []string) (*multi.Held, error) {
 	if len(funcs) < a.opts.MultiHold {
@@ -54,19 +55,21 @@ func (a *agent) holdMulti(ctx context.Context, cache *btf.Cache, funcs []string)
 		i = len(funcs)
 	}
 	report.Logf(a.w, "multi: %s; %d functions (%d of vmlinux, %d of %s)", multi.Note, len(funcs), i, len(funcs)-i, options.ScaleModuleName)
-	held, ph, err := multi.Hold(ctx, multi.Config{Emit: a.w}, groups)
+	held, ph, refused, err := multi.HoldBest(ctx, multi.Config{Emit: a.w}, groups)
+	if refused != nil {
+		a.feature(event.Feature{Name: "tracing_multi", Msg: refused.Error()})
+	}
 	if err != nil && held.Functions == 0 && ctx.Err() == nil {
 		held.Close()
-		f := event.Feature{Name: "tracing_multi", Msg: err.Error()}
-		a.feature(f)
-		report.Logf(a.w, "multi: no tracing_multi population: %v", err)
+		a.feature(event.Feature{Name: string(held.Kind()), Msg: err.Error()})
+		report.Logf(a.w, "multi: no multi-function population: %v", err)
 		return nil, nil
 	}
 	if err != nil {
 		return held, fmt.Errorf("multi: %w", err)
 	}
-	a.feature(event.Feature{Name: "tracing_multi", Supported: true,
-		Msg: fmt.Sprintf("%d of %d functions held by tracing_multi links in %.1f s", ph.Succeeded, ph.Attempted, ph.Wall.Std().Seconds())})
+	a.feature(event.Feature{Name: string(held.Kind()), Supported: true,
+		Msg: fmt.Sprintf("%d of %d functions held by %s links in %.1f s", ph.Succeeded, ph.Attempted, held.Kind(), ph.Wall.Std().Seconds())})
 	if ph.Failed > 0 {
 		report.Logf(a.w, "multi: the kernel refused %d functions: %v", ph.Failed, ph.Errnos)
 	}

@@ -14,8 +14,9 @@ import (
 	"github.com/ftrace-harness/fth/wire/options"
 )
 
-// multiLive grows a tracing_multi population to each size of MultiLiveN in
-// turn, in one boot, and at each size attaches and detaches the same
+// multiLive grows a tracing_multi population (kprobe_multi where the
+// kernel has no tracing_multi) to each size of MultiLiveN in turn, in one
+// boot, and at each size attaches and detaches the same
 // benchopts.MultiLiveSamples per-link trampolines on functions outside it,
 // profiled at the profiled sizes. The population is vmlinux's functions of
 // the order first, then the scale module's; the samples are the order's
@@ -72,14 +73,19 @@ func (r *runner) multiLive(ctx context.Context) (out *event.BenchMultiLive, err 
 		}
 		var grow event.Phase
 		if held == nil {
-			held, grow, err = multi.Hold(ctx, cfg, groups)
+			var refused error
+			held, grow, refused, err = multi.HoldBest(ctx, cfg, groups)
+			out.Kind = string(held.Kind())
+			if refused != nil {
+				out.TracingRefused = refused.Error()
+			}
 		} else {
 			grow, err = held.Add(ctx, groups)
 		}
 		release()
 		grown = size
 		if err != nil && held.Functions == 0 {
-			out.Skipped = "the kernel refused a tracing_multi population (BPF_TRACE_FENTRY_MULTI, Linux 7.3 with one shared direct ops): " + err.Error()
+			out.Skipped = "the kernel refused both tracing_multi and kprobe_multi populations: " + err.Error()
 			return out, nil
 		}
 		if err != nil {

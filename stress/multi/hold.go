@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
@@ -15,23 +18,38 @@ import (
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
-// The phases Hold and Held.Detach emit, beside the storm's own.
+// The phases Hold, Add and Held.Detach emit, beside the storm's own.
 const (
 	PhaseAttach = "multi-attach"
 	PhaseDetach = "multi-detach"
 )
 
 // DefaultChunk is the most functions one link names: 38,000 functions are
-// ten links. One link's attach takes every trampoline's lock at once
-// (trampoline_lock_all), so a link of every function would hold them all
-// for its whole update.
+// ten links. One tracing_multi link's attach takes every trampoline's lock
+// at once (trampoline_lock_all), so a link of every function would hold
+// them all for its whole update.
 const DefaultChunk = 4096
+
+// Kind is the kind of multi-function link a Held makes.
+type Kind string
+
+const (
+	// Tracing is BPF_TRACE_FENTRY_MULTI (Linux 7.3 with one shared
+	// direct ops, x86_64): a BPF trampoline per function, all behind the
+	// kernel's one direct ops.
+	Tracing Kind = "tracing_multi"
+	// Kprobe is BPF_TRACE_KPROBE_MULTI: one fprobe, an ftrace_ops whose
+	// filter holds every function, on the arches whose 7.3 has no
+	// tracing_multi.
+	Kprobe Kind = "kprobe_multi"
+)
 
 // Group is the functions of one BTF object, which one program reaches.
 type Group struct {
 	// Name is "vmlinux" or the module's name, for messages.
 	Name string
 	// Spec is the object's BTF: vmlinux's, or the module's split on it.
+	// A kprobe_multi link names functions by symbol and needs none.
 	Spec *btf.Spec
 	// BTFFD is the module's BTF handle (ModuleHandle); 0 for vmlinux.
 	BTFFD int
@@ -51,51 +69,50 @@ func ModuleHandle(name string) (*btf.Handle, error) {
 
 // Config is how Hold attaches.
 type Config struct {
-	// Emit gets the phase, the failures and the logs.
+	// Emit gets the phases, the failures and the logs.
 	Emit report.Emitter
+	// Kind is the link kind (default Tracing).
+	Kind Kind
 	// Chunk is the most functions one link names (0: DefaultChunk).
 	Chunk int
 
-	// load, link and close stand in for the syscalls in tests.
-	load  func(btfFD int) (int, error)
-	link  func(progFD int, ids []uint32) (int, unix.Errno)
-	close func(fd int) error
+	// link stands in for the kernel in tests: it links fns (ids their
+	// BTF ids) and returns what closes the link.
+	link func(g Group, fns []string, ids []uint32) (func() error, unix.Errno, error)
 }
 
-// Held is the live tracing_multi links of one Hold and its Adds.
+// Held is the live multi-function links of one Hold and its Adds.
 type Held struct {
 	cfg   Config
-	progs []int
+	progs []func() error
 	links []held
 	// Functions is how many functions the links attach.
 	Functions int
 }
 
 type held struct {
-	fd    int
+	close func() error
 	funcs int
 }
 
-// Hold loads one program per group and attaches it to the group's
-// functions, cfg.Chunk at a time: Add on a new Held.
+// Hold makes a Held and attaches groups' functions to it (Add).
 func Hold(ctx context.Context, cfg Config, groups []Group) (*Held, event.Phase, error) {
 	if cfg.Chunk <= 0 {
 		cfg.Chunk = DefaultChunk
 	}
-	if cfg.load == nil {
-		cfg.load, cfg.link, cfg.close = LoadProgram, Link, unix.Close
+	if cfg.Kind == "" {
+		cfg.Kind = Tracing
 	}
 	h := &Held{cfg: cfg}
 	ph, err := h.Add(ctx, groups)
 	return h, ph, err
 }
 
-// Add attaches more functions, a program of their own per group. A link
-// the kernel refuses is split in two until the refused functions are
-// found, each reported as a failure of the multi-attach phase, which is
-// emitted at the end. The error is for what stops the phase (a program
-// the kernel refuses, ctx canceled); the links made so far are held
-// either way.
+// Add attaches more functions, cfg.Chunk to a link. A link the kernel
+// refuses is split in two until the refused functions are found, each
+// reported as a failure of the multi-attach phase, which is emitted at the
+// end. The error is for what stops the phase (a program the kernel
+// refuses, ctx canceled); the links made so far are held either way.
 func (h *Held) Add(ctx context.Context, groups []Group) (event.Phase, error) {
 	cfg := h.cfg
 	ph := event.Phase{Name: PhaseAttach}
@@ -111,68 +128,122 @@ func (h *Held) Add(ctx context.Context, groups []Group) (event.Phase, error) {
 		_ = cfg.Emit.Emit(event.Event{Kind: event.KindPhase, Phase: &p})
 		return ph, err
 	}
-	// attach links ids (fns), splitting a refused link until each refused
-	// function stands alone.
-	var attach1 func(prog int, g string, ids []uint32, fns []string) error
-	attach1 = func(prog int, g string, ids []uint32, fns []string) error {
-		if err := ctx.Err(); err != nil {
-			return err
+	all := total(groups)
+	for _, g := range groups {
+		if len(g.Funcs) == 0 {
+			continue
 		}
-		t0 := time.Now()
-		fd, errno := cfg.link(prog, ids)
-		if errno == 0 {
-			samples = append(samples, time.Since(t0))
-			h.links = append(h.links, held{fd: fd, funcs: len(ids)})
-			h.Functions += len(ids)
-			ph.Attempted += len(ids)
-			ph.Succeeded += len(ids)
-			return nil
+		linkFn := cfg.link
+		if linkFn == nil {
+			var err error
+			if linkFn, err = h.kernelLinker(g); err != nil {
+				return end(fmt.Errorf("%s: %w", g.Name, err))
+			}
 		}
-		if len(ids) == 1 {
+		var ids []uint32
+		if cfg.Kind == Tracing {
+			var err error
+			if ids, err = IDs(g.Spec, g.Funcs); err != nil {
+				return end(fmt.Errorf("%s: %w", g.Name, err))
+			}
+		}
+		// attach1 links fns[lo:hi], splitting a refused link until each
+		// refused function stands alone.
+		var attach1 func(lo, hi int) error
+		attach1 = func(lo, hi int) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var sub []uint32
+			if ids != nil {
+				sub = ids[lo:hi]
+			}
+			t0 := time.Now()
+			closeFn, errno, err := linkFn(g, g.Funcs[lo:hi], sub)
+			switch {
+			case err == nil:
+				samples = append(samples, time.Since(t0))
+				h.links = append(h.links, held{close: closeFn, funcs: hi - lo})
+				h.Functions += hi - lo
+				ph.Attempted += hi - lo
+				ph.Succeeded += hi - lo
+				return nil
+			case errno == 0:
+				return fmt.Errorf("%s link over %d functions of %s: %w", cfg.Kind, hi-lo, g.Name, err)
+			case hi-lo > 1:
+				mid := lo + (hi-lo)/2
+				if err := attach1(lo, mid); err != nil {
+					return err
+				}
+				return attach1(mid, hi)
+			}
 			ph.Attempted++
 			ph.Failed++
-			name := attachErrno(errno)
+			name := attach.ErrnoName(errno)
 			if ph.Errnos == nil {
 				ph.Errnos = map[string]int{}
 			}
 			ph.Errnos[name]++
 			_ = cfg.Emit.Emit(event.Event{Kind: event.KindFailure, Failure: &event.Failure{
-				Phase: PhaseAttach, Function: fns[0], Errno: name,
-				Msg: fmt.Sprintf("BPF_LINK_CREATE tracing_multi on %s (%s BTF id %d): %v", fns[0], g, ids[0], errno),
+				Phase: PhaseAttach, Function: g.Funcs[lo], Errno: name,
+				Msg: fmt.Sprintf("%s link on %s (%s): %v", cfg.Kind, g.Funcs[lo], g.Name, err),
 			}})
 			return nil
 		}
-		half := len(ids) / 2
-		if err := attach1(prog, g, ids[:half], fns[:half]); err != nil {
-			return err
-		}
-		return attach1(prog, g, ids[half:], fns[half:])
-	}
-	for _, g := range groups {
-		if len(g.Funcs) == 0 {
-			continue
-		}
-		ids, err := IDs(g.Spec, g.Funcs)
-		if err != nil {
-			return end(fmt.Errorf("%s: %w", g.Name, err))
-		}
-		prog, err := cfg.load(g.BTFFD)
-		if err != nil {
-			return end(fmt.Errorf("%s: %w", g.Name, err))
-		}
-		h.progs = append(h.progs, prog)
-		for i := 0; i < len(ids); i += cfg.Chunk {
-			j := min(i+cfg.Chunk, len(ids))
-			if err := attach1(prog, g.Name, ids[i:j], g.Funcs[i:j]); err != nil {
+		for i := 0; i < len(g.Funcs); i += cfg.Chunk {
+			if err := attach1(i, min(i+cfg.Chunk, len(g.Funcs))); err != nil {
 				return end(err)
 			}
 			_ = cfg.Emit.Emit(event.Event{Kind: event.KindProgress, Progress: &event.Progress{
-				Phase: PhaseAttach, Done: ph.Attempted, Total: total(groups),
+				Phase: PhaseAttach, Done: ph.Attempted, Total: all,
 			}})
 		}
-		report.Logf(cfg.Emit, "multi: %s: %d of %d functions attached by tracing_multi links", g.Name, ph.Succeeded, ph.Attempted)
+		report.Logf(cfg.Emit, "multi: %s: %d of %d functions attached by %s links", g.Name, ph.Succeeded, ph.Attempted, cfg.Kind)
 	}
 	return end(nil)
+}
+
+// kernelLinker loads the program of g's links and returns what links it.
+func (h *Held) kernelLinker(g Group) (func(Group, []string, []uint32) (func() error, unix.Errno, error), error) {
+	switch h.cfg.Kind {
+	case Tracing:
+		prog, err := LoadProgram(g.BTFFD)
+		if err != nil {
+			return nil, err
+		}
+		h.progs = append(h.progs, func() error { return unix.Close(prog) })
+		return func(_ Group, _ []string, ids []uint32) (func() error, unix.Errno, error) {
+			fd, errno := Link(prog, ids)
+			if errno != 0 {
+				return nil, errno, fmt.Errorf("BPF_LINK_CREATE: %w", errno)
+			}
+			return func() error { return unix.Close(fd) }, 0, nil
+		}, nil
+	case Kprobe:
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+			Name: progName, Type: ebpf.Kprobe, AttachType: ebpf.AttachTraceKprobeMulti, License: "GPL",
+			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load a kprobe_multi program: %w", err)
+		}
+		h.progs = append(h.progs, prog.Close)
+		return func(_ Group, fns []string, _ []uint32) (func() error, unix.Errno, error) {
+			l, err := link.KprobeMulti(prog, link.KprobeMultiOptions{Symbols: fns})
+			if err != nil {
+				errno := unix.EINVAL
+				errors.As(err, &errno)
+				if errors.Is(err, ebpf.ErrNotSupported) {
+					// The kernel has none: not a refusal of these
+					// functions, and no use splitting.
+					errno = 0
+				}
+				return nil, errno, err
+			}
+			return l.Close, 0, nil
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown link kind %q", h.cfg.Kind)
 }
 
 func total(groups []Group) int {
@@ -182,9 +253,6 @@ func total(groups []Group) int {
 	}
 	return n
 }
-
-// attachErrno names errno as the storm's failures name theirs.
-func attachErrno(errno unix.Errno) string { return attach.ErrnoName(errno) }
 
 // Detach closes every link, each one's time a sample of the multi-detach
 // phase it emits, then the programs. Succeeded counts the functions whose
@@ -197,18 +265,17 @@ func (h *Held) Detach() (event.Phase, error) {
 	for _, l := range h.links {
 		ph.Attempted += l.funcs
 		t0 := time.Now()
-		if err := h.cfg.close(l.fd); err != nil {
+		if err := l.close(); err != nil {
 			ph.Failed += l.funcs
-			errs = append(errs, fmt.Errorf("close a tracing_multi link of %d functions: %w", l.funcs, err))
+			errs = append(errs, fmt.Errorf("close a %s link of %d functions: %w", h.cfg.Kind, l.funcs, err))
 			continue
 		}
 		samples = append(samples, time.Since(t0))
 		ph.Succeeded += l.funcs
 	}
-	h.links = nil
-	h.Functions = 0
+	h.links, h.Functions = nil, 0
 	for _, p := range h.progs {
-		_ = h.cfg.close(p)
+		_ = p()
 	}
 	h.progs = nil
 	ph.Latency = latency.Summarize(samples)
@@ -225,10 +292,31 @@ func (h *Held) Close() {
 		return
 	}
 	for _, l := range h.links {
-		_ = h.cfg.close(l.fd)
+		_ = l.close()
 	}
 	for _, p := range h.progs {
-		_ = h.cfg.close(p)
+		_ = p()
 	}
 	h.links, h.progs, h.Functions = nil, nil, 0
+}
+
+// Kind says which kind of link h makes.
+func (h *Held) Kind() Kind { return h.cfg.Kind }
+
+// HoldBest holds groups by tracing_multi, or by kprobe_multi where the
+// kernel refuses a tracing_multi program or link outright (7.3 has
+// tracing_multi on x86_64 only); refused says why tracing_multi was not
+// used, nil when it was. err is Hold's for the kind that was used.
+func HoldBest(ctx context.Context, cfg Config, groups []Group) (h *Held, ph event.Phase, refused, err error) {
+	cfg.Kind = Tracing
+	h, ph, err = Hold(ctx, cfg, groups)
+	if err == nil || h.Functions > 0 || ctx.Err() != nil {
+		return h, ph, nil, err
+	}
+	h.Close()
+	refused = err
+	report.Logf(cfg.Emit, "multi: tracing_multi refused (%v); kprobe_multi instead", err)
+	cfg.Kind = Kprobe
+	h, ph, err = Hold(ctx, cfg, groups)
+	return h, ph, refused, err
 }

@@ -64,30 +64,23 @@ type fakeKernel struct {
 	links   int
 }
 
-func (k *fakeKernel) load(int) (int, error) {
-	k.next++
-	k.open[k.next] = 0
-	return k.next, nil
-}
-
-func (k *fakeKernel) link(_ int, ids []uint32) (int, unix.Errno) {
+func (k *fakeKernel) link(_ Group, _ []string, ids []uint32) (func() error, unix.Errno, error) {
 	k.links++
 	for _, id := range ids {
 		if k.refused[id] {
-			return -1, unix.EINVAL
+			return nil, unix.EINVAL, unix.EINVAL
 		}
 	}
 	k.next++
-	k.open[k.next] = len(ids)
-	return k.next, 0
-}
-
-func (k *fakeKernel) close(fd int) error {
-	if _, ok := k.open[fd]; !ok {
-		return fmt.Errorf("close %d: %w", fd, unix.EBADF)
-	}
-	delete(k.open, fd)
-	return nil
+	fd := k.next
+	k.open[fd] = len(ids)
+	return func() error {
+		if _, ok := k.open[fd]; !ok {
+			return fmt.Errorf("close %d: %w", fd, unix.EBADF)
+		}
+		delete(k.open, fd)
+		return nil
+	}, 0, nil
 }
 
 func TestHoldFindsRefusedFunctions(t *testing.T) {
@@ -117,7 +110,7 @@ func TestHoldFindsRefusedFunctions(t *testing.T) {
 				k.refused[ids[i]] = true
 			}
 			var m report.Memory
-			cfg := Config{Emit: &m, Chunk: tc.chunk, load: k.load, link: k.link, close: k.close}
+			cfg := Config{Emit: &m, Chunk: tc.chunk, link: k.link}
 			h, ph, err := Hold(context.Background(), cfg, []Group{{Name: "vmlinux", Spec: spec, Funcs: names}})
 			if err != nil {
 				t.Fatal(err)
@@ -168,12 +161,46 @@ func TestHoldStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var m report.Memory
-	h, ph, err := Hold(ctx, Config{Emit: &m, Chunk: 2, load: k.load, link: k.link, close: k.close}, []Group{{Name: "vmlinux", Spec: spec, Funcs: names}})
+	h, ph, err := Hold(ctx, Config{Emit: &m, Chunk: 2, link: k.link}, []Group{{Name: "vmlinux", Spec: spec, Funcs: names}})
 	if err == nil || ph.Succeeded != 0 {
 		t.Errorf("canceled Hold: %+v, %v", ph, err)
 	}
 	h.Close()
 	if len(k.open) != 0 {
 		t.Errorf("left open after Close: %v", k.open)
+	}
+}
+
+// TestAddGrowsOneHeld: functions added in steps are held by one Held,
+// whose Detach closes all of them in one phase; a link failure that is
+// not a refusal of its functions (no errno) stops the phase instead of
+// being split.
+func TestAddGrowsOneHeld(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e"}
+	spec := specOf(t, names...)
+	k := &fakeKernel{refused: map[uint32]bool{}, open: map[int]int{}}
+	var m report.Memory
+	h, ph, err := Hold(context.Background(), Config{Emit: &m, Chunk: 2, link: k.link}, []Group{{Name: "vmlinux", Spec: spec, Funcs: names[:3]}})
+	if err != nil || ph.Succeeded != 3 {
+		t.Fatalf("Hold: %+v, %v", ph, err)
+	}
+	if ph, err = h.Add(context.Background(), []Group{{Name: "vmlinux", Spec: spec, Funcs: names[3:]}}); err != nil || ph.Succeeded != 2 || h.Functions != 5 {
+		t.Fatalf("Add: %+v, %v; %d held", ph, err, h.Functions)
+	}
+	if dph, err := h.Detach(); err != nil || dph.Succeeded != 5 || len(k.open) != 0 {
+		t.Errorf("Detach: %+v, %v; open %v", dph, err, k.open)
+	}
+
+	unsupported := func(Group, []string, []uint32) (func() error, unix.Errno, error) {
+		return nil, 0, fmt.Errorf("no kprobe_multi here")
+	}
+	calls := 0
+	counted := func(g Group, f []string, ids []uint32) (func() error, unix.Errno, error) {
+		calls++
+		return unsupported(g, f, ids)
+	}
+	h, ph, err = Hold(context.Background(), Config{Emit: &m, Kind: Kprobe, link: counted}, []Group{{Name: "vmlinux", Funcs: names}})
+	if err == nil || calls != 1 || ph.Failed != 0 || h.Functions != 0 {
+		t.Errorf("a kernel without the link kind: %+v, %v after %d calls; want one call and an error", ph, err, calls)
 	}
 }

@@ -400,6 +400,10 @@ type Bench struct {
 type BenchMultiLive struct {
 	Supported bool   `json:"supported"`
 	Skipped   string `json:"skipped,omitempty"`
+	// Kind is the population's link kind: tracing_multi, or kprobe_multi
+	// where the kernel refused tracing_multi (TracingRefused says how).
+	Kind           string `json:"kind,omitempty"`
+	TracingRefused string `json:"tracing_refused,omitempty"`
 	// Samples is how many per-link trampolines each point attaches and
 	// detaches.
 	Samples int              `json:"samples"`
