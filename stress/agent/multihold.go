@@ -39,8 +39,9 @@ func multiFuncs(rest, bg []string, n int, seed int64) []string {
 // holdMulti attaches funcs through tracing_multi links, one program for
 // vmlinux's functions and one for the scale module's, or through
 // kprobe_multi links where the kernel has no tracing_multi (each a
-// feature event). A kernel with neither is a feature not supported, and
-// the run goes on without the population: nil Held and no error.
+// feature event). A kernel that refuses both is a feature not supported,
+// and the run goes on without the population: nil Held and no error. An
+// error that is not the kernel's refusal fails the run.
 func (a *agent) holdMulti(ctx context.Context, cache *btf.Cache, funcs []string) (*multi.Held, error) {
 	if len(funcs) < a.opts.MultiHold {
 		report.Logf(a.w, "multi: %d functions asked for, %d candidates left beside the storm and the churn", a.opts.MultiHold, len(funcs))
@@ -59,7 +60,7 @@ func (a *agent) holdMulti(ctx context.Context, cache *btf.Cache, funcs []string)
 	if refused != nil {
 		a.feature(event.Feature{Name: "tracing_multi", Msg: refused.Error()})
 	}
-	if err != nil && held.Functions == 0 && ctx.Err() == nil {
+	if err != nil && held.Functions == 0 && ctx.Err() == nil && multi.Refused(err) {
 		held.Close()
 		a.feature(event.Feature{Name: string(held.Kind()), Msg: err.Error()})
 		report.Logf(a.w, "multi: no multi-function population: %v", err)

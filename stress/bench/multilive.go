@@ -84,7 +84,7 @@ func (r *runner) multiLive(ctx context.Context) (out *event.BenchMultiLive, err 
 		}
 		release()
 		grown = size
-		if err != nil && held.Functions == 0 {
+		if err != nil && held.Functions == 0 && multi.Refused(err) {
 			out.Skipped = "the kernel refused both tracing_multi and kprobe_multi populations: " + err.Error()
 			return out, nil
 		}

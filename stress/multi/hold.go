@@ -306,11 +306,13 @@ func (h *Held) Kind() Kind { return h.cfg.Kind }
 // HoldBest holds groups by tracing_multi, or by kprobe_multi where the
 // kernel refuses a tracing_multi program or link outright (7.3 has
 // tracing_multi on x86_64 only); refused says why tracing_multi was not
-// used, nil when it was. err is Hold's for the kind that was used.
+// used, nil when it was. err is Hold's for the kind that was used. Only a
+// refusal by the kernel (Refused) leads to kprobe_multi: a failure of the
+// harness's own stays an error.
 func HoldBest(ctx context.Context, cfg Config, groups []Group) (h *Held, ph event.Phase, refused, err error) {
 	cfg.Kind = Tracing
 	h, ph, err = Hold(ctx, cfg, groups)
-	if err == nil || h.Functions > 0 || ctx.Err() != nil {
+	if err == nil || h.Functions > 0 || ctx.Err() != nil || !Refused(err) {
 		return h, ph, nil, err
 	}
 	h.Close()

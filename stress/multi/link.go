@@ -12,6 +12,7 @@ package multi
 
 import (
 	"bytes"
+	"errors"
 	"encoding/binary"
 	"fmt"
 	"runtime"
@@ -90,7 +91,7 @@ type progLoadAttr struct {
 func LoadProgram(btfFD int) (int, error) {
 	var buf bytes.Buffer
 	insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
-	if err := insns.Marshal(&buf, binary.NativeEndian); err != nil {
+	if err := insns.Marshal(&buf, nativeOrder()); err != nil {
 		return -1, fmt.Errorf("marshal the program: %w", err)
 	}
 	code := buf.Bytes()
@@ -156,6 +157,24 @@ func bpf(cmd uintptr, attr unsafe.Pointer, size uintptr) (int, unix.Errno) {
 		}
 		return int(fd), 0
 	}
+}
+
+// nativeOrder is the byte order of the machine the program runs on:
+// instructions are marshalled in it. cilium/ebpf takes only
+// binary.LittleEndian and binary.BigEndian, not binary.NativeEndian.
+func nativeOrder() binary.ByteOrder {
+	x := uint16(1)
+	if *(*byte)(unsafe.Pointer(&x)) == 1 {
+		return binary.LittleEndian
+	}
+	return binary.BigEndian
+}
+
+// Refused says whether err is the kernel's refusal (it carries an errno),
+// rather than the harness failing to ask.
+func Refused(err error) bool {
+	var errno unix.Errno
+	return errors.As(err, &errno)
 }
 
 // IDs returns the BTF id in spec of each function of fns. The inventory

@@ -204,3 +204,17 @@ func TestAddGrowsOneHeld(t *testing.T) {
 		t.Errorf("a kernel without the link kind: %+v, %v after %d calls; want one call and an error", ph, err, calls)
 	}
 }
+
+// TestLoadProgramMarshals: the program marshals in the machine's byte
+// order; what the kernel says of it is the kernel's (a refusal, with an
+// errno, where the kernel lacks tracing_multi or the test is not root).
+func TestLoadProgramMarshals(t *testing.T) {
+	fd, err := LoadProgram(0)
+	if err == nil {
+		unix.Close(fd)
+		return
+	}
+	if !Refused(err) {
+		t.Errorf("LoadProgram: %v: not a refusal by the kernel", err)
+	}
+}

@@ -247,7 +247,9 @@ func TestX86MultiLive(t *testing.T) {
 	r := runFth(t, 15*time.Minute, "--n", "0",
 		"--agent-arg", "scenario=bench", "--agent-arg", "benchparts=multilive",
 		"--agent-arg", "multiliven=500,1000", "--agent-arg", "profile=off")
-	multiLiveRan(t, r, sizes)
+	if m := multiLiveRan(t, r, sizes); m.Kind != "tracing_multi" {
+		t.Errorf("the population is %s (%s), want tracing_multi on x86_64 7.3", m.Kind, m.TracingRefused)
+	}
 }
 
 // TestX86MultiLiveCost is issue 44's per-operation cost: a tracing_multi
@@ -266,6 +268,9 @@ func TestX86MultiLiveCost(t *testing.T) {
 		"--agent-arg", "multiliven=10000,20000,30000,40000", "--agent-arg", "scalemod=true",
 		"--agent-arg", "profile=largest")
 	m := multiLiveRan(t, r, sizes)
+	if m.Kind != "tracing_multi" {
+		t.Errorf("the population is %s (%s), want tracing_multi on x86_64 7.3", m.Kind, m.TracingRefused)
+	}
 	top := m.Points[len(m.Points)-1].Link
 	for what, pr := range map[string]*event.Profile{"attach": top.AttachProfile, "detach": top.DetachProfile} {
 		if pr == nil || !pr.AddsUp {
@@ -294,6 +299,9 @@ func TestX86FortyThousandMulti(t *testing.T) {
 		t.Fatalf("exit %d, verdict %s: %s", r.exit, r.result.Verdict, r.result.Reason)
 	}
 	campaignRan(t, r.result, true)
+	if !slices.ContainsFunc(r.result.Features, func(f event.Feature) bool { return f.Name == "tracing_multi" && f.Supported }) {
+		t.Errorf("features %+v: want the population held by tracing_multi", r.result.Features)
+	}
 	for name, want := range map[string]int{"multi-attach": multiN, "multi-detach": multiN, "attach": perLink, "detach": perLink} {
 		if p := r.result.Phases[name]; p == nil || p.Succeeded != want || p.Failed != 0 {
 			t.Errorf("phase %s = %+v, want all %d and no failure", name, p, want)
