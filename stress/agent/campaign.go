@@ -99,8 +99,7 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 		}
 	}
 	held := a.sys.numCPU - 1
-	o := a.opts
-	o.Scenario, o.Poweroff, o.Budget = options.ScenarioRace, false, left
+	o := raceStageOptions(a.opts, left)
 	argv := []string{strconv.Itoa(held)}
 	for k, v := range o.Args() {
 		argv = append(argv, "-"+k+"="+v)
@@ -122,6 +121,15 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 	a.race, err = a.startRaceStage(ctx, held, argv)
 	report.Logf(a.w, "campaign: race stage outcomes %v", a.race)
 	return err
+}
+
+// raceStageOptions are the race stage's options: the campaign's, as the
+// race scenario with left as its budget, never powering off, and without
+// what stays the campaign's (the multihold population is held by the
+// campaign's process, not the stage's).
+func raceStageOptions(o options.Options, left time.Duration) options.Options {
+	o.Scenario, o.Poweroff, o.Budget, o.MultiHold = options.ScenarioRace, false, left, 0
+	return o
 }
 
 // startRaceStage runs `agent racestage` from a thread kept off the held

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -99,6 +100,37 @@ func TestMultiFuncs(t *testing.T) {
 		}
 		if again := multiFuncs(rest, bg, n, 7); !slices.Equal(got, again) {
 			t.Errorf("n=%d: not fixed by the seed: %v then %v", n, got, again)
+		}
+	}
+}
+
+// TestRaceStageOptionsValid: the race stage's options pass the agent's own
+// checks for any campaign's, the campaign-only ones included (multihold
+// once failed every campaign that held a population: "scenario=race has
+// neither").
+func TestRaceStageOptionsValid(t *testing.T) {
+	for _, args := range []map[string]string{
+		{"scenario": "campaign"},
+		{"scenario": "campaign", "multihold": "38000", "scalemod": "true", "budget": "16m"},
+	} {
+		o, err := options.FromArgs(args, options.HostEnv)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		st := raceStageOptions(o, time.Minute)
+		if err := st.Validate(); err != nil {
+			t.Errorf("%v: the race stage's options are refused: %v", args, err)
+		}
+		if st.Scenario != options.ScenarioRace || st.Poweroff || st.Budget != time.Minute {
+			t.Errorf("%v: stage options %+v", args, st)
+		}
+		// What the child parses back from the flags it is given.
+		var argv []string
+		for k, v := range st.Args() {
+			argv = append(argv, "-"+k+"="+v)
+		}
+		if _, err := options.Parse(argv, "", options.HostEnv, io.Discard); err != nil {
+			t.Errorf("%v: the stage's flags do not parse: %v", args, err)
 		}
 	}
 }
