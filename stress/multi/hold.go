@@ -170,6 +170,12 @@ func (h *Held) Add(ctx context.Context, groups []Group) (event.Phase, error) {
 				return nil
 			case errno == 0:
 				return fmt.Errorf("%s link over %d functions of %s: %w", cfg.Kind, hi-lo, g.Name, err)
+			case errno == unix.EOPNOTSUPP:
+				// The kernel has no such link (7.3's
+				// bpf_tracing_multi_attach() without one shared direct
+				// ops, arm64's): a refusal of the kind, not of these
+				// functions, and no use splitting.
+				return fmt.Errorf("%s link over %d functions of %s: %w", cfg.Kind, hi-lo, g.Name, err)
 			case hi-lo > 1:
 				mid := lo + (hi-lo)/2
 				if err := attach1(lo, mid); err != nil {

@@ -218,3 +218,22 @@ func TestLoadProgramMarshals(t *testing.T) {
 		t.Errorf("LoadProgram: %v: not a refusal by the kernel", err)
 	}
 }
+
+// TestHoldEOPNOTSUPPIsTheKind: a link refused with EOPNOTSUPP is the
+// kernel lacking the link kind (arm64's 7.3 refuses every tracing_multi
+// link so): one attempt, a refusal HoldBest falls back on, and no
+// failure per function.
+func TestHoldEOPNOTSUPPIsTheKind(t *testing.T) {
+	names := []string{"a", "b", "c", "d"}
+	spec := specOf(t, names...)
+	calls := 0
+	noKind := func(Group, []string, []uint32) (func() error, unix.Errno, error) {
+		calls++
+		return nil, unix.EOPNOTSUPP, unix.EOPNOTSUPP
+	}
+	var m report.Memory
+	h, ph, err := Hold(context.Background(), Config{Emit: &m, link: noKind}, []Group{{Name: "vmlinux", Spec: spec, Funcs: names}})
+	if err == nil || !Refused(err) || calls != 1 || ph.Failed != 0 || h.Functions != 0 || len(m.OfKind(event.KindFailure)) != 0 {
+		t.Errorf("Hold: %+v, %v after %d calls, %d failures; want one refused call", ph, err, calls, len(m.OfKind(event.KindFailure)))
+	}
+}
