@@ -121,8 +121,16 @@ func decode(goarch string, addr uint64, code []byte, off int) (Insn, bool, error
 		if err != nil {
 			return Insn{}, false, err
 		}
-		// ret, or br: a jump through a register with no link.
-		return Insn{Off: off, Len: 4, Text: arm64asm.GNUSyntax(x)}, x.Op == arm64asm.RET || x.Op == arm64asm.BR, nil
+		// ret, or br: a jump through a register with no link. Not
+		// when the instruction before linked to the one after it
+		// (adr x30, .+8): that is a call which keeps the
+		// return-address predictor's stack, as a BPF trampoline calls
+		// the traced function (ret x10), and the task comes back.
+		end := x.Op == arm64asm.RET || x.Op == arm64asm.BR
+		if end && off >= 4 && linksPastNext(code[off-4:off]) {
+			end = false
+		}
+		return Insn{Off: off, Len: 4, Text: arm64asm.GNUSyntax(x)}, end, nil
 	case "riscv64":
 		x, err := riscv64asm.Decode(b)
 		if err != nil {
@@ -144,6 +152,17 @@ func decode(goarch string, addr uint64, code []byte, off int) (Insn, bool, error
 		return Insn{Off: off, Len: x.Len, Text: ppc64asm.GNUSyntax(x, addr+uint64(off))}, end, nil
 	}
 	return Insn{}, false, fmt.Errorf("%s: %w", goarch, ErrUnknownArch)
+}
+
+// linksPastNext reports whether the arm64 instruction b is adr x30, .+8:
+// the link register set to the instruction after the next one.
+func linksPastNext(b []byte) bool {
+	x, err := arm64asm.Decode(b)
+	if err != nil || x.Op != arm64asm.ADR {
+		return false
+	}
+	rel, ok := x.Args[1].(arm64asm.PCRel)
+	return ok && x.Args[0] == arm64asm.X30 && rel == 8
 }
 
 // branchAlways reports whether a powerpc conditional branch's BO field

@@ -62,6 +62,11 @@ func TestWindow(t *testing.T) {
 		{name: "x86_64 no return", goarch: "amd64", code: mustHex("9090"), wantError: true},
 		// arm64: stp x29, x30, [sp, #-16]!; mov x29, sp; ret x10.
 		{name: "arm64 ret x10", goarch: "arm64", code: mustHex("fd7bbfa9" + "fd030091" + "40015fd6"), tail: "00202000", insns: 3, last: "ret x10"},
+		// arm64 fexit: adr x30, .+8; ret x10 calls the function (the
+		// task comes back to the next instruction); nop; ret ends.
+		{name: "arm64 call by ret x10", goarch: "arm64", code: mustHex("5e000010" + "40015fd6" + "1f2003d5" + "c0035fd6"), tail: "00202000", insns: 4, last: "ret"},
+		// adr x30 to elsewhere does not make the ret a call.
+		{name: "arm64 adr elsewhere", goarch: "arm64", code: mustHex("9e000010" + "40015fd6"), tail: "00202000", insns: 2, last: "ret x10"},
 		// riscv64: addi sp,sp,-16; c.addi sp,16 (compressed); jalr zero,0(t0).
 		{name: "riscv64 jr t0", goarch: "riscv64", code: mustHex("130101ff" + "4101" + "67800200"), insns: 3},
 		// riscv64: a jalr that links (a call through a register) goes on.
