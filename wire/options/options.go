@@ -317,13 +317,13 @@ var raceTargetTable = []struct {
 	// each behind a nap).
 	{name: RaceTrampoline, campaign: true, walkAllOn: []string{"amd64"}},
 	// The fexit image: its walk starts at the return, where the image's
-	// last wait matters. Not in the campaign elsewhere: on riscv64 every
-	// injection at the return ended at the host's bound, the agent's CPU
-	// stalled while the task was held (2026-12-07, not understood);
-	// on arm64 the decoded window ended at the call of the function
-	// (adr x30, .+8; ret x10), which stress/disasm now reads as a call,
-	// and the walk past it has not run yet.
-	{name: RaceFexitTrampoline, campaign: true, campaignOn: []string{"amd64"}, walkAllOn: []string{"amd64"}},
+	// last wait matters. In the campaign on arm64 since stress/disasm
+	// reads its call of the function (adr x30, .+8; ret x10) as a call:
+	// 51 instructions, the mutant caught at the first injection. Not on
+	// riscv64: every injection at the return ended at the host's bound,
+	// the agent's CPU stalled while the task was held (2026-12-07, not
+	// understood).
+	{name: RaceFexitTrampoline, campaign: true, campaignOn: []string{"amd64", "arm64"}, walkAllOn: []string{"amd64"}},
 	{name: RaceOpsTrampoline, on: []string{"amd64"}, campaign: true, lacks: func(goarch string) string {
 		return "needs x86's per-ftrace_ops trampolines; " + goarch + " calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline"
 	}},
