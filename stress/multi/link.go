@@ -12,8 +12,8 @@ package multi
 
 import (
 	"bytes"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
