@@ -169,7 +169,7 @@ const GuestModuleDir = known.GuestModuleDir
 // fth_deliver (the delivery oracle's callers and counting users) and
 // fth_klp (its livepatch user, which needs a module of its own).
 func projectModules() []string {
-	return []string{"stress/kmod", "stress/kmod-deliver", "stress/kmod-klp"}
+	return []string{"stress/kmod-target", "stress/kmod-deliver", "stress/kmod-klp"}
 }
 
 // scaleModule is fth_scale's source (options.ScaleModuleName): 32,768

@@ -14,10 +14,10 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/inventory"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -27,7 +27,7 @@ import (
 type agent struct {
 	sys  system
 	opts options.Options
-	w    *report.Writer
+	w    *emit.Writer
 	// stopImages ends the image watch (watchImages); it may be called
 	// more than once.
 	stopImages func()
@@ -153,30 +153,30 @@ func run(ctx context.Context, args []string, sys system) error {
 		defer end()
 	}
 
-	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
+	ch, err := emit.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
 	if err != nil {
 		fmt.Fprintf(sys.stderr, "agent: %v; writing events to stdout\n", err)
-		ch, _ = report.Open("-", "", "", sys.stdout)
+		ch, _ = emit.Open("-", "", "", sys.stdout)
 	}
 	defer ch.Close()
 	if ch.Warning != "" {
 		fmt.Fprintf(sys.stderr, "agent: warning: %s\n", ch.Warning)
 	}
 
-	a := &agent{sys: sys, opts: opts, w: report.NewWriter(ch.W), events: ch.W, set: attach.NewSet()}
+	a := &agent{sys: sys, opts: opts, w: emit.NewWriter(ch.W), events: ch.W, set: attach.NewSet()}
 	// debugfs first: Hello reads the preemption model from it.
 	mountErr := sys.mountFS()
 	a.hello(ch.Path, optErr == nil)
 	if mountErr != nil {
-		report.Logf(a.w, "mount: %v", mountErr)
+		emit.Logf(a.w, "mount: %v", mountErr)
 	}
 	if opts.LogLevel > 0 {
 		if err := sys.consoleLevel(opts.LogLevel); err != nil {
-			report.Logf(a.w, "console log level %d: %v", opts.LogLevel, err)
+			emit.Logf(a.w, "console log level %d: %v", opts.LogLevel, err)
 		}
 	}
 	if ch.Warning != "" {
-		report.Logf(a.w, "warning: %s", ch.Warning)
+		emit.Logf(a.w, "warning: %s", ch.Warning)
 	}
 
 	runErr := optErr
@@ -196,7 +196,7 @@ func inVM(sys system, cmdline string) bool {
 	if len(options.ParseCmdline(cmdline)) > 0 {
 		return true
 	}
-	_, err := report.FindPort(sys.virtioDir, report.PortName)
+	_, err := emit.FindPort(sys.virtioDir, emit.PortName)
 	return err == nil
 }
 
@@ -211,7 +211,7 @@ func (a *agent) hello(path string, optsOK bool) {
 		h.Args = a.opts.Args()
 	}
 	_ = a.w.Emit(event.Event{Kind: event.KindHello, Hello: h})
-	report.Logf(a.w, "events on %s", path)
+	emit.Logf(a.w, "events on %s", path)
 }
 
 // scenario is how the agent runs one scenario.
@@ -269,7 +269,7 @@ func (a *agent) execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inventory: load vmlinux BTF: %w", err)
 	}
-	report.Logf(a.w, "vmlinux BTF parsed in %v", a.sys.now().Sub(t0).Round(time.Millisecond))
+	emit.Logf(a.w, "vmlinux BTF parsed in %v", a.sys.now().Sub(t0).Round(time.Millisecond))
 
 	t0 = a.sys.now()
 	deny := inventory.DefaultDeny
@@ -284,7 +284,7 @@ func (a *agent) execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
 	}
-	report.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
+	emit.Logf(a.w, "inventory in %v; rejected: %s", a.sys.now().Sub(t0).Round(time.Millisecond), formatReasons(inv.Rejected))
 	return sc.run(a, ctx, cache, inv)
 }
 
@@ -306,7 +306,7 @@ func (a *agent) executeStorm(ctx context.Context, cache *btf.Cache, inv inventor
 	}
 
 	if err := attach.PrepareLimits(len(funcs)); err != nil {
-		report.Logf(a.w, "limits: %v", err)
+		emit.Logf(a.w, "limits: %v", err)
 	}
 	at, err := attach.New(attach.Config{Cache: cache, Emit: a.w, FExitEvery: a.opts.FExitEvery})
 	if err != nil {
@@ -322,7 +322,7 @@ func (a *agent) executeStorm(ctx context.Context, cache *btf.Cache, inv inventor
 	}
 
 	if a.opts.Crash == options.CrashSysrqC {
-		report.Logf(a.w, "crash=sysrq-c: %d trampolines attached, crashing the kernel now", a.attached)
+		emit.Logf(a.w, "crash=sysrq-c: %d trampolines attached, crashing the kernel now", a.attached)
 		a.sys.sync()
 		a.sys.sleep(flushDelay)
 		if err := a.sys.sysrqCrash(); err != nil {
@@ -336,30 +336,30 @@ func (a *agent) executeStorm(ctx context.Context, cache *btf.Cache, inv inventor
 			return fmt.Errorf("crash=rt-inversion: %w", err)
 		}
 		defer stop()
-		report.Logf(a.w, "crash=rt-inversion: %d trampolines attached; two agent processes spin at SCHED_FIFO 1 and 2 on cpu 0, the first off the CPU; waiting for an RCU-tasks grace period", a.attached)
+		emit.Logf(a.w, "crash=rt-inversion: %d trampolines attached; two agent processes spin at SCHED_FIFO 1 and 2 on cpu 0, the first off the CPU; waiting for an RCU-tasks grace period", a.attached)
 		if err := waitTasksRCU(); err != nil {
 			return fmt.Errorf("crash=rt-inversion: wait for RCU-tasks: %w", err)
 		}
 		// The injection did not do what it was asked: no judgement of
 		// the kernel, which ended a grace period it had no reason to hold.
-		return report.Unjudged(errors.New("crash=rt-inversion: the RCU-tasks grace period ended despite the starved spinner"))
+		return emit.Unjudged(errors.New("crash=rt-inversion: the RCU-tasks grace period ended despite the starved spinner"))
 	}
 	if strings.HasPrefix(a.opts.Crash, options.CrashLKDTMPrefix) || strings.HasPrefix(a.opts.Crash, options.CrashBugPrefix) {
-		report.Logf(a.w, "crash=%s: %d trampolines attached; asking the kernel for the report", a.opts.Crash, a.attached)
+		emit.Logf(a.w, "crash=%s: %d trampolines attached; asking the kernel for the report", a.opts.Crash, a.attached)
 		if err := a.sys.provoke(a.opts.Crash); err != nil {
 			// Still blocked is what a fatal report does to its writer:
 			// the host ends the cell on the report, not on this.
 			if !errors.Is(err, errLeftWriting) {
 				return fmt.Errorf("crash=%s: %w", a.opts.Crash, err)
 			}
-			report.Logf(a.w, "crash=%s: %v", a.opts.Crash, err)
+			emit.Logf(a.w, "crash=%s: %v", a.opts.Crash, err)
 		}
 	}
 	if a.opts.Crash == options.CrashHungTask {
 		if err := a.sys.hangTask(); err != nil {
 			return fmt.Errorf("crash=hung-task: %w", err)
 		}
-		report.Logf(a.w, "crash=hung-task: %d trampolines attached; one agent thread now sleeps in D state, with the hung task timeout at %d s", a.attached, options.HungTaskTimeout)
+		emit.Logf(a.w, "crash=hung-task: %d trampolines attached; one agent thread now sleeps in D state, with the hung task timeout at %d s", a.attached, options.HungTaskTimeout)
 	}
 
 	if err := hold(ctx, a.opts.Hold); err != nil {
@@ -443,7 +443,7 @@ func (a *agent) finish(runErr error) error {
 // stalls are the hammer threads ever seen stalled, by TID.
 func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done {
 	if runErr != nil {
-		var u *report.UnjudgedError
+		var u *emit.UnjudgedError
 		return event.Done{Reason: runErr.Error(), Unjudged: errors.As(runErr, &u)}
 	}
 	var reasons []string

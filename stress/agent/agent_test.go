@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/inventory"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -82,7 +82,7 @@ func TestVerdict(t *testing.T) {
 		{"nothing selected", agent{selected: 0, attached: 0}, nil, nil, true, "", false},
 		{"nothing attached", agent{selected: 10, attached: 0}, nil, nil, false, "no trampoline attached (0 of 10 selected)", false},
 		{"phase error", agent{selected: 10, attached: 10}, errors.New("attach phase: context canceled"), stall, false, "attach phase: context canceled", false},
-		{"a limit of the agent's", agent{}, fmt.Errorf("race scenario: %w", report.Unjudged(errors.New("race: cannot tell the new trampoline image"))), nil, false,
+		{"a limit of the agent's", agent{}, fmt.Errorf("race scenario: %w", emit.Unjudged(errors.New("race: cannot tell the new trampoline image"))), nil, false,
 			"race scenario: race: cannot tell the new trampoline image", true},
 		{"stall", agent{selected: 10, attached: 10, opts: options.Options{Stall: 20 * time.Second}}, nil, stall, false,
 			"2 hammer thread(s) stalled beyond 20s: tid 3 for 21.5s, tid 7 for 25s", false},

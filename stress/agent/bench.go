@@ -8,9 +8,9 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/ftrace-harness/fth/stress/bench"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/inventory"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -25,7 +25,7 @@ func (a *agent) executeBench(ctx context.Context, cache *btf.Cache, inv inventor
 		sel = min(slices.Max(o.ScalingN), len(inv.Candidates))
 	}
 	_ = a.w.Emit(event.Event{Kind: event.KindInventory, Inventory: inv.Event(sel)})
-	report.Logf(a.w, "bench: parts %v on %d candidates; rejected: %s", o.BenchParts, len(inv.Candidates), formatReasons(inv.Rejected))
+	emit.Logf(a.w, "bench: parts %v on %d candidates; rejected: %s", o.BenchParts, len(inv.Candidates), formatReasons(inv.Rejected))
 
 	b, err := bench.Run(ctx, bench.Config{
 		Parts:        o.BenchParts,
@@ -63,7 +63,7 @@ func (a *agent) startBenchHammer(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("the hammer already ran in this boot")
 	}
 	o := a.opts
-	report.Logf(a.w, "bench: hammer: %d threads, none RT (rt=%d ignored in the bench storm)", o.Threads, o.RT)
+	emit.Logf(a.w, "bench: hammer: %d threads, none RT (rt=%d ignored in the bench storm)", o.Threads, o.RT)
 	h, err := hammer.Start(ctx, hammer.Config{Threads: o.Threads, Stall: o.Stall, Seed: o.Seed, Emit: a.w, TimerPeriod: o.TimerPeriod})
 	if err != nil {
 		return nil, err

@@ -14,10 +14,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/fthtarget"
-	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -41,9 +41,9 @@ func (a *agent) stage(name, skipped string) {
 		return
 	}
 	if skipped != "" {
-		report.Logf(a.w, "campaign: stage %s skipped: %s", name, skipped)
+		emit.Logf(a.w, "campaign: stage %s skipped: %s", name, skipped)
 	} else {
-		report.Logf(a.w, "campaign: stage %s", name)
+		emit.Logf(a.w, "campaign: stage %s", name)
 	}
 	_ = a.w.Emit(event.Event{Kind: event.KindStage, Stage: &event.Stage{Name: name, Skipped: skipped}})
 }
@@ -86,15 +86,15 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 		a.stage(event.StageRace, fmt.Sprintf("needs 2 CPUs (one held, one racing), have %d", a.sys.numCPU))
 		return nil
 	}
-	if _, err := report.FindPort(a.sys.virtioDir, event.RacePortName); err != nil {
+	if _, err := emit.FindPort(a.sys.virtioDir, event.RacePortName); err != nil {
 		a.stage(event.StageRace, fmt.Sprintf("no %s port: the host did not boot the VM for injection (%v)", event.RacePortName, err))
 		return nil
 	}
 	a.stage(event.StageRace, "")
 	// The race loads fth_target without its kthreads, so that the racer
 	// is the target's only caller; the churn may have left it loaded.
-	if kmods.Loaded(fthtarget.Module) {
-		if err := kmods.Unload(fthtarget.Module); err != nil {
+	if modload.Loaded(fthtarget.Module) {
+		if err := modload.Unload(fthtarget.Module); err != nil {
 			return fmt.Errorf("race stage: unload %s left by the churn: %w", fthtarget.Module, err)
 		}
 	}
@@ -119,7 +119,7 @@ func (a *agent) raceStage(ctx context.Context, left time.Duration) error {
 	debug.FreeOSMemory()
 	var err error
 	a.race, err = a.startRaceStage(ctx, held, argv)
-	report.Logf(a.w, "campaign: race stage outcomes %v", a.race)
+	emit.Logf(a.w, "campaign: race stage outcomes %v", a.race)
 	return err
 }
 
@@ -175,7 +175,7 @@ func (a *agent) startRaceStage(ctx context.Context, held int, args []string) (ma
 	}
 	if res.Err != "" {
 		if res.Unjudged {
-			return res.Outcomes, report.Unjudged(errors.New("race stage: " + res.Err))
+			return res.Outcomes, emit.Unjudged(errors.New("race stage: " + res.Err))
 		}
 		return res.Outcomes, errors.New("race stage: " + res.Err)
 	}
@@ -200,7 +200,7 @@ func raceStageMain(ctx context.Context, args []string, sys system) error {
 		return errors.New("agent racestage: no result descriptor (fd 3)")
 	}
 	defer res.Close()
-	a := &agent{sys: sys, opts: opts, w: report.NewWriter(sys.stdout), inCampaign: true}
+	a := &agent{sys: sys, opts: opts, w: emit.NewWriter(sys.stdout), inCampaign: true}
 	if opts.Budget > 0 {
 		a.raceUntil = time.Now().Add(opts.Budget)
 	}
@@ -209,7 +209,7 @@ func raceStageMain(ctx context.Context, args []string, sys system) error {
 	}
 	out := raceStageResult{Outcomes: a.race}
 	if err != nil {
-		var u *report.UnjudgedError
+		var u *emit.UnjudgedError
 		out.Err, out.Unjudged = err.Error(), errors.As(err, &u)
 	}
 	b, _ := json.Marshal(out)

@@ -16,12 +16,12 @@ import (
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/churn"
 	"github.com/ftrace-harness/fth/stress/cpuhp"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/inventory"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/preempt"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/stress/tracers"
@@ -164,7 +164,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 			}()
 		}
 	}
-	report.Logf(a.w, "churn: %d hot functions (%d on hammer syscall paths), exact-count on %q, %d background trampolines",
+	emit.Logf(a.w, "churn: %d hot functions (%d on hammer syscall paths), exact-count on %q, %d background trampolines",
 		len(hot.Funcs), len(hot.SyscallPath), exactFn, len(bg))
 
 	hcfg := hammer.Config{Threads: o.Threads, Stall: o.Stall, Seed: o.Seed, Emit: a.w, RT: o.RT, TimerPeriod: o.TimerPeriod, FairShare: fairShare(o.RTReserve)}
@@ -176,7 +176,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 	}
 	// Each hot function holds at most three links and a program at once.
 	if err := attach.PrepareLimits(len(bg) + 4*len(hot.Funcs)); err != nil {
-		report.Logf(a.w, "limits: %v", err)
+		emit.Logf(a.w, "limits: %v", err)
 	}
 
 	campaign := a.opts.Scenario == options.ScenarioCampaign
@@ -228,7 +228,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 				<-stormDone
 			}
 		}()
-		report.Logf(a.w, "campaign: the storm attaches %d trampolines beside the churn", len(bg))
+		emit.Logf(a.w, "campaign: the storm attaches %d trampolines beside the churn", len(bg))
 	} else if err := storm(ctx); err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 		if err != nil {
 			return err
 		}
-		report.Logf(a.w, "campaign: the storm attached %d trampolines, %.1fs after it began", a.attached, a.sys.now().Sub(started).Seconds())
+		emit.Logf(a.w, "campaign: the storm attached %d trampolines, %.1fs after it began", a.attached, a.sys.now().Sub(started).Seconds())
 	}
 	if campaign {
 		// The preemptor must be the only real-time task of the held CPU.
@@ -280,7 +280,7 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		return fmt.Errorf("churn: no %s/current_tracer (tracefs not mounted, or no function tracer)", tracefs.DefaultRoot)
 	}
 	if tr, _ := top.Tracer(); tr != "" && tr != tracefs.Nop {
-		report.Logf(a.w, "churn: current_tracer was %q; resetting to nop", tr)
+		emit.Logf(a.w, "churn: current_tracer was %q; resetting to nop", tr)
 	}
 	// Start from a known state: nothing of ours from an earlier run, no
 	// tracer on. The same calls end the run, whatever path it takes.
@@ -319,9 +319,9 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &cal})
 	switch {
 	case calErr == nil:
-		report.Logf(a.w, "churn: func-ip calibrated on %s: delta %d", calFn, cal.Delta)
+		emit.Logf(a.w, "churn: func-ip calibrated on %s: delta %d", calFn, cal.Delta)
 	case cal.Skipped != "":
-		report.Logf(a.w, "churn: func-ip oracle off: %v", calErr)
+		emit.Logf(a.w, "churn: func-ip oracle off: %v", calErr)
 	default:
 		// The kernel answered, wrongly: that is a finding.
 		a.oracleFail(cal)
@@ -330,13 +330,13 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	if o.Sabotage == options.SabotageWrongIP && loader.Checking() {
 		// Test only: every program now expects an address it can never see.
 		loader.Skew = sabotageSkew
-		report.Logf(a.w, "churn: SABOTAGE wrong-ip: every func-ip program expects its address %+d", sabotageSkew)
+		emit.Logf(a.w, "churn: SABOTAGE wrong-ip: every func-ip program expects its address %+d", sabotageSkew)
 	}
 
 	kern := churn.NewReal(loader, tracers.NewFiltered(top, tracefs.Function), top)
 	defer func() {
 		if cerr := kern.Close(); cerr != nil {
-			report.Logf(a.w, "churn: cleanup: %v", cerr)
+			emit.Logf(a.w, "churn: cleanup: %v", cerr)
 			if err == nil {
 				err = cerr
 			}
@@ -353,7 +353,7 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	sw := preempt.New(preempt.DefaultPath, rec)
 	if o.PreemptEvery > 0 {
 		if perr := sw.Probe(); perr != nil {
-			report.Logf(a.w, "churn: %v", perr)
+			emit.Logf(a.w, "churn: %v", perr)
 		}
 	} else {
 		_ = sw.Observe()
@@ -375,7 +375,7 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 			a.feature(event.Feature{Name: "tracefs_instance", Supported: true})
 			_ = inst.SetBufferKB(mixedBufferKB)
 			if rerr := inst.Reset(); rerr != nil {
-				report.Logf(a.w, "churn: %v", rerr)
+				emit.Logf(a.w, "churn: %v", rerr)
 			}
 			mx.Inst = &inst
 		}
@@ -383,12 +383,12 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		go func() {
 			defer wg.Done()
 			if merr := mx.Run(cctx, rand.New(rand.NewPCG(uint64(o.Seed), streamMixed))); merr != nil {
-				report.Logf(a.w, "churn: %v", merr)
+				emit.Logf(a.w, "churn: %v", merr)
 			}
 			// Run has reset the instance; only now can it go.
 			if mx.Inst != nil {
 				if rerr := top.RemoveInstance(mixedInstance); rerr != nil {
-					report.Logf(a.w, "churn: %v", rerr)
+					emit.Logf(a.w, "churn: %v", rerr)
 				}
 			}
 		}()
@@ -410,7 +410,7 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 		w := oracle.Window{Loader: loader, Func: exactFn, Call: func() { _ = unix.Getppid() }, Key: "exact:" + exactFn, Name: "exact", Rec: rec}
 		if o.Sabotage == options.SabotageSkipCount {
 			w.Skip = 1
-			report.Logf(a.w, "churn: SABOTAGE skip-count: each exact-count window makes one call fewer than it counts on")
+			emit.Logf(a.w, "churn: SABOTAGE skip-count: each exact-count window makes one call fewer than it counts on")
 		}
 		wg.Add(1)
 		go func() {
@@ -464,10 +464,10 @@ func (a *agent) runChurn(ctx context.Context, cache *btf.Cache, addrs ksyms.Tabl
 	if o.Modules {
 		ms := mods.summary(o.ExactCalls)
 		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &ms})
-		report.Logf(a.w, "churn: fth_target loaded %d times, %d module exact-count windows (%d failed), %d module func-ip checks",
+		emit.Logf(a.w, "churn: fth_target loaded %d times, %d module exact-count windows (%d failed), %d module func-ip checks",
 			mods.targetRuns, mods.windows, mods.failures, mods.fipChecks)
 	}
-	report.Logf(a.w, "churn: %d cycles, %d func-ip checks, %d failures", res.Cycles, res.Checks, len(res.Failures))
+	emit.Logf(a.w, "churn: %d cycles, %d func-ip checks, %d failures", res.Cycles, res.Checks, len(res.Failures))
 	if runErr != nil {
 		return fmt.Errorf("churn: %w", runErr)
 	}
@@ -487,13 +487,13 @@ func (a *agent) awaitOpening(ctx context.Context, opening <-chan struct{}) {
 		return
 	default:
 	}
-	report.Logf(a.w, "churn: the budget is spent; the delivery churn finishes its opening (at most %v more)", options.DeliveryOpeningGrace)
+	emit.Logf(a.w, "churn: the budget is spent; the delivery churn finishes its opening (at most %v more)", options.DeliveryOpeningGrace)
 	t0 := a.sys.now()
 	select {
 	case <-opening:
-		report.Logf(a.w, "churn: the delivery opening ended %.1fs after the budget", a.sys.now().Sub(t0).Seconds())
+		emit.Logf(a.w, "churn: the delivery opening ended %.1fs after the budget", a.sys.now().Sub(t0).Seconds())
 	case <-time.After(options.DeliveryOpeningGrace):
-		report.Logf(a.w, "churn: the delivery opening did not end within %v of the budget; stopping it", options.DeliveryOpeningGrace)
+		emit.Logf(a.w, "churn: the delivery opening did not end within %v of the budget; stopping it", options.DeliveryOpeningGrace)
 	case <-ctx.Done():
 	}
 }
@@ -556,7 +556,7 @@ func (a *agent) exactLoop(ctx context.Context, w oracle.Window, st *exactStats) 
 				return
 			}
 			st.skip(err.Error())
-			report.Logf(a.w, "churn: exact-count window: %v", err)
+			emit.Logf(a.w, "churn: exact-count window: %v", err)
 			t.Reset(every)
 			continue
 		}

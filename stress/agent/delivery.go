@@ -17,11 +17,11 @@ import (
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
-	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/livepatch"
+	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/stress/oracle"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -50,32 +50,32 @@ const (
 func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder, linkUpdate bool, openingDone func()) {
 	sum := event.Oracle{Name: event.OracleDelivery}
 	emitSummary := func() { _ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &sum}) }
-	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
-	if err := kmods.Load(path, ""); err != nil {
+	path := filepath.Join(modload.DefaultDir, deliver.ModuleName+".ko")
+	if err := modload.Load(path, ""); err != nil {
 		sum.Skipped = fmt.Sprintf("load %s: %v", path, err)
-		report.Logf(a.w, "delivery: %s", sum.Skipped)
+		emit.Logf(a.w, "delivery: %s", sum.Skipped)
 		emitSummary()
 		return
 	}
 	a.logModule(deliver.ModuleName)
 	defer func() {
-		if err := kmods.UnloadRetry(rec, deliver.ModuleName, 20); err != nil {
-			report.Logf(a.w, "delivery: unload: %v", err)
+		if err := modload.UnloadRetry(rec, deliver.ModuleName, 20); err != nil {
+			emit.Logf(a.w, "delivery: unload: %v", err)
 		}
 	}()
 	mod := deliver.Module{Dir: deliver.DefaultDir}
 	if a.opts.Sabotage == options.SabotageDropCall {
 		if err := mod.Sabotage(options.SabotageDropEvery); err != nil {
-			report.Logf(a.w, "delivery: sabotage: %v", err)
+			emit.Logf(a.w, "delivery: sabotage: %v", err)
 		}
-		report.Logf(a.w, "delivery: SABOTAGE drop-call: every user drops one call in %d", options.SabotageDropEvery)
+		emit.Logf(a.w, "delivery: SABOTAGE drop-call: every user drops one call in %d", options.SabotageDropEvery)
 	}
 
 	groups := deliver.ModuleUsers()
 	counted := map[string]deliver.Counted{}
 	addrs, err := ksyms.ReadModule(ksyms.DefaultPath, deliver.ModuleName, []string{deliver.FuncSeq})
 	if err != nil || len(addrs) == 0 {
-		report.Logf(a.w, "delivery: no kallsyms address for %s (%v): BPF users do not check func-ip", deliver.FuncSeq, err)
+		emit.Logf(a.w, "delivery: no kallsyms address for %s (%v): BPF users do not check func-ip", deliver.FuncSeq, err)
 	}
 	ml := loader.WithAddrs(addrs)
 	for _, kind := range []oracle.Kind{oracle.FEntry, oracle.FExit} {
@@ -96,7 +96,7 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	} {
 		inst, err := top.Instance(t.inst)
 		if err != nil {
-			report.Logf(a.w, "delivery: %s: %v", t.name, err)
+			emit.Logf(a.w, "delivery: %s: %v", t.name, err)
 			continue
 		}
 		_ = inst.SetBufferKB(64)
@@ -147,7 +147,7 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 				a.oracleFail(o)
 			}
 		},
-		Logf: func(format string, args ...any) { report.Logf(a.w, format, args...) },
+		Logf: func(format string, args ...any) { emit.Logf(a.w, format, args...) },
 		Callsite: func() string {
 			b, err := os.ReadFile(filepath.Join(top.Root, "enabled_functions"))
 			if err != nil {
@@ -157,7 +157,7 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 		},
 	})
 	if err != nil {
-		report.Logf(a.w, "delivery: %v", err)
+		emit.Logf(a.w, "delivery: %v", err)
 	}
 	sum.Checks = int(res.Checked)
 	sum.Failures = res.Failures
@@ -166,7 +166,7 @@ func (a *agent) runDelivery(ctx context.Context, top tracefs.FS, loader *oracle.
 	if err != nil && res.Steps == 0 {
 		sum.Skipped = err.Error()
 	}
-	report.Logf(a.w, "delivery: %d steps, %d calls checked, %d failures; %s", res.Steps, res.Checked, res.Failures, sum.Msg)
+	emit.Logf(a.w, "delivery: %d steps, %d calls checked, %d failures; %s", res.Steps, res.Checked, res.Failures, sum.Msg)
 	names := slices.Sorted(maps.Keys(groups))
 	ev := res.Event(names)
 	_ = a.w.Emit(event.Event{Kind: event.KindDelivery, Delivery: &ev})
@@ -342,7 +342,7 @@ func (t tracerToggle) Off() error { return t.fs.SetTracer(tracefs.Nop) }
 const klpModule = "fth_klp"
 
 // klpPath is klpModule's file in the image.
-const klpPath = kmods.DefaultDir + "/" + klpModule + ".ko"
+const klpPath = modload.DefaultDir + "/" + klpModule + ".ko"
 
 // livepatchUser says why the livepatch user cannot run here ("" if it
 // can): no module file, or a kernel without CONFIG_LIVEPATCH.
@@ -367,11 +367,11 @@ func (k klpUser) patch() livepatch.Patch {
 	return livepatch.Patch{
 		Dir: livepatch.DefaultDir, Name: klpModule, Timeout: time.Minute,
 		Load: func() error {
-			return k.rec.Time(kmods.OpLoad, klpModule, func() error {
-				return kmods.Load(klpPath, "")
+			return k.rec.Time(modload.OpLoad, klpModule, func() error {
+				return modload.Load(klpPath, "")
 			})
 		},
-		Unload: func() error { return kmods.UnloadRetry(k.rec, klpModule, 50) },
+		Unload: func() error { return modload.UnloadRetry(k.rec, klpModule, 50) },
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/ksyms"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -34,7 +34,7 @@ func trampolineImage(name string) bool {
 func (a *agent) watchImages(ctx context.Context) (stop func()) {
 	w, err := ksyms.Watch()
 	if err != nil {
-		report.Logf(a.w, "images: no symbol events (%v): a trap in freed trampoline memory is titled by its stack", err)
+		emit.Logf(a.w, "images: no symbol events (%v): a trap in freed trampoline memory is titled by its stack", err)
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -50,7 +50,7 @@ func (a *agent) watchImages(ctx context.Context) (stop func()) {
 			evs, err := w.Drain()
 			if errors.Is(err, ksyms.ErrLost) && !lost {
 				lost = true
-				report.Logf(a.w, "images: %v: some images go unnamed", err)
+				emit.Logf(a.w, "images: %v: some images go unnamed", err)
 			}
 			for _, e := range evs {
 				if !e.Unregister && trampolineImage(e.Name) {

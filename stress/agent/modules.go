@@ -17,11 +17,11 @@ import (
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/fthtarget"
-	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/stress/oracle"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -39,7 +39,7 @@ const (
 	modInstance = "fth_mod"
 )
 
-// Module op names beyond kmods.OpLoad/OpUnload.
+// Module op names beyond modload.OpLoad/OpUnload.
 const (
 	opModFilter   = "module_filter_on"
 	opModTracerOn = "module_tracer_on"
@@ -74,9 +74,9 @@ type modStats struct {
 // the module instance's filter so that the filter never becomes empty
 // (which would trace every function) when the module goes.
 func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.Loader, rec *tally.Recorder, anchor string, st *modStats) {
-	paths, err := kmods.List(kmods.DefaultDir)
+	paths, err := modload.List(modload.DefaultDir)
 	if err != nil || len(paths) == 0 {
-		msg := "no modules in " + kmods.DefaultDir
+		msg := "no modules in " + modload.DefaultDir
 		if err != nil {
 			msg = err.Error()
 		}
@@ -91,7 +91,7 @@ func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.L
 	}
 	var avoided []string
 	for _, p := range paths {
-		n := kmods.Name(p)
+		n := modload.Name(p)
 		if len(only) > 0 && !only[n] {
 			continue
 		}
@@ -116,7 +116,7 @@ func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.L
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &kmods.Cycler{Paths: samples, Hold: a.opts.ModHold, Rec: rec, OnLoad: a.logModule}
+			c := &modload.Cycler{Paths: samples, Hold: a.opts.ModHold, Rec: rec, OnLoad: a.logModule}
 			if err := c.Run(ctx, rand.New(rand.NewPCG(uint64(a.opts.Seed), streamSamples))); err != nil {
 				a.churnOther(fmt.Sprintf("modules: %v", err))
 			}
@@ -134,7 +134,7 @@ func (a *agent) runModules(ctx context.Context, top tracefs.FS, loader *oracle.L
 
 // churnOther records a non-oracle reason for a failed churn.
 func (a *agent) churnOther(msg string) {
-	report.Logf(a.w, "churn: %s", msg)
+	emit.Logf(a.w, "churn: %s", msg)
 	a.churn.mu.Lock()
 	a.churn.other = append(a.churn.other, msg)
 	a.churn.mu.Unlock()
@@ -158,10 +158,10 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 		_ = inst.Reset()
 		defer func() {
 			if err := inst.Reset(); err != nil {
-				report.Logf(a.w, "modules: %v", err)
+				emit.Logf(a.w, "modules: %v", err)
 			}
 			if err := top.RemoveInstance(modInstance); err != nil {
-				report.Logf(a.w, "modules: %v", err)
+				emit.Logf(a.w, "modules: %v", err)
 			}
 		}()
 	}
@@ -188,7 +188,7 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 		if before {
 			tracer(true)
 		}
-		if rec.Time(kmods.OpLoad, fthtarget.Module, func() error { return kmods.Load(path, "nthreads=2") }) != nil {
+		if rec.Time(modload.OpLoad, fthtarget.Module, func() error { return modload.Load(path, "nthreads=2") }) != nil {
 			ctxsleep.Sleep(ctx, 200*time.Millisecond)
 			continue
 		}
@@ -200,7 +200,7 @@ func (a *agent) targetLoop(ctx context.Context, top tracefs.FS, loader *oracle.L
 		if rng.IntN(2) == 0 {
 			tracer(false)
 		}
-		if err := kmods.UnloadRetry(rec, fthtarget.Module, 0); err != nil {
+		if err := modload.UnloadRetry(rec, fthtarget.Module, 0); err != nil {
 			a.churnOther(fmt.Sprintf("modules: %v", err))
 			return
 		}
@@ -306,7 +306,7 @@ func (st *modStats) summary(calls int) event.Oracle {
 // or crashed CPU is found at (registers.txt, an oops RIP) can then be
 // matched to a module that was already unloaded.
 func (a *agent) logModule(name string) {
-	report.Logf(a.w, "module %s loaded, .text at %s", name, kmods.TextAddr(name))
+	emit.Logf(a.w, "module %s loaded, .text at %s", name, modload.TextAddr(name))
 }
 
 // scaleModule loads fth_scale.ko when the scalemod option asks for it and
@@ -317,9 +317,9 @@ func (a *agent) scaleModule(cache *btf.Cache) (map[string]*btf.Spec, error) {
 	}
 	name := options.ScaleModuleName
 	t0 := time.Now()
-	if !kmods.Loaded(name) {
-		path := filepath.Join(kmods.DefaultDir, name+".ko")
-		if err := kmods.Load(path, ""); err != nil {
+	if !modload.Loaded(name) {
+		path := filepath.Join(modload.DefaultDir, name+".ko")
+		if err := modload.Load(path, ""); err != nil {
 			return nil, fmt.Errorf("load %s (the host builds it for cells run with --agent-arg scalemod=true): %w", path, err)
 		}
 	}
@@ -327,6 +327,6 @@ func (a *agent) scaleModule(cache *btf.Cache) (map[string]*btf.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("BTF of %s (CONFIG_DEBUG_INFO_BTF_MODULES): %w", name, err)
 	}
-	report.Logf(a.w, "scale module %s loaded with its BTF in %v", name, time.Since(t0).Round(time.Millisecond))
+	emit.Logf(a.w, "scale module %s loaded with its BTF in %v", name, time.Since(t0).Round(time.Millisecond))
 	return map[string]*btf.Spec{name: spec}, nil
 }

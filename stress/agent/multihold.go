@@ -7,8 +7,8 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/multi"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -44,7 +44,7 @@ func multiFuncs(rest, bg []string, n int, seed int64) []string {
 // error that is not the kernel's refusal fails the run.
 func (a *agent) holdMulti(ctx context.Context, cache *btf.Cache, funcs []string) (*multi.Held, error) {
 	if len(funcs) < a.opts.MultiHold {
-		report.Logf(a.w, "multi: %d functions asked for, %d candidates left beside the storm and the churn", a.opts.MultiHold, len(funcs))
+		emit.Logf(a.w, "multi: %d functions asked for, %d candidates left beside the storm and the churn", a.opts.MultiHold, len(funcs))
 	}
 	groups, release, err := multi.Split(cache, funcs, options.ScaleModuleName, options.ScaleModuleFunc)
 	defer release()
@@ -55,7 +55,7 @@ func (a *agent) holdMulti(ctx context.Context, cache *btf.Cache, funcs []string)
 	if i < 0 {
 		i = len(funcs)
 	}
-	report.Logf(a.w, "multi: %s; %d functions (%d of vmlinux, %d of %s)", multi.Note, len(funcs), i, len(funcs)-i, options.ScaleModuleName)
+	emit.Logf(a.w, "multi: %s; %d functions (%d of vmlinux, %d of %s)", multi.Note, len(funcs), i, len(funcs)-i, options.ScaleModuleName)
 	held, ph, refused, err := multi.HoldBest(ctx, multi.Config{Emit: a.w}, groups)
 	if refused != nil {
 		a.feature(event.Feature{Name: "tracing_multi", Msg: refused.Error()})
@@ -63,7 +63,7 @@ func (a *agent) holdMulti(ctx context.Context, cache *btf.Cache, funcs []string)
 	if err != nil && held.Functions == 0 && ctx.Err() == nil && multi.Refused(err) {
 		held.Close()
 		a.feature(event.Feature{Name: string(held.Kind()), Msg: err.Error()})
-		report.Logf(a.w, "multi: no multi-function population: %v", err)
+		emit.Logf(a.w, "multi: no multi-function population: %v", err)
 		return nil, nil
 	}
 	if err != nil {
@@ -72,7 +72,7 @@ func (a *agent) holdMulti(ctx context.Context, cache *btf.Cache, funcs []string)
 	a.feature(event.Feature{Name: string(held.Kind()), Supported: true,
 		Msg: fmt.Sprintf("%d of %d functions held by %s links in %.1f s", ph.Succeeded, ph.Attempted, held.Kind(), ph.Wall.Std().Seconds())})
 	if ph.Failed > 0 {
-		report.Logf(a.w, "multi: the kernel refused %d functions: %v", ph.Failed, ph.Errnos)
+		emit.Logf(a.w, "multi: the kernel refused %d functions: %v", ph.Failed, ph.Errnos)
 	}
 	return held, nil
 }

@@ -10,10 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/inject"
 	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/options"
 )
 
@@ -54,7 +54,7 @@ func (a *agent) executeRace(ctx context.Context) error {
 	for k, v := range a.opts.Args() {
 		argv = append(argv, "-"+k+"="+v)
 	}
-	report.Logf(a.w, "race: the agent becomes the race controller (exec, off cpu %d)", held)
+	emit.Logf(a.w, "race: the agent becomes the race controller (exec, off cpu %d)", held)
 	// The event channel is close-on-exec: the controller opens it again.
 	err = unix.Exec(exe, argv, append(os.Environ(), "FTH_NO_CMDLINE=1"))
 	return fmt.Errorf("race: exec the controller: %w", err)
@@ -69,13 +69,13 @@ func raceCtlMain(ctx context.Context, args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	ch, err := report.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
+	ch, err := emit.Open(opts.Events, sys.virtioDir, sys.devDir, sys.stdout)
 	if err != nil {
 		fmt.Fprintf(sys.stderr, "agent: %v; writing events to stdout\n", err)
-		ch, _ = report.Open("-", "", "", sys.stdout)
+		ch, _ = emit.Open("-", "", "", sys.stdout)
 	}
 	defer ch.Close()
-	a := &agent{sys: sys, opts: opts, w: report.NewWriter(ch.W), set: attach.NewSet()}
+	a := &agent{sys: sys, opts: opts, w: emit.NewWriter(ch.W), set: attach.NewSet()}
 	runErr := optErr
 	if runErr == nil {
 		runErr = a.controlRace(ctx, held)

@@ -10,11 +10,11 @@ import (
 
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/inject"
-	"github.com/ftrace-harness/fth/stress/kmods"
+	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -26,7 +26,7 @@ const reproCalls = time.Second
 
 // reproLog logs one line of a repro sequence.
 func (a *agent) reproLog(format string, args ...any) {
-	report.Logf(a.w, "repro: "+format, args...)
+	emit.Logf(a.w, "repro: "+format, args...)
 }
 
 // reproStep is one operation of a repro sequence, as its log line says it.
@@ -79,13 +79,13 @@ type reproDeliver struct {
 // reproDeliver loads fth_deliver.ko and a loader of up to progs programs;
 // close unlinks them and unloads the module.
 func (a *agent) reproDeliver(progs int) (*reproDeliver, error) {
-	path := filepath.Join(kmods.DefaultDir, deliver.ModuleName+".ko")
-	if err := kmods.Load(path, ""); err != nil {
+	path := filepath.Join(modload.DefaultDir, deliver.ModuleName+".ko")
+	if err := modload.Load(path, ""); err != nil {
 		return nil, fmt.Errorf("repro: load %s: %w", path, err)
 	}
 	a.logModule(deliver.ModuleName)
 	unload := func() {
-		if err := kmods.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
+		if err := modload.UnloadRetry(tally.New(a.w, 0), deliver.ModuleName, 20); err != nil {
 			a.reproLog("unload %s: %v", deliver.ModuleName, err)
 		}
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/ftrace-harness/fth/stress/disasm"
 	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/inject"
-	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/stress/racer"
@@ -500,7 +500,7 @@ func (a *agent) hashRaceStart(why string) (*raceHolds, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := fthtarget.Load(kmods.DefaultDir, "nthreads=0"); err != nil {
+	if err := fthtarget.Load(modload.DefaultDir, "nthreads=0"); err != nil {
 		closePort()
 		return nil, nil, fmt.Errorf("repro: load %s: %w", fthtarget.Module, err)
 	}

@@ -13,11 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/deliver"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -160,7 +160,7 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 		}
 		if try == len(midUpdateOthers)-1 {
 			// A pass here would say nothing of the kernel.
-			return report.Unjudged(errors.New("repro: the sequence did not run: the fexit's update never reached its window while a modify was held"))
+			return emit.Unjudged(errors.New("repro: the sequence did not run: the fexit's update never reached its window while a modify was held"))
 		}
 	}
 	a.sys.sleep(reproCalls)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 )
 
@@ -47,7 +47,7 @@ func injectRTInversion(cpu int) (stop func(), err error) {
 	}
 	if ticks > 0 {
 		stop()
-		return nil, report.Unjudged(fmt.Errorf("the SCHED_FIFO 1 spinner ran %d ticks in the second after the SCHED_FIFO 2 one took cpu %d: nothing is starved", ticks, cpu))
+		return nil, emit.Unjudged(fmt.Errorf("the SCHED_FIFO 1 spinner ran %d ticks in the second after the SCHED_FIFO 2 one took cpu %d: nothing is starved", ticks, cpu))
 	}
 	return stop, nil
 }

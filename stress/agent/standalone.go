@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/ftrace-harness/fth/results/known"
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -35,7 +35,7 @@ func (a *agent) executeStandalone(ctx context.Context) error {
 		return fmt.Errorf("reproducer %s: %w", a.opts.Reproducer, err)
 	}
 	cmd.Stderr = cmd.Stdout
-	report.Logf(a.w, "reproducer %s: sh %s", a.opts.Reproducer, strings.Join(append([]string{script}, a.opts.ReproducerArgs...), " "))
+	emit.Logf(a.w, "reproducer %s: sh %s", a.opts.Reproducer, strings.Join(append([]string{script}, a.opts.ReproducerArgs...), " "))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("reproducer %s: %w", a.opts.Reproducer, err)
 	}
@@ -44,7 +44,7 @@ func (a *agent) executeStandalone(ctx context.Context) error {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Text()
-		report.Logf(a.w, "%s: %s", a.opts.Reproducer, line)
+		emit.Logf(a.w, "%s: %s", a.opts.Reproducer, line)
 		if msg, ok := strings.CutPrefix(line, reproducerFail); ok {
 			fail = msg
 		}
@@ -63,7 +63,7 @@ func (a *agent) executeStandalone(ctx context.Context) error {
 		_ = a.w.Emit(event.Event{Kind: event.KindOracle, Oracle: &event.Oracle{Name: event.OracleReproducer, Title: fail, Msg: a.opts.Reproducer}})
 		return nil
 	default:
-		return report.Unjudged(fmt.Errorf("reproducer %s could not run: %w", a.opts.Reproducer, werr))
+		return emit.Unjudged(fmt.Errorf("reproducer %s could not run: %w", a.opts.Reproducer, werr))
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/inventory"
-	"github.com/ftrace-harness/fth/stress/kmods"
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/modload"
 )
 
 // Kernel files the agent reads directly.
@@ -71,8 +71,8 @@ func realSystem() system {
 		stderr:    os.Stderr,
 		readFile:  os.ReadFile,
 		getenv:    os.Getenv,
-		virtioDir: report.VirtioPortsDir,
-		devDir:    report.DevDir,
+		virtioDir: emit.VirtioPortsDir,
+		devDir:    emit.DevDir,
 		ppid:      os.Getppid(),
 		pid:       os.Getpid(),
 		numCPU:    runtime.NumCPU(),
@@ -87,8 +87,8 @@ func realSystem() system {
 		sysrqCrash: func() error {
 			return os.WriteFile(sysrqPath, []byte("c"), 0)
 		},
-		hangTask: func() error { return injectHungTask(kmods.DefaultDir) },
-		provoke:  func(mode string) error { return provoke(kmods.DefaultDir, mode) },
+		hangTask: func() error { return injectHungTask(modload.DefaultDir) },
+		provoke:  func(mode string) error { return provoke(modload.DefaultDir, mode) },
 		// One value sets only the first of printk's four: the console's.
 		consoleLevel: func(n int) error { return os.WriteFile(printkPath, []byte(strconv.Itoa(n)), 0) },
 		kmsgPath:     kmsgDev,

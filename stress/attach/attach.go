@@ -15,8 +15,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/latency"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -41,7 +41,7 @@ type Config struct {
 	// load parses vmlinux BTF again, which costs hundreds of milliseconds.
 	Cache *btf.Cache
 	// Emit receives Progress, Failure and Phase events.
-	Emit report.Emitter
+	Emit emit.Emitter
 	// MaxFailureEvents caps Failure events per phase; later failures are
 	// only counted in Phase.Errnos. The cap is per phase so that a load
 	// phase full of verifier refusals cannot hide the rarer, more telling
@@ -192,7 +192,7 @@ func (a *Attacher) Load(ctx context.Context, set *Set, funcs []string) (event.Ph
 	fexitRefused := 0
 	defer func() {
 		if fexitRefused > 0 {
-			report.Logf(a.cfg.Emit, "attach: %d functions refused an fexit and got an fentry instead (__noreturn functions)", fexitRefused)
+			emit.Logf(a.cfg.Emit, "attach: %d functions refused an fexit and got an fentry instead (__noreturn functions)", fexitRefused)
 		}
 	}()
 	for i, fn := range funcs {

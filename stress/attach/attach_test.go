@@ -14,7 +14,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -108,7 +108,7 @@ type fakeClock struct {
 
 func (c *fakeClock) now() time.Time { c.t = c.t.Add(c.step); return c.t }
 
-func newTestAttacher(t *testing.T, m *report.Memory, maxFail int) *Attacher {
+func newTestAttacher(t *testing.T, m *emit.Memory, maxFail int) *Attacher {
 	t.Helper()
 	a, err := New(Config{Cache: btf.NewCache(), Emit: m, MaxFailureEvents: maxFail})
 	if err != nil {
@@ -120,7 +120,7 @@ func newTestAttacher(t *testing.T, m *report.Memory, maxFail int) *Attacher {
 }
 
 func TestPhaseAccounting(t *testing.T) {
-	var m report.Memory
+	var m emit.Memory
 	a := newTestAttacher(t, &m, 3)
 	p := a.begin(PhaseAttach, 250)
 	for i := range 250 {
@@ -169,7 +169,7 @@ func TestPhaseAccounting(t *testing.T) {
 }
 
 func TestProgressByTime(t *testing.T) {
-	var m report.Memory
+	var m emit.Memory
 	a := newTestAttacher(t, &m, 0)
 	c := &fakeClock{t: time.Unix(0, 0), step: 700 * time.Millisecond}
 	a.now = c.now
@@ -184,7 +184,7 @@ func TestProgressByTime(t *testing.T) {
 }
 
 func TestDetachClosesAndTimes(t *testing.T) {
-	var m report.Memory
+	var m emit.Memory
 	a := newTestAttacher(t, &m, 0)
 	set := NewSet()
 	for i := range 4 {
@@ -231,7 +231,7 @@ func TestDetachClosesAndTimes(t *testing.T) {
 }
 
 func TestNewRequiresCacheAndEmitter(t *testing.T) {
-	if _, err := New(Config{Emit: &report.Memory{}}); err == nil {
+	if _, err := New(Config{Emit: &emit.Memory{}}); err == nil {
 		t.Error("New without cache succeeded")
 	}
 	if _, err := New(Config{Cache: btf.NewCache()}); err == nil {
@@ -251,7 +251,7 @@ func TestInVM(t *testing.T) {
 	if err := PrepareLimits(10); err != nil {
 		t.Log(err)
 	}
-	var m report.Memory
+	var m emit.Memory
 	a, err := New(Config{Cache: btf.NewCache(), Emit: &m})
 	if err != nil {
 		t.Fatal(err)

@@ -26,8 +26,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/profile"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/benchopts"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -52,7 +52,7 @@ type Config struct {
 	Parts []string
 	// Emit receives Log lines, and the attach package's Op, Progress and
 	// Failure events during the scaling part.
-	Emit report.Emitter
+	Emit emit.Emitter
 	// Cache holds the parsed vmlinux BTF every program load shares.
 	Cache *btf.Cache
 	// Candidates are the traceable functions from the inventory, sorted.
@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (event.Bench, error) {
 			errs = append(errs, fmt.Errorf("bench: %s: %w", part, err))
 			break
 		}
-		report.Logf(cfg.Emit, "bench: %s: start", part)
+		emit.Logf(cfg.Emit, "bench: %s: start", part)
 		t0 := time.Now()
 		var err error
 		switch part {
@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config) (event.Bench, error) {
 		case benchopts.Wakeup:
 			b.Wakeup, err = r.wakeup(ctx)
 		}
-		report.Logf(cfg.Emit, "bench: %s: done in %v", part, time.Since(t0).Round(time.Millisecond))
+		emit.Logf(cfg.Emit, "bench: %s: done in %v", part, time.Since(t0).Round(time.Millisecond))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("bench: %s: %w", part, err))
 		}

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/multi"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -27,17 +27,17 @@ func (r *runner) multi(ctx context.Context) (*event.BenchMulti, error) {
 		return out, nil
 	}
 	out.Supported = true
-	report.Logf(r.cfg.Emit, "bench: multi: %s", multi.Note)
+	emit.Logf(r.cfg.Emit, "bench: multi: %s", multi.Note)
 	out.TracingMulti = r.tracingMulti(ctx, ns)
 	if s := out.TracingMulti.Skipped; s != "" {
-		report.Logf(r.cfg.Emit, "bench: multi: tracing_multi skipped: %s", s)
+		emit.Logf(r.cfg.Emit, "bench: multi: tracing_multi skipped: %s", s)
 	}
 	if err := ctx.Err(); err != nil {
 		return out, err
 	}
 	out.KprobeMulti = r.kprobeMulti(ctx, ns)
 	if s := out.KprobeMulti.Skipped; s != "" {
-		report.Logf(r.cfg.Emit, "bench: multi: kprobe_multi skipped: %s", s)
+		emit.Logf(r.cfg.Emit, "bench: multi: kprobe_multi skipped: %s", s)
 	}
 	return out, ctx.Err()
 }
@@ -108,7 +108,7 @@ func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLin
 				out.Errno = attach.ErrnoName(errno)
 			}
 			out.Points = append(out.Points, pt)
-			report.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)
+			emit.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)
 			continue
 		}
 		var cerr error
@@ -124,7 +124,7 @@ func (r *runner) tracingMulti(ctx context.Context, ns []int) event.BenchMultiLin
 		out.Supported = true
 		r.compare(&pt)
 		out.Points = append(out.Points, pt)
-		report.Logf(r.cfg.Emit, "bench: multi: tracing_multi N=%d: attach %.3fs (x%.3f of singles), detach %.3fs (x%.3f)",
+		emit.Logf(r.cfg.Emit, "bench: multi: tracing_multi N=%d: attach %.3fs (x%.3f of singles), detach %.3fs (x%.3f)",
 			n, pt.AttachSeconds, pt.AttachRatio, pt.DetachSeconds, pt.DetachRatio)
 	}
 	if !out.Supported && out.Skipped == "" {
@@ -166,7 +166,7 @@ func (r *runner) kprobeMulti(ctx context.Context, ns []int) event.BenchMultiLink
 			pt.AttachProfile = nil
 			pt.Error = fmt.Sprintf("kprobe_multi over %d functions: %v", n, err)
 			out.Points = append(out.Points, pt)
-			report.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)
+			emit.Logf(r.cfg.Emit, "bench: multi: %s", pt.Error)
 			continue
 		}
 		var cerr error
@@ -182,7 +182,7 @@ func (r *runner) kprobeMulti(ctx context.Context, ns []int) event.BenchMultiLink
 		out.Supported = true
 		r.compare(&pt)
 		out.Points = append(out.Points, pt)
-		report.Logf(r.cfg.Emit, "bench: multi: kprobe_multi N=%d: attach %.3fs (x%.3f of fentry singles), detach %.3fs (x%.3f)",
+		emit.Logf(r.cfg.Emit, "bench: multi: kprobe_multi N=%d: attach %.3fs (x%.3f of fentry singles), detach %.3fs (x%.3f)",
 			n, pt.AttachSeconds, pt.AttachRatio, pt.DetachSeconds, pt.DetachRatio)
 	}
 	if !out.Supported && out.Skipped == "" && len(out.Points) > 0 {

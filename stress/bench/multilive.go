@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/multi"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/benchopts"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -41,13 +41,13 @@ func (r *runner) multiLive(ctx context.Context) (out *event.BenchMultiLive, err 
 	}
 	slices.Sort(sizes)
 	if err := attach.PrepareLimits(samples); err != nil {
-		report.Logf(r.cfg.Emit, "bench: limits: %v", err)
+		emit.Logf(r.cfg.Emit, "bench: limits: %v", err)
 	}
 	at, err := attach.New(attach.Config{Cache: r.cfg.Cache, Emit: noPhases{r.cfg.Emit}, FExitEvery: r.cfg.FExitEvery})
 	if err != nil {
 		return out, err
 	}
-	report.Logf(r.cfg.Emit, "bench: multilive: %s; sizes %v, %d per-link samples at each", multi.Note, sizes, samples)
+	emit.Logf(r.cfg.Emit, "bench: multilive: %s; sizes %v, %d per-link samples at each", multi.Note, sizes, samples)
 	var held *multi.Held
 	defer func() {
 		if held == nil {
@@ -55,7 +55,7 @@ func (r *runner) multiLive(ctx context.Context) (out *event.BenchMultiLive, err 
 		}
 		dp, derr := held.Detach()
 		out.Detach = &dp
-		report.Logf(r.cfg.Emit, "bench: multilive: the population's %d functions detached in %.2fs (%d links closed, %d failed)",
+		emit.Logf(r.cfg.Emit, "bench: multilive: the population's %d functions detached in %.2fs (%d links closed, %d failed)",
 			dp.Attempted, dp.Wall.Std().Seconds(), dp.Latency.Count, dp.Failed)
 		if derr != nil {
 			err = errors.Join(err, fmt.Errorf("detach the population: %w", derr))
@@ -97,7 +97,7 @@ func (r *runner) multiLive(ctx context.Context) (out *event.BenchMultiLive, err 
 		pt.Link, err = r.scalingPoint(ctx, at, sampleFns, fmt.Sprintf("with %d live", held.Functions), r.profileAt(sizes, size))
 		out.Points = append(out.Points, pt)
 		l := pt.Link
-		report.Logf(r.cfg.Emit, "bench: multilive: %d live (grown in %.2fs, %d refused): per-link attach p50 %v p99 %v, detach p50 %v p99 %v (%d of %d attached)",
+		emit.Logf(r.cfg.Emit, "bench: multilive: %d live (grown in %.2fs, %d refused): per-link attach p50 %v p99 %v, detach p50 %v p99 %v (%d of %d attached)",
 			pt.Live, grow.Wall.Std().Seconds(), grow.Failed, l.Attach.Median, l.Attach.P99, l.Detach.Median, l.Detach.P99, l.Attached, l.N)
 		if err != nil {
 			return out, err

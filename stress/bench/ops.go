@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/stress/kmods"
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
+	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/wire/benchopts"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -39,7 +39,7 @@ func (r *runner) ops(ctx context.Context) (*event.BenchOps, error) {
 		out.Skipped = fmt.Sprintf("no ftrace-ops module (the kernel needs CONFIG_SAMPLE_FTRACE_OPS=m): %v", err)
 		return out, nil
 	}
-	if name := kmods.Name(path); kmods.Loaded(name) {
+	if name := modload.Name(path); modload.Loaded(name) {
 		// Loaded with persist=1 by someone: a new load would fail with
 		// EEXIST, and its registered ops would skew every number.
 		out.Skipped = fmt.Sprintf("module %s is already loaded", name)
@@ -74,7 +74,7 @@ func (r *runner) opsPoint(ctx context.Context, path string, p benchopts.OpsPoint
 		}
 		run, records, err := loadOps(path, opsParams(r.cfg.OpsCalls, p), r.cfg.Kmsg)
 		if err != nil {
-			report.Logf(r.cfg.Emit, "bench: ops %s run %d: %v", p, i+1, err)
+			emit.Logf(r.cfg.Emit, "bench: ops %s run %d: %v", p, i+1, err)
 			pt.Error = err.Error()
 			continue
 		}
@@ -82,12 +82,12 @@ func (r *runner) opsPoint(ctx context.Context, path string, p benchopts.OpsPoint
 		// One line per load: with a hundred ops a load waits for as
 		// many RCU-tasks grace periods, and the host's silence
 		// watchdog must see the run is alive.
-		report.Logf(r.cfg.Emit, "bench: ops %s run %d/%d: %.2f ns/call", p, i+1, opsRuns, run.NsPerCall())
+		emit.Logf(r.cfg.Emit, "bench: ops %s run %d/%d: %.2f ns/call", p, i+1, opsRuns, run.NsPerCall())
 		if i == 0 {
 			// The kernel's records as read, header and all: what the
 			// parser's fixtures (stress/bench/testdata) are cut from.
 			for _, rec := range records {
-				report.Logf(r.cfg.Emit, "bench: kmsg: %s", rec)
+				emit.Logf(r.cfg.Emit, "bench: kmsg: %s", rec)
 			}
 		}
 		pt.Tracee = run.Tracee
@@ -102,7 +102,7 @@ func (r *runner) opsPoint(ctx context.Context, path string, p benchopts.OpsPoint
 		pt.BestNs = slices.Min(pt.RunsNs)
 		pt.Error = ""
 	}
-	report.Logf(r.cfg.Emit, "bench: ops relevant=%d irrelevant=%d save_regs=%v: %.2f ns/call (runs %v)",
+	emit.Logf(r.cfg.Emit, "bench: ops relevant=%d irrelevant=%d save_regs=%v: %.2f ns/call (runs %v)",
 		p.Relevant, p.Irrelevant, p.SaveRegs, pt.NsPerCall, pt.RunsNs)
 	return pt
 }
@@ -129,13 +129,13 @@ func loadOps(path, params, kmsgPath string) (OpsRun, []string, error) {
 		return OpsRun{}, nil, err
 	}
 	defer k.close()
-	lerr := kmods.Load(path, params)
+	lerr := modload.Load(path, params)
 	switch {
 	case errors.Is(lerr, unix.EINVAL):
 	case lerr == nil:
 		// Only persist=1 keeps it; unload so that its ops do not
 		// weigh on the next point.
-		if uerr := kmods.Unload(kmods.Name(path)); uerr != nil {
+		if uerr := modload.Unload(modload.Name(path)); uerr != nil {
 			return OpsRun{}, nil, fmt.Errorf("module stayed loaded and would not unload: %w", uerr)
 		}
 	default:

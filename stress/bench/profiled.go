@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/internal/ctxsleep"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/profile"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/benchopts"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -50,7 +50,7 @@ func (r *runner) prepareProfile() {
 		}
 	}
 	r.profileErr = err.Error()
-	report.Logf(r.cfg.Emit, "bench: profile: %v", err)
+	emit.Logf(r.cfg.Emit, "bench: profile: %v", err)
 }
 
 // profiled runs op with the kernel profiler on its thread when want, and
@@ -68,7 +68,7 @@ func (r *runner) profiled(want bool, what string, op func() error) (*event.Profi
 	err := op()
 	wall := time.Since(t0)
 	if perr != nil {
-		report.Logf(r.cfg.Emit, "bench: profile of %s: %v", what, perr)
+		emit.Logf(r.cfg.Emit, "bench: profile of %s: %v", what, perr)
 		return &event.Profile{WallSeconds: wall.Seconds(), Error: perr.Error()}, err
 	}
 	rec, serr := p.Stop()
@@ -91,7 +91,7 @@ func (r *runner) attribute(rec *profile.Recording, wall time.Duration) *event.Pr
 
 // logProfile writes the profile's sum and largest costs to the log, so
 // that a bench cut short still says where its time went.
-func logProfile(w report.Emitter, what string, p *event.Profile) {
+func logProfile(w emit.Emitter, what string, p *event.Profile) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "bench: profile of %s: wall %.2fs = on-CPU %.2fs + off-CPU %.2fs (coverage %.3f, %s); %d samples, %d switches",
 		what, p.WallSeconds, p.OnCPUSeconds, p.OffCPUSeconds, p.Coverage, addsUp(p), p.Samples, p.Switches)
@@ -101,7 +101,7 @@ func logProfile(w report.Emitter, what string, p *event.Profile) {
 		}
 		fmt.Fprintf(&b, "; %s %.2fs (%s)", c.Name, c.Seconds, c.Key)
 	}
-	report.Logf(w, "%s", b.String())
+	emit.Logf(w, "%s", b.String())
 }
 
 func addsUp(p *event.Profile) string {

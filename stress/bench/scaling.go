@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/ftrace-harness/fth/stress/attach"
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -14,9 +14,9 @@ import (
 // noPhases passes events on except Phase events: the attach package emits
 // one per phase, and the host keeps them by phase name, so each N would
 // overwrite the last in result.json. The bench event holds them all.
-type noPhases struct{ report.Emitter }
+type noPhases struct{ emit.Emitter }
 
-// Emit implements report.Emitter.
+// Emit implements emit.Emitter.
 func (e noPhases) Emit(ev event.Event) error {
 	if ev.Kind == event.KindPhase {
 		return nil
@@ -47,7 +47,7 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 		return out, nil
 	}
 	if err := attach.PrepareLimits(slices.Max(ns)); err != nil {
-		report.Logf(r.cfg.Emit, "bench: limits: %v", err)
+		emit.Logf(r.cfg.Emit, "bench: limits: %v", err)
 	}
 	at, err := attach.New(attach.Config{Cache: r.cfg.Cache, Emit: noPhases{r.cfg.Emit}, FExitEvery: r.cfg.FExitEvery})
 	if err != nil {
@@ -64,7 +64,7 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 		}
 		out.AttachExponent, out.DetachExponent = growthExponent(pn, as), growthExponent(pn, ds)
 		if len(pn) > 1 {
-			report.Logf(r.cfg.Emit, "bench: scaling: total time grows as N^%.2f (attach) and N^%.2f (detach) over N = %v", out.AttachExponent, out.DetachExponent, pn)
+			emit.Logf(r.cfg.Emit, "bench: scaling: total time grows as N^%.2f (attach) and N^%.2f (detach) over N = %v", out.AttachExponent, out.DetachExponent, pn)
 		}
 	}()
 	for _, n := range ns {
@@ -77,7 +77,7 @@ func (r *runner) scaling(ctx context.Context) (*event.BenchScaling, error) {
 			pt.AttachRatio, pt.DetachRatio = 1, 1
 		}
 		out.Points = append(out.Points, pt)
-		report.Logf(r.cfg.Emit, "bench: scaling N=%d: attach %.2fs (median %v, p99 %v, x%.2f per op), detach %.2fs (median %v, p99 %v, x%.2f per op), %d attached holding %s",
+		emit.Logf(r.cfg.Emit, "bench: scaling N=%d: attach %.2fs (median %v, p99 %v, x%.2f per op), detach %.2fs (median %v, p99 %v, x%.2f per op), %d attached holding %s",
 			n, pt.AttachSeconds, pt.Attach.Median, pt.Attach.P99, pt.AttachRatio, pt.DetachSeconds, pt.Detach.Median, pt.Detach.P99, pt.DetachRatio, pt.Attached, formatKB(pt.MemoryKB))
 		if err != nil {
 			return out, err

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/churn"
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -87,7 +87,7 @@ func (r *runner) syscall(ctx context.Context) (*event.BenchSyscall, error) {
 			if err != nil {
 				st.Skipped = err.Error()
 				out.States = append(out.States, st)
-				report.Logf(r.cfg.Emit, "bench: syscall %s: skipped: %v", s.name, err)
+				emit.Logf(r.cfg.Emit, "bench: syscall %s: skipped: %v", s.name, err)
 				continue
 			}
 			teardown = td
@@ -111,7 +111,7 @@ func (r *runner) syscall(ctx context.Context) (*event.BenchSyscall, error) {
 		}
 		st.Ratio, st.BestRatio = Ratio(st.NsPerCall, base), Ratio(st.BestNs, bestBase)
 		out.States = append(out.States, st)
-		report.Logf(r.cfg.Emit, "bench: syscall %s on %s: median %.1f ns/call (x%.2f), best %.1f (x%.2f)", s.name, fn, st.NsPerCall, st.Ratio, st.BestNs, st.BestRatio)
+		emit.Logf(r.cfg.Emit, "bench: syscall %s on %s: median %.1f ns/call (x%.2f), best %.1f (x%.2f)", s.name, fn, st.NsPerCall, st.Ratio, st.BestNs, st.BestRatio)
 	}
 	return out, nil
 }

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -83,7 +83,7 @@ func (r *runner) wakeup(ctx context.Context) (*event.BenchWakeup, error) {
 	}
 	out.Supported = true
 	out.Quiet = &q
-	report.Logf(r.cfg.Emit, "bench: wakeup quiet: %s", formatSummary(q))
+	emit.Logf(r.cfg.Emit, "bench: wakeup quiet: %s", formatSummary(q))
 
 	st, err := r.startStorm(ctx)
 	if err != nil {
@@ -102,7 +102,7 @@ func (r *runner) wakeup(ctx context.Context) (*event.BenchWakeup, error) {
 	out.Storm = &s
 	ratio := PercentileRatio(s.WakeupPercentiles, q.WakeupPercentiles)
 	out.Ratio = &ratio
-	report.Logf(r.cfg.Emit, "bench: wakeup storm: %s; %d attaches, %d detaches, %d errors; p99 x%.2f", formatSummary(s), out.StormAttaches, out.StormDetaches, out.StormErrors, ratio.P99)
+	emit.Logf(r.cfg.Emit, "bench: wakeup storm: %s; %d attaches, %d detaches, %d errors; p99 x%.2f", formatSummary(s), out.StormAttaches, out.StormDetaches, out.StormErrors, ratio.P99)
 	return out, nil
 }
 
@@ -222,7 +222,7 @@ func (r *runner) startStorm(ctx context.Context) (*storm, error) {
 		return nil, fmt.Errorf("no fentry program loaded for the storm (of %d functions)", len(fns))
 	}
 	if err := attach.PrepareLimits(len(s.progs)); err != nil {
-		report.Logf(r.cfg.Emit, "bench: limits: %v", err)
+		emit.Logf(r.cfg.Emit, "bench: limits: %v", err)
 	}
 	if r.cfg.StartHammer != nil {
 		stop, err := r.cfg.StartHammer(ctx)
@@ -239,7 +239,7 @@ func (r *runner) startStorm(ctx context.Context) (*storm, error) {
 		defer s.wg.Done()
 		s.loop(sctx)
 	}()
-	report.Logf(r.cfg.Emit, "bench: storm: %d fentry programs attaching and detaching in a loop, hammer %v", len(s.progs), r.cfg.StartHammer != nil)
+	emit.Logf(r.cfg.Emit, "bench: storm: %d fentry programs attaching and detaching in a loop, hammer %v", len(s.progs), r.cfg.StartHammer != nil)
 	return s, nil
 }
 

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/oracle"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -93,7 +93,7 @@ type Config struct {
 	Kernel Kernel
 	Rec    *tally.Recorder
 	// Emit receives Progress events and an Oracle event per failure.
-	Emit report.Emitter
+	Emit emit.Emitter
 	// ProgressInterval is the Progress period (2s if zero).
 	ProgressInterval time.Duration
 }

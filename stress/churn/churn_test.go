@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/oracle"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/wire/event"
 )
@@ -374,7 +374,7 @@ func TestRunCycles(t *testing.T) {
 	k.bad["b"] = true
 	k.failOn["link_fexit:c"] = fmt.Errorf("BPF_LINK_CREATE: %w", unix.EBUSY)
 	k.failOn["kprobe_on:a"] = fmt.Errorf("write: %w", unix.EINVAL)
-	var mem report.Memory
+	var mem emit.Memory
 	rec := tally.New(&mem, 0)
 	funcs := []string{"a", "b", "c", "d", "e"}
 	res, err := Run(context.Background(), Config{
@@ -449,7 +449,7 @@ func TestRunCycles(t *testing.T) {
 func TestRunCanceledCleansUp(t *testing.T) {
 	k := newFake()
 	k.block = make(chan struct{})
-	var mem report.Memory
+	var mem emit.Memory
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
@@ -470,7 +470,7 @@ func TestRunCanceledCleansUp(t *testing.T) {
 
 func TestRunDuration(t *testing.T) {
 	k := newFake()
-	var mem report.Memory
+	var mem emit.Memory
 	t0 := time.Now()
 	res, err := Run(context.Background(), Config{Funcs: []string{"a"}, Seed: 1, Duration: 30 * time.Millisecond, Kernel: k, Rec: tally.New(&mem, 0), Emit: &mem})
 	if err != nil || res.Cycles == 0 || time.Since(t0) > 5*time.Second {
@@ -480,7 +480,7 @@ func TestRunDuration(t *testing.T) {
 }
 
 func TestRunConfigErrors(t *testing.T) {
-	var mem report.Memory
+	var mem emit.Memory
 	for _, c := range []Config{
 		{Kernel: newFake(), Emit: &mem, Cycles: 1},
 		{Funcs: []string{"a"}, Emit: &mem, Cycles: 1},
@@ -495,7 +495,7 @@ func TestRunConfigErrors(t *testing.T) {
 func TestRunCountsFailedRemoval(t *testing.T) {
 	k := newFake()
 	k.failOn["ftrace_off:a"] = errors.New("boom")
-	var mem report.Memory
+	var mem emit.Memory
 	_, err := Run(context.Background(), Config{Funcs: []string{"a"}, Seed: 3, Cycles: 1, Kernel: k, Rec: tally.New(&mem, 0), Emit: &mem})
 	// ftrace_off failing in the plan is counted, not a cleanup error: the
 	// runner does not retry it.
@@ -509,7 +509,7 @@ func TestRunCountsFailedRemoval(t *testing.T) {
 // plan's alone, both run within the same cycle, and nothing is left.
 func TestRunTwins(t *testing.T) {
 	k := newFake()
-	var mem report.Memory
+	var mem emit.Memory
 	funcs := []string{"a", "b", "c"}
 	const cycles = 3
 	res, err := Run(context.Background(), Config{

@@ -1,5 +1,5 @@
 // Package fthtarget is the guest's view of fth_target.ko, the project's
-// own test module (stress/kmod): its name, its functions and its debugfs
+// own test module (stress/kmod-target): its name, its functions and its debugfs
 // files, one home for the agent, the race injections and the helpers.
 package fthtarget
 
@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/modload"
 )
 
 // The module and its functions.
@@ -43,10 +43,10 @@ const (
 // loaded; the crash injections and the race need it outside the module
 // cycling.
 func Load(modDir, params string) error {
-	if kmods.Loaded(Module) {
+	if modload.Loaded(Module) {
 		return nil
 	}
-	return kmods.Load(filepath.Join(modDir, Module+".ko"), params)
+	return modload.Load(filepath.Join(modDir, Module+".ko"), params)
 }
 
 // CountedAddr is Counted's address, from kallsyms.

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -45,7 +45,7 @@ type Config struct {
 	// Interval is the Liveness report period (DefaultInterval if zero).
 	Interval time.Duration
 	// Emit receives Liveness events.
-	Emit report.Emitter
+	Emit emit.Emitter
 	// TaskDir holds per-thread directories with a "stack" file
 	// ("/proc/self/task" if empty).
 	TaskDir string

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -22,7 +22,7 @@ func TestCheckDetectsStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Unix(1000, 0)
-	h := newHammer(Config{Threads: 3, Stall: 5 * time.Second, Emit: &report.Memory{}, TaskDir: taskDir}, func() time.Time { return t0 })
+	h := newHammer(Config{Threads: 3, Stall: 5 * time.Second, Emit: &emit.Memory{}, TaskDir: taskDir}, func() time.Time { return t0 })
 	for i, th := range h.threads {
 		th.tid.Store(int64(101 + i))
 	}
@@ -79,7 +79,7 @@ func TestCheckDetectsStalls(t *testing.T) {
 
 func TestStartValidates(t *testing.T) {
 	ctx := context.Background()
-	m := &report.Memory{}
+	m := &emit.Memory{}
 	for _, cfg := range []Config{
 		{Threads: 0, Stall: time.Second, Emit: m},
 		{Threads: 1, Stall: 0, Emit: m},
@@ -99,7 +99,7 @@ func TestRunAndStop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs threads for half a second")
 	}
-	m := &report.Memory{}
+	m := &emit.Memory{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h, err := Start(ctx, Config{Threads: 2, Stall: 10 * time.Second, Seed: 7, Interval: 100 * time.Millisecond, Emit: m})
@@ -141,7 +141,7 @@ func TestCancelStopsThreads(t *testing.T) {
 		t.Skip("runs threads")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h, err := Start(ctx, Config{Threads: 1, Stall: 10 * time.Second, Interval: time.Hour, Emit: &report.Memory{}})
+	h, err := Start(ctx, Config{Threads: 1, Stall: 10 * time.Second, Interval: time.Hour, Emit: &emit.Memory{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestAllowedCPUs(t *testing.T) {
 }
 
 func TestStartExclude(t *testing.T) {
-	cfg := Config{Threads: 1, Stall: time.Second, Emit: &report.Memory{}, Exclude: []Syscall{SysSchedYield}}
+	cfg := Config{Threads: 1, Stall: time.Second, Emit: &emit.Memory{}, Exclude: []Syscall{SysSchedYield}}
 	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "sched_yield") {
 		t.Errorf("Start excluding sched_yield = %v, want an error", err)
 	}

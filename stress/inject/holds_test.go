@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/raceport"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -27,7 +27,7 @@ func TestRecvHostErrorUnjudged(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = r.Recv(time.Second)
-	var u *report.UnjudgedError
+	var u *emit.UnjudgedError
 	if err == nil || !errors.As(fmt.Errorf("repro: %w", err), &u) {
 		t.Errorf("recv of a host error = %v, want an unjudged error", err)
 	}
@@ -52,7 +52,7 @@ func TestRaceBudget(t *testing.T) {
 		{"a later injection, budget left", 3, time.Now().Add(time.Minute), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Injector{env: Env{W: report.NewWriter(io.Discard)}, started: tc.started, until: tc.until}
+			r := &Injector{env: Env{W: emit.NewWriter(io.Discard)}, started: tc.started, until: tc.until}
 			if got := r.more(); got != tc.want {
 				t.Errorf("more() = %v, want %v", got, tc.want)
 			}

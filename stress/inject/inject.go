@@ -37,14 +37,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/hammer"
-	"github.com/ftrace-harness/fth/stress/kmods"
 	"github.com/ftrace-harness/fth/stress/ksyms"
+	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -69,7 +69,7 @@ const raceReturnTimeout = 20 * time.Second
 // Env is what the injections take from the agent that runs them.
 type Env struct {
 	// W receives the injections' events and log lines.
-	W *report.Writer
+	W *emit.Writer
 	// Opts are the run's options (racetarget, injections, window, ...).
 	Opts options.Options
 	// InCampaign is the campaign's race stage: its targets are the
@@ -85,7 +85,7 @@ type Env struct {
 // for through the host's port; it returns the count of each outcome.
 func Run(ctx context.Context, env Env, port *raceport.Port, held int) (map[string]int, error) {
 	// No kthreads: the racer must be the only caller of the target.
-	if err := fthtarget.Load(kmods.DefaultDir, "nthreads=0"); err != nil {
+	if err := fthtarget.Load(modload.DefaultDir, "nthreads=0"); err != nil {
 		return nil, fmt.Errorf("race: load %s: %w", fthtarget.Module, err)
 	}
 	window := env.Opts.Window
@@ -106,7 +106,7 @@ func Run(ctx context.Context, env Env, port *raceport.Port, held int) (map[strin
 	}
 	defer r.preempt.Stop()
 	if restore, err := hammer.FairServerOff(hammer.FairServerDir, held); err != nil {
-		report.Logf(env.W, "race: %v", err)
+		emit.Logf(env.W, "race: %v", err)
 	} else {
 		defer restore()
 	}
@@ -114,7 +114,7 @@ func Run(ctx context.Context, env Env, port *raceport.Port, held int) (map[strin
 	if env.Opts.RaceList && env.Opts.RaceTarget == options.RaceAuto {
 		targets = options.ArchRaceTargets(runtime.GOARCH)
 	}
-	report.Logf(env.W, "race: %s injections at the %s of fth_target_counted, held cpu %d, window %v", env.Opts.Args()["injections"], strings.Join(targets, ", "), held, window)
+	emit.Logf(env.W, "race: %s injections at the %s of fth_target_counted, held cpu %d, window %v", env.Opts.Args()["injections"], strings.Join(targets, ", "), held, window)
 	// Each target has its share of the injections, and its first
 	// injection whatever the budget: the first is what catches a freed-early
 	// class at once.
@@ -175,7 +175,7 @@ func Run(ctx context.Context, env Env, port *raceport.Port, held int) (map[strin
 		if errors.As(err, &why) {
 			// A kernel without the window: listed with the reason,
 			// and the other targets run.
-			report.Logf(env.W, "race: %s: unreachable: %s", t, why)
+			emit.Logf(env.W, "race: %s: unreachable: %s", t, why)
 			_ = env.W.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &event.RaceWindow{Target: t, Arch: runtime.GOARCH, Unreachable: string(why)}})
 			err = nil
 			continue
@@ -185,7 +185,7 @@ func Run(ctx context.Context, env Env, port *raceport.Port, held int) (map[strin
 		}
 	}
 	outcomes := countOutcomes(r.outcomes)
-	report.Logf(env.W, "race: outcomes %v", outcomes)
+	emit.Logf(env.W, "race: outcomes %v", outcomes)
 	return outcomes, err
 }
 
@@ -215,7 +215,7 @@ type Injector struct {
 // runs to its end.
 func (r *Injector) more() bool {
 	if r.started > 0 && !r.until.IsZero() && time.Now().After(r.until) {
-		report.Logf(r.env.W, "race: the budget is spent after %d injection(s)", r.seq)
+		emit.Logf(r.env.W, "race: the budget is spent after %d injection(s)", r.seq)
 		return false
 	}
 	r.started++
@@ -237,7 +237,7 @@ func noCallOps() errUnreachable {
 
 // Holds is the race port as the injections and the repro sequences use
 // it: the host's own failure is no verdict on the kernel
-// (report.Unjudged).
+// (emit.Unjudged).
 type Holds struct {
 	Port *raceport.Port
 }
@@ -275,7 +275,7 @@ func (h Holds) Release(cpu int) (event.RaceMsg, error) {
 func unjudgedHost(err error) error {
 	var h *raceport.HostError
 	if errors.As(err, &h) {
-		return report.Unjudged(err)
+		return emit.Unjudged(err)
 	}
 	return err
 }
@@ -341,7 +341,7 @@ func (r *Injector) injectCall(c raceCall, in *event.Injection, addr uint64, size
 		wait := c.beside()
 		defer func() {
 			if err := wait(); err != nil {
-				report.Logf(r.env.W, "race: injection %d: beside the racer: %v", in.Seq, err)
+				emit.Logf(r.env.W, "race: injection %d: beside the racer: %v", in.Seq, err)
 			}
 		}()
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/ksyms"
-	"github.com/ftrace-harness/fth/stress/report"
 )
 
 // imageWait bounds how long an attach's image takes to be announced: the
@@ -37,14 +37,14 @@ func (r *Injector) newImageFinder(name string, scan func() (map[uint64]string, e
 	w, err := ksyms.Watch()
 	if err == nil {
 		f.watch = w
-		report.Logf(r.env.W, "race: %s images found by the kernel's symbol events", name)
+		emit.Logf(r.env.W, "race: %s images found by the kernel's symbol events", name)
 		return f, nil
 	}
-	report.Logf(r.env.W, "race: no symbol events (%v): reading %s after each attach", err, ksyms.DefaultPath)
+	emit.Logf(r.env.W, "race: no symbol events (%v): reading %s after each attach", err, ksyms.DefaultPath)
 	if f.before, err = scan(); err != nil {
 		return nil, err
 	}
-	report.Logf(r.env.W, "race: %d %s images listed before the first", len(f.before), name)
+	emit.Logf(r.env.W, "race: %d %s images listed before the first", len(f.before), name)
 	return f, nil
 }
 

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -176,7 +176,7 @@ func (r *Injector) int3Patches(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	report.Logf(r.env.W, "race: int3: the patcher held at each step of %s patching %s's callsite at %#x", int3Patcher, fthtarget.Counted, site)
+	emit.Logf(r.env.W, "race: int3: the patcher held at each step of %s patching %s's callsite at %#x", int3Patcher, fthtarget.Counted, site)
 	w := r.decodeWith(options.RaceInt3, int3Patcher, syms.patcher, int(syms.patcherLen), int3Actions, disasm.Steps)
 	w.backwards = true
 	if r.env.Opts.RaceList {

@@ -11,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/raceport"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -310,7 +310,7 @@ func (r *Injector) literalOrder(ctx context.Context, n int) error {
 	if r.env.Opts.RaceList {
 		return nil
 	}
-	report.Logf(r.env.W, "race: literal: every write to %s's callsite traced at %v (literal %#x, branch %#x, %s %#x, %s %#x)",
+	emit.Logf(r.env.W, "race: literal: every write to %s's callsite traced at %v (literal %#x, branch %#x, %s %#x, %s %#x)",
 		fthtarget.Counted, la.writers, site.lit, site.ip, ftraceNopOps, nopOps, ftraceListOps, listOps)
 	prev, err := r.lookLiteral(site)
 	if err != nil {

@@ -17,11 +17,11 @@ import (
 
 	"github.com/ftrace-harness/fth/stress/attach"
 	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/fthtarget"
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -173,7 +173,7 @@ func (r *Injector) trampolines(ctx context.Context, n int, kind oracle.Kind) err
 				if took := time.Since(start); took > racer.NapTime()-napSettle {
 					in.Msg = fmt.Sprintf("the image's first wait ended %v after the detach, after the task's nap (%v): its exit was not the image's last use", took.Round(time.Millisecond), racer.NapTime())
 				} else {
-					report.Logf(r.env.W, "race: injection %d: the detached image's first wait ended %v after the detach (barrier %v)", r.seq, took.Round(time.Millisecond), waited.Round(time.Millisecond))
+					emit.Logf(r.env.W, "race: injection %d: the detached image's first wait ended %v after the detach (barrier %v)", r.seq, took.Round(time.Millisecond), waited.Round(time.Millisecond))
 				}
 				return nil
 			}}
@@ -228,21 +228,21 @@ func (r *Injector) fexitOrigCall(w *insnWindow, fn string) int {
 	}
 	syms, err := ksyms.ReadModule(ksyms.DefaultPath, fthtarget.Module, []string{fn})
 	if err != nil {
-		report.Logf(r.env.W, "race: fexittramp prologue: %v: every point taken for the epilogue", err)
+		emit.Logf(r.env.W, "race: fexittramp prologue: %v: every point taken for the epilogue", err)
 		return -2
 	}
 	fnAddr, ok := syms.Addr(fn)
 	if !ok {
-		report.Logf(r.env.W, "race: fexittramp prologue: %s has no %s: every point taken for the epilogue", ksyms.DefaultPath, fn)
+		emit.Logf(r.env.W, "race: fexittramp prologue: %s has no %s: every point taken for the epilogue", ksyms.DefaultPath, fn)
 		return -2
 	}
 	for _, in := range w.insns {
 		if to, ok := disasm.CallTarget(runtime.GOARCH, w.addr, w.code, in); ok && to > fnAddr && to < fnAddr+fnCallsiteSpan {
-			report.Logf(r.env.W, "race: fexittramp prologue ends at +%#x (%s), the call of %s", in.Off, in.Text, fn)
+			emit.Logf(r.env.W, "race: fexittramp prologue ends at +%#x (%s), the call of %s", in.Off, in.Text, fn)
 			return in.Off
 		}
 	}
-	report.Logf(r.env.W, "race: fexittramp: no direct call of %s in the image: every point taken for the epilogue", fn)
+	emit.Logf(r.env.W, "race: fexittramp: no direct call of %s in the image: every point taken for the epilogue", fn)
 	return -2
 }
 
@@ -383,9 +383,9 @@ const jitKallsyms = "/proc/sys/net/core/bpf_jit_kallsyms"
 // JITKallsymsOn has the kernel list trampoline images in kallsyms and
 // announce them as symbol events: it does so only with BPF JIT symbols
 // on, the default only on some arches. A failure is logged to w.
-func JITKallsymsOn(w *report.Writer) {
+func JITKallsymsOn(w *emit.Writer) {
 	if err := os.WriteFile(jitKallsyms, []byte("1"), 0); err != nil {
-		report.Logf(w, "%s: %v", jitKallsyms, err)
+		emit.Logf(w, "%s: %v", jitKallsyms, err)
 	}
 }
 
@@ -419,7 +419,7 @@ func newImage(scan func() (map[uint64]string, error), name string, before map[ui
 			return 0, "", nil, fmt.Errorf("race: no new %s symbol in %s after the attach (kptr_restrict, or %s off)", name, ksyms.DefaultPath, jitKallsyms)
 		}
 		if time.Now().After(deadline) {
-			return 0, "", nil, report.Unjudged(fmt.Errorf("race: cannot tell the new %s image among %d new and %d reused places (%s)", name, len(fresh), len(reused), listPlaces(after, append(fresh, reused...))))
+			return 0, "", nil, emit.Unjudged(fmt.Errorf("race: cannot tell the new %s image among %d new and %d reused places (%s)", name, len(fresh), len(reused), listPlaces(after, append(fresh, reused...))))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

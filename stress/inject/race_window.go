@@ -8,8 +8,8 @@ import (
 	"runtime"
 
 	"github.com/ftrace-harness/fth/stress/disasm"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/raceport"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -75,17 +75,17 @@ func (r *Injector) decodeWith(target, sym string, addr uint64, length int, actio
 		// to +0x0, once.
 		w.err, w.insns = err, nil
 		ev.Unreachable = fmt.Sprintf("not decoded, every injection at +0x0: %v", err)
-		report.Logf(r.env.W, "race: %s window: %v", target, ev.Unreachable)
+		emit.Logf(r.env.W, "race: %s window: %v", target, ev.Unreachable)
 	} else {
 		if r.env.Opts.InjectFrom == options.InjectRandom {
 			w.start = rand.New(rand.NewPCG(uint64(r.env.Opts.Seed), streamInjectFrom^uint64(len(r.windows)))).IntN(len(w.insns))
-			report.Logf(r.env.W, "race: %s walk starts at instruction %d of %d (injectfrom=random)", target, w.start, len(w.insns))
+			emit.Logf(r.env.W, "race: %s walk starts at instruction %d of %d (injectfrom=random)", target, w.start, len(w.insns))
 		}
 		ev.Code = hex.EncodeToString(code[:w.insns[len(w.insns)-1].Off+w.insns[len(w.insns)-1].Len])
 		for _, in := range w.insns {
 			ev.Insns = append(ev.Insns, event.WindowInsn{Off: in.Off, Len: in.Len, Asm: in.Text})
 		}
-		report.Logf(r.env.W, "race: %s window at %s: %d instructions, %d bytes", target, sym, len(w.insns), len(ev.Code)/2)
+		emit.Logf(r.env.W, "race: %s window at %s: %d instructions, %d bytes", target, sym, len(w.insns), len(ev.Code)/2)
 	}
 	_ = r.env.W.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})
 	return w
@@ -108,7 +108,7 @@ func (r *Injector) oneInsnWindow(target, sym string, addr uint64, off int, actio
 		}
 	}
 	if err != nil {
-		report.Logf(r.env.W, "race: %s at %s+%#x not decoded: %v", target, sym, off, err)
+		emit.Logf(r.env.W, "race: %s at %s+%#x not decoded: %v", target, sym, off, err)
 	}
 	ev.Insns = []event.WindowInsn{{Off: off, Len: in.Len, Asm: in.Text}}
 	_ = r.env.W.Emit(event.Event{Kind: event.KindRaceWindow, RaceWindow: &ev})

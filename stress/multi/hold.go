@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/latency"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -75,7 +75,7 @@ func ModuleHandle(name string) (*btf.Handle, error) {
 // Config is how Hold attaches.
 type Config struct {
 	// Emit gets the phases, the failures and the logs.
-	Emit report.Emitter
+	Emit emit.Emitter
 	// Kind is the link kind (default Tracing).
 	Kind Kind
 	// Chunk is the most functions one link names (0: DefaultChunk).
@@ -209,7 +209,7 @@ func (h *Held) Add(ctx context.Context, groups []Group) (event.Phase, error) {
 				Phase: PhaseAttach, Done: ph.Attempted, Total: all,
 			}})
 		}
-		report.Logf(cfg.Emit, "multi: %s: %d of %d functions attached by %s links", g.Name, ph.Succeeded, ph.Attempted, cfg.Kind)
+		emit.Logf(cfg.Emit, "multi: %s: %d of %d functions attached by %s links", g.Name, ph.Succeeded, ph.Attempted, cfg.Kind)
 	}
 	return end(nil)
 }
@@ -328,7 +328,7 @@ func HoldBest(ctx context.Context, cfg Config, groups []Group) (h *Held, ph even
 	}
 	h.Close()
 	refused = err
-	report.Logf(cfg.Emit, "multi: tracing_multi refused (%v); kprobe_multi instead", err)
+	emit.Logf(cfg.Emit, "multi: tracing_multi refused (%v); kprobe_multi instead", err)
 	cfg.Kind = Kprobe
 	h, ph, err = Hold(ctx, cfg, groups)
 	return h, ph, refused, err

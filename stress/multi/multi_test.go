@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -109,7 +109,7 @@ func TestHoldFindsRefusedFunctions(t *testing.T) {
 			for _, i := range tc.refused {
 				k.refused[ids[i]] = true
 			}
-			var m report.Memory
+			var m emit.Memory
 			cfg := Config{Emit: &m, Chunk: tc.chunk, link: k.link}
 			h, ph, err := Hold(context.Background(), cfg, []Group{{Name: "vmlinux", Spec: spec, Funcs: names}})
 			if err != nil {
@@ -160,7 +160,7 @@ func TestHoldStopsOnCancel(t *testing.T) {
 	k := &fakeKernel{open: map[int]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	var m report.Memory
+	var m emit.Memory
 	h, ph, err := Hold(ctx, Config{Emit: &m, Chunk: 2, link: k.link}, []Group{{Name: "vmlinux", Spec: spec, Funcs: names}})
 	if err == nil || ph.Succeeded != 0 {
 		t.Errorf("canceled Hold: %+v, %v", ph, err)
@@ -179,7 +179,7 @@ func TestAddGrowsOneHeld(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e"}
 	spec := specOf(t, names...)
 	k := &fakeKernel{refused: map[uint32]bool{}, open: map[int]int{}}
-	var m report.Memory
+	var m emit.Memory
 	h, ph, err := Hold(context.Background(), Config{Emit: &m, Chunk: 2, link: k.link}, []Group{{Name: "vmlinux", Spec: spec, Funcs: names[:3]}})
 	if err != nil || ph.Succeeded != 3 {
 		t.Fatalf("Hold: %+v, %v", ph, err)
@@ -231,7 +231,7 @@ func TestHoldEOPNOTSUPPIsTheKind(t *testing.T) {
 		calls++
 		return nil, unix.EOPNOTSUPP, unix.EOPNOTSUPP
 	}
-	var m report.Memory
+	var m emit.Memory
 	h, ph, err := Hold(context.Background(), Config{Emit: &m, link: noKind}, []Group{{Name: "vmlinux", Spec: spec, Funcs: names}})
 	if err == nil || !Refused(err) || calls != 1 || ph.Failed != 0 || h.Functions != 0 || len(m.OfKind(event.KindFailure)) != 0 {
 		t.Errorf("Hold: %+v, %v after %d calls, %d failures; want one refused call", ph, err, calls, len(m.OfKind(event.KindFailure)))

@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -53,14 +53,14 @@ func New(f *os.File) *Port { return &Port{f: f, in: bufio.NewReader(f)} }
 var ErrNoPort = errors.New("no " + event.RacePortName + " port")
 
 // Open finds the race channel among the guest's virtio-serial ports
-// (sysDir, devDir as report.FindPort and report.OpenPortRW take them)
+// (sysDir, devDir as emit.FindPort and emit.OpenPortRW take them)
 // and opens it read-write.
 func Open(sysDir, devDir string) (*Port, error) {
-	name, err := report.FindPort(sysDir, event.RacePortName)
+	name, err := emit.FindPort(sysDir, event.RacePortName)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoPort, err)
 	}
-	f, err := report.OpenPortRW(sysDir, devDir, name)
+	f, err := emit.OpenPortRW(sysDir, devDir, name)
 	if err != nil {
 		return nil, err
 	}

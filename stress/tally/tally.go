@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/latency"
-	"github.com/ftrace-harness/fth/stress/report"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -32,7 +32,7 @@ const maxSamples = 1 << 20
 
 // Recorder accumulates operations. It is safe for concurrent use.
 type Recorder struct {
-	emit        report.Emitter
+	emit        emit.Emitter
 	maxFailures int
 	now         func() time.Time
 
@@ -63,7 +63,7 @@ type op struct {
 
 // New returns a Recorder that reports failures to emit, at most
 // maxFailures per name (DefaultMaxFailures if 0, none if negative).
-func New(emit report.Emitter, maxFailures int) *Recorder {
+func New(emit emit.Emitter, maxFailures int) *Recorder {
 	if maxFailures == 0 {
 		maxFailures = DefaultMaxFailures
 	}

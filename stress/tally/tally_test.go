@@ -8,12 +8,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
 func TestRecorder(t *testing.T) {
-	var m report.Memory
+	var m emit.Memory
 	r := New(&m, 2)
 	clock := time.Unix(0, 0)
 	r.now = func() time.Time { clock = clock.Add(time.Millisecond); return clock }
@@ -70,7 +70,7 @@ func TestRecorder(t *testing.T) {
 }
 
 func TestRecorderNoFailureEvents(t *testing.T) {
-	var m report.Memory
+	var m emit.Memory
 	r := New(&m, -1)
 	r.Record("x", "f", time.Millisecond, unix.EINVAL)
 	if len(m.Events()) != 0 {
@@ -82,7 +82,7 @@ func TestRecorderNoFailureEvents(t *testing.T) {
 }
 
 func TestOpLog(t *testing.T) {
-	var m report.Memory
+	var m emit.Memory
 	r := New(&m, 0)
 	clock := time.Unix(100, 0)
 	r.now = func() time.Time { return clock }

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -54,7 +54,7 @@ type Mixed struct {
 	MinPause, MaxPause time.Duration
 	Rec                *tally.Recorder
 	// Emit receives a Feature event when a tracer turns out unsupported.
-	Emit report.Emitter
+	Emit emit.Emitter
 
 	tracer      string // "" when off
 	filter      []string

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/stress/report"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/stress/tracefs/tracefstest"
@@ -90,7 +90,7 @@ func TestMixed(t *testing.T) {
 	top := tracefstest.New(t)
 	inst := tracefstest.New(t)
 	rec := tally.New(nil, -1)
-	var mem report.Memory
+	var mem emit.Memory
 	m := &Mixed{
 		Top: top, Inst: &inst, Group: "fth",
 		Pool:     []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"},

@@ -34,7 +34,7 @@ const (
 	// captured fixtures.
 	CrashLKDTMPrefix = "lkdtm:"
 	// CrashBugPrefix, followed by one of Bugs (bug:bad-unlock), commits
-	// that injected bug of fth_target.ko (stress/kmod/bugs.c) after the
+	// that injected bug of fth_target.ko (stress/kmod-target/bugs.c) after the
 	// attach phase.
 	CrashBugPrefix = "bug:"
 )

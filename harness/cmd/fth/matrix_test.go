@@ -3,10 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/ftrace-harness/fth/harness/kbuild"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ftrace-harness/fth/harness/kbuild"
 
 	"github.com/ftrace-harness/fth/results"
 )

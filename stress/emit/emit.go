@@ -1,7 +1,7 @@
-// Package report writes agent events to the host: one JSON object per line,
+// Package emit writes agent events to the host: one JSON object per line,
 // each line handed to the channel in a single Write so that a line is never
 // interleaved with another one on the virtio-serial character device.
-package report
+package emit
 
 import (
 	"encoding/json"

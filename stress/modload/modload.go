@@ -1,10 +1,10 @@
-// Package kmods loads and unloads kernel modules from files, as the agent
+// Package modload loads and unloads kernel modules from files, as the agent
 // does in a loop: every load runs ftrace_module_init/ftrace_module_enable,
 // which patch the module's callsites for tracers already filtering them,
 // and every unload releases them while other CPUs may be running through
 // them. The Cycler keeps one module of a set loaded at a time, chosen by a
 // seeded random stream.
-package kmods
+package modload
 
 import (
 	"context"
@@ -167,5 +167,5 @@ func UnloadRetry(rec *tally.Recorder, name string, tries int) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("kmods: %s still busy after %d unload tries: %w", name, tries, err)
+	return fmt.Errorf("modload: %s still busy after %d unload tries: %w", name, tries, err)
 }

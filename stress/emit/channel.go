@@ -1,4 +1,4 @@
-package report
+package emit
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ func FindPort(sysDir, name string) (string, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", ErrNoPort
 		}
-		return "", fmt.Errorf("report.FindPort: %w", err)
+		return "", fmt.Errorf("emit.FindPort: %w", err)
 	}
 	for _, e := range entries {
 		b, err := os.ReadFile(filepath.Join(sysDir, e.Name(), "name"))
@@ -69,22 +69,22 @@ func openPort(sysDir, devDir, port string, flag int) (*os.File, error) {
 		return f, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("report.OpenPort: %w", err)
+		return nil, fmt.Errorf("emit.OpenPort: %w", err)
 	}
 	b, rerr := os.ReadFile(filepath.Join(sysDir, port, "dev"))
 	if rerr != nil {
-		return nil, fmt.Errorf("report.OpenPort: %w (and no dev number: %w)", err, rerr)
+		return nil, fmt.Errorf("emit.OpenPort: %w (and no dev number: %w)", err, rerr)
 	}
 	maj, min, ok := parseDevNumber(string(b))
 	if !ok {
-		return nil, fmt.Errorf("report.OpenPort: %w (bad dev number %q)", err, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("emit.OpenPort: %w (bad dev number %q)", err, strings.TrimSpace(string(b)))
 	}
 	if merr := unix.Mknod(path, unix.S_IFCHR|0o600, int(unix.Mkdev(maj, min))); merr != nil {
-		return nil, fmt.Errorf("report.OpenPort: mknod %s: %w", path, merr)
+		return nil, fmt.Errorf("emit.OpenPort: mknod %s: %w", path, merr)
 	}
 	f, err = os.OpenFile(path, flag, 0)
 	if err != nil {
-		return nil, fmt.Errorf("report.OpenPort: %w", err)
+		return nil, fmt.Errorf("emit.OpenPort: %w", err)
 	}
 	return f, nil
 }
@@ -144,7 +144,7 @@ func Open(events, sysDir, devDir string, stdout io.Writer) (*Channel, error) {
 	default:
 		f, err := os.OpenFile(events, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
-			return nil, fmt.Errorf("report.Open: events=%s: %w", events, err)
+			return nil, fmt.Errorf("emit.Open: events=%s: %w", events, err)
 		}
 		return &Channel{W: f, Path: events, closer: f}, nil
 	}

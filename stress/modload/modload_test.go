@@ -1,4 +1,4 @@
-package kmods
+package modload
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package report
+package emit
 
 import (
 	"bufio"
