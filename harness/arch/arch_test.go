@@ -84,7 +84,7 @@ func TestByUname(t *testing.T) {
 
 // A new arch row is one row plus its data; this names what a row still
 // lacks, each with where it goes: the kconfig fragment, the golden QEMU
-// command line (harness/target/qemu: go test -run TestArgsGoldenEveryArch
+// command line (harness/machine/qemu: go test -run TestArgsGoldenEveryArch
 // -update), real console logs for the crash parser's corpus (under the
 // harness's name or the kernel's ARCH), its register format in
 // results/regs (every console reader's register patterns are built from
@@ -99,8 +99,8 @@ func TestEveryRowHasItsData(t *testing.T) {
 			if _, err := os.Stat(filepath.Join("../../kconfigs", a.Fragment())); err != nil {
 				t.Errorf("no kconfig fragment: %v", err)
 			}
-			if _, err := os.Stat(filepath.Join("../target/qemu/testdata/args", string(a.Name)+".golden")); err != nil {
-				t.Errorf("no golden QEMU command line: %v (go test ./harness/target/qemu -run TestArgsGoldenEveryArch -update)", err)
+			if _, err := os.Stat(filepath.Join("../machine/qemu/testdata/args", string(a.Name)+".golden")); err != nil {
+				t.Errorf("no golden QEMU command line: %v (go test ./harness/machine/qemu -run TestArgsGoldenEveryArch -update)", err)
 			}
 			fixtures := 0
 			for _, dir := range []string{string(a.Name), a.KernelArch} {

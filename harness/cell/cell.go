@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/harness/monitor"
 	"github.com/ftrace-harness/fth/harness/progress"
 	"github.com/ftrace-harness/fth/harness/race"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/hang"
 	"github.com/ftrace-harness/fth/wire/options"

@@ -16,8 +16,8 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/harness/runner"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/ftrace-harness/fth/harness/target"
+	"github.com/ftrace-harness/fth/harness/machine"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
 	"github.com/ftrace-harness/fth/results/hang"
@@ -24,9 +24,9 @@ var sysrqKeys = []byte{'w', 't', 't'}
 // diagnose has a guest that stopped, got stuck or ran too long say what it
 // can before it is killed, and only then explains a hang, so that the
 // explanation sees all of it on any target. First, for a hang, the
-// kernel's answer to sysrq from outside (a target.Sysrqer: a VM's serial
+// kernel's answer to sysrq from outside (a machine.Sysrqer: a VM's serial
 // break), while the guest still runs; then the target's own evidence for
-// the report the cell ended on (target.Instance.Diagnose: a VM's registers
+// the report the cell ended on (machine.Instance.Diagnose: a VM's registers
 // and stacks, which stops its vCPUs, so it comes after the sysrq; a
 // board's sysrq w over SSH and its agent's task stacks), with the console
 // output it set off read back; then hang.Explain over the console's recent
@@ -84,7 +84,7 @@ func (m *run) endedOn(out Outcome) *results.Finding {
 // cannot leaves the explanation to its Diagnose and to what the console
 // printed unasked. gone reports that the target went away meanwhile.
 func (m *run) askKernel(ctx context.Context) (gone bool) {
-	s, ok := m.inst.(target.Sysrqer)
+	s, ok := m.inst.(machine.Sysrqer)
 	if !ok {
 		return false
 	}

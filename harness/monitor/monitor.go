@@ -3,7 +3,7 @@
 // watchdogs (no output, overall deadline, the tail after a hang report, the
 // grace after a panic or a reset), collects forensics before teardown, and
 // writes the verdict and the result files as it goes. A QEMU VM and an SSH
-// board are both target.Instances; neither has a loop of its own.
+// board are both machine.Instances; neither has a loop of its own.
 package monitor
 
 import (
@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/machine"
 	"github.com/ftrace-harness/fth/harness/progress"
-	"github.com/ftrace-harness/fth/harness/target"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
 	"github.com/ftrace-harness/fth/results/hang"
@@ -30,7 +30,7 @@ type Spec struct {
 	// target (NewTimeouts); graces left zero get NewTimeouts' defaults.
 	Timeouts Timeouts
 	// PauseAfter, if set, pauses the target that long after the agent's
-	// hello (a target.Pauser only): a host-side hang, to prove the
+	// hello (a machine.Pauser only): a host-side hang, to prove the
 	// watchdog works.
 	PauseAfter time.Duration
 	// Progress shows the agent's long phases; nil logs a line every 5 s.
@@ -40,7 +40,7 @@ type Spec struct {
 	// flight explains is reported as known and passes.
 	IncludeKnown bool
 	// SurvivesPanic is set for targets that come back from a panic by
-	// themselves and report it (a board reboots; target.Rebooted): a
+	// themselves and report it (a board reboots; machine.Rebooted): a
 	// panic then does not end the cell after its grace (Graces.Panic).
 	SurvivesPanic bool
 	// StopAtFinding ends the cell Graces.Finding after the first kernel
@@ -55,7 +55,7 @@ type Spec struct {
 
 // Outcome is how a cell's run ended; result.json's "ended" names it. The
 // constants are End-prefixed because an outcome is the monitor's judgement,
-// not the target event it may follow: a target.Reset after the agent's done
+// not the target event it may follow: a machine.Reset after the agent's done
 // ends the cell EndDone.
 type Outcome int
 
@@ -144,7 +144,7 @@ func FromConsole(source string, f console.Finding) results.Finding {
 type run struct {
 	log  *slog.Logger
 	w    *results.CellWriter
-	inst target.Instance
+	inst machine.Instance
 	spec Spec
 
 	con, ev *results.LineLog
@@ -183,7 +183,7 @@ type run struct {
 // Run reads inst until the cell ends, then tears it down and writes the
 // verdict into w. The error is for the harness's own failures (the result
 // files could not be written); what the kernel did is the verdict.
-func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, inst target.Instance, spec Spec) error {
+func Run(ctx context.Context, log *slog.Logger, w *results.CellWriter, inst machine.Instance, spec Spec) error {
 	con, err := results.CreateLineLog(w.Path(results.ConsoleLog))
 	if err != nil {
 		return err
@@ -302,18 +302,18 @@ func (m *run) read(ctx context.Context, u until) (out Outcome, gone bool) {
 }
 
 // goneKind says an event of kind k is the guest going away.
-func goneKind(k target.Kind) bool {
+func goneKind(k machine.Kind) bool {
 	switch k {
-	case target.Exited, target.Reset, target.Rebooted, target.Unreachable:
+	case machine.Exited, machine.Reset, machine.Rebooted, machine.Unreachable:
 		return true
 	}
 	return false
 }
 
 // handle takes one event; end says it ended the cell with out.
-func (m *run) handle(e target.Event) (out Outcome, end bool) {
+func (m *run) handle(e machine.Event) (out Outcome, end bool) {
 	switch e.Kind {
-	case target.Console:
+	case machine.Console:
 		if !m.hello {
 			m.lastOut = time.Now()
 		}
@@ -322,29 +322,29 @@ func (m *run) handle(e target.Event) (out Outcome, end bool) {
 			return 0, false
 		}
 		m.consoleLine(e.Text)
-	case target.Agent:
+	case machine.Agent:
 		m.lastOut = time.Now()
 		return m.agentLine(e.Text)
-	case target.Exited:
+	case machine.Exited:
 		if e.Err != nil {
 			m.log.Info("target exited", "err", e.Err)
 			m.exitErr = e.Err
 		}
 		return EndExited, true
-	case target.Reset:
+	case machine.Reset:
 		if m.resetSettled == nil {
 			m.resetSettled = time.After(m.spec.Timeouts.Graces.Reset)
 		}
-	case target.Lost:
+	case machine.Lost:
 		m.log.Warn("lost the target; waiting for it to come back")
 		m.waiting = true
-	case target.Back:
+	case machine.Back:
 		m.log.Info("the target is back, same boot")
 		m.waiting, m.lastOut = false, time.Now()
-	case target.Rebooted:
+	case machine.Rebooted:
 		m.waiting, m.lastOut = false, time.Now()
 		return m.rebooted(e)
-	case target.Unreachable:
+	case machine.Unreachable:
 		m.addFindings(results.Finding{Source: "board", Kind: console.KindBoardLost, Title: "board unreachable after a lost connection"})
 		m.log.Warn("the target did not come back", "err", e.Err)
 		return EndUnreachable, true
@@ -475,7 +475,7 @@ func (m *run) oracleFailed() {
 // rebooted handles a board's new boot: the report still open in the old
 // boot's log is closed and kept, what the target recovered is recorded,
 // and the cell goes on only if the agent runs again.
-func (m *run) rebooted(e target.Event) (Outcome, bool) {
+func (m *run) rebooted(e machine.Event) (Outcome, bool) {
 	m.log.Warn("the target rebooted", "boot_id", e.BootID, "resumed", e.Resumed)
 	m.addConsole(m.det.Flush())
 	m.det = console.NewDetector()
@@ -494,7 +494,7 @@ func (m *run) rebooted(e target.Event) (Outcome, bool) {
 }
 
 func (m *run) pause(ctx context.Context) {
-	p, ok := m.inst.(target.Pauser)
+	p, ok := m.inst.(machine.Pauser)
 	if !ok {
 		m.log.Warn("this target cannot be paused; the hang injection is skipped")
 		return
@@ -538,11 +538,11 @@ func (m *run) teardown(ctx context.Context, out Outcome) {
 	}
 	var shutdown string
 	tripleFault := false
-	if re, ok := m.inst.(target.ResetExplainer); ok {
+	if re, ok := m.inst.(machine.ResetExplainer); ok {
 		shutdown = re.ShutdownReason()
 		tripleFault = out == EndReset && re.TripleFault()
 	}
-	if s, ok := m.inst.(target.Stderrer); ok {
+	if s, ok := m.inst.(machine.Stderrer); ok {
 		m.stderr = s.Stderr()
 	}
 	_ = m.inst.Close()

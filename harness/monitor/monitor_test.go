@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ftrace-harness/fth/harness/target"
+	"github.com/ftrace-harness/fth/harness/machine"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -24,14 +24,14 @@ import (
 // or (cancel) the user pressing Ctrl-C.
 type step struct {
 	after  time.Duration
-	ev     target.Event
+	ev     machine.Event
 	cancel bool
 }
 
-// fake is a target.Instance that plays a script. It can pause and explain a
+// fake is a machine.Instance that plays a script. It can pause and explain a
 // reset, like QEMU, so the optional capabilities are exercised too.
 type fake struct {
-	events      chan target.Event
+	events      chan machine.Event
 	stop        chan struct{}
 	once        sync.Once
 	mu          sync.Mutex
@@ -46,11 +46,11 @@ type fake struct {
 	diagnoseOut []string
 	// lastWords are delivered after Close, as QEMU's readers deliver what
 	// the guest said last.
-	lastWords []target.Event
+	lastWords []machine.Event
 }
 
 func newFake(ctx context.Context, cancel context.CancelFunc, script []step) *fake {
-	f := &fake{events: make(chan target.Event, 64), stop: make(chan struct{})}
+	f := &fake{events: make(chan machine.Event, 64), stop: make(chan struct{})}
 	go func() {
 		defer close(f.events)
 		defer f.sayLastWords()
@@ -81,15 +81,15 @@ func (f *fake) sayLastWords() {
 	}
 }
 
-func (f *fake) Events() <-chan target.Event { return f.events }
-func (f *fake) Diagnose(ctx context.Context, rep *results.Finding) target.Diagnosis {
+func (f *fake) Events() <-chan machine.Event { return f.events }
+func (f *fake) Diagnose(ctx context.Context, rep *results.Finding) machine.Diagnosis {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.diagnosed, f.rep = true, rep
 	for _, l := range f.diagnoseOut {
 		f.events <- con(l)
 	}
-	return target.Diagnosis{File: "registers.txt", Text: "RIP=ffffffff81000000\n", Wait: len(f.diagnoseOut) > 0}
+	return machine.Diagnosis{File: "registers.txt", Text: "RIP=ffffffff81000000\n", Wait: len(f.diagnoseOut) > 0}
 }
 func (f *fake) Kill() { f.mu.Lock(); f.killed = true; f.mu.Unlock() }
 func (f *fake) Close() error {
@@ -100,16 +100,16 @@ func (f *fake) Pause(context.Context) error { f.mu.Lock(); f.paused = true; f.mu
 func (f *fake) ShutdownReason() string      { return "guest-reset" }
 func (f *fake) TripleFault() bool           { return f.tripleFault }
 
-func agent(t *testing.T, ev event.Event) target.Event {
+func agent(t *testing.T, ev event.Event) machine.Event {
 	t.Helper()
 	b, err := json.Marshal(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return target.Event{Kind: target.Agent, Text: string(b)}
+	return machine.Event{Kind: machine.Agent, Text: string(b)}
 }
 
-func con(line string) target.Event { return target.Event{Kind: target.Console, Text: line} }
+func con(line string) machine.Event { return machine.Event{Kind: machine.Console, Text: line} }
 
 // fixture returns the kernel log lines of a real console log from the
 // crash parser's corpus, without its expectation header.
@@ -164,7 +164,7 @@ func cat(parts ...[]step) []step {
 func TestMonitorCases(t *testing.T) {
 	hello := step{ev: agent(t, event.Event{Kind: event.KindHello, Hello: &event.Hello{KernelRelease: "7.3.4", PreemptModel: "full", Args: map[string]string{"seed": "42"}}})}
 	done := step{ev: agent(t, event.Event{Kind: event.KindDone, Done: &event.Done{OK: true}})}
-	exited := step{after: 10 * time.Millisecond, ev: target.Event{Kind: target.Exited}}
+	exited := step{after: 10 * time.Millisecond, ev: machine.Event{Kind: machine.Exited}}
 	op := step{ev: agent(t, event.Event{Kind: event.KindOp, Op: &event.Op{Phase: "attach", Index: 1474, Function: "some_func"}})}
 	knownOp := step{ev: agent(t, event.Event{Kind: event.KindOp, Op: &event.Op{Phase: "attach", Index: 1, Function: "rcu_read_unlock_special"}})}
 	hung := fixture(t, "x86_64/hung-task-dsleep-fth-7.3.4")
@@ -192,7 +192,7 @@ func TestMonitorCases(t *testing.T) {
 	// extra are the columns few cases need.
 	type extra struct {
 		// lastWords come after Close; diagnoseOut when Diagnose runs.
-		lastWords   []target.Event
+		lastWords   []machine.Event
 		diagnoseOut []string
 		// timeouts replaces the table's own.
 		timeouts *Timeouts
@@ -217,23 +217,23 @@ func TestMonitorCases(t *testing.T) {
 		{"silence after a host pause", cat([]step{hello}, liveness(t, 100*time.Millisecond)), false, 50 * time.Millisecond, results.Fail, "silence", "hang: no output", true, extra{}},
 		{"partial hang ends after its tail", cat([]step{hello}, cons(hung), liveness(t, 3*time.Second)), false, 0, results.Fail, "hang-report", "INFO: task hung in msleep", true, extra{}},
 		{"panic that never resets", cat([]step{hello}, cons(panicLog)), false, 0, results.Fail, "panic", "kernel BUG in do_journal_end", true, extra{}},
-		{"silent reset", []step{hello, {ev: target.Event{Kind: target.Reset}}}, false, 0, results.Fail, "reset", "reset: the guest reset with no console report", true, extra{}},
-		{"silent reset, triple fault", []step{hello, {ev: target.Event{Kind: target.Reset}}}, true, 0, results.Fail, "reset", "QEMU logged a triple fault", true, extra{}},
-		{"reset after done is the agent's own", []step{hello, done, {ev: target.Event{Kind: target.Reset}}}, false, 0, results.Pass, "done", "", false, extra{}},
-		{"board reboot, resumed", cat([]step{hello, {ev: target.Event{Kind: target.Lost}}},
-			[]step{{after: 500 * time.Millisecond, ev: target.Event{Kind: target.Rebooted, Resumed: true, BootID: "b2", Findings: []results.Finding{pstore}}}},
+		{"silent reset", []step{hello, {ev: machine.Event{Kind: machine.Reset}}}, false, 0, results.Fail, "reset", "reset: the guest reset with no console report", true, extra{}},
+		{"silent reset, triple fault", []step{hello, {ev: machine.Event{Kind: machine.Reset}}}, true, 0, results.Fail, "reset", "QEMU logged a triple fault", true, extra{}},
+		{"reset after done is the agent's own", []step{hello, done, {ev: machine.Event{Kind: machine.Reset}}}, false, 0, results.Pass, "done", "", false, extra{}},
+		{"board reboot, resumed", cat([]step{hello, {ev: machine.Event{Kind: machine.Lost}}},
+			[]step{{after: 500 * time.Millisecond, ev: machine.Event{Kind: machine.Rebooted, Resumed: true, BootID: "b2", Findings: []results.Finding{pstore}}}},
 			[]step{hello, done, exited}), false, 0, results.Fail, "done", "kernel panic: sysrq triggered crash", false, extra{}},
 		{"board reboot with a report still open", cat([]step{hello}, cons(hung[:22]),
-			[]step{{ev: target.Event{Kind: target.Rebooted, BootID: "b2"}}}), false, 0, results.Fail, "rebooted", "INFO: task hung", false, extra{}},
-		{"board network blip", cat([]step{hello, {ev: target.Event{Kind: target.Lost}}},
-			[]step{{after: 500 * time.Millisecond, ev: target.Event{Kind: target.Back}}, hello, done, exited}), false, 0, results.Pass, "done", "", false, extra{}},
-		{"board unreachable", []step{hello, {ev: target.Event{Kind: target.Lost}}, {ev: target.Event{Kind: target.Unreachable, Err: errors.New("gave up")}}}, false, 0, results.Fail, "unreachable", "board unreachable", false, extra{}},
+			[]step{{ev: machine.Event{Kind: machine.Rebooted, BootID: "b2"}}}), false, 0, results.Fail, "rebooted", "INFO: task hung", false, extra{}},
+		{"board network blip", cat([]step{hello, {ev: machine.Event{Kind: machine.Lost}}},
+			[]step{{after: 500 * time.Millisecond, ev: machine.Event{Kind: machine.Back}}, hello, done, exited}), false, 0, results.Pass, "done", "", false, extra{}},
+		{"board unreachable", []step{hello, {ev: machine.Event{Kind: machine.Lost}}, {ev: machine.Event{Kind: machine.Unreachable, Err: errors.New("gave up")}}}, false, 0, results.Fail, "unreachable", "board unreachable", false, extra{}},
 		{"interrupted", cat([]step{hello}, []step{{after: 50 * time.Millisecond, cancel: true}}, liveness(t, time.Second)), false, 0, results.Error, "interrupted", "interrupted", false, extra{}},
 		{"interrupted after an oops is a fail", cat([]step{hello}, cons(panicLog[:10]), []step{{after: 50 * time.Millisecond, cancel: true}}, liveness(t, time.Second)), false, 0, results.Fail, "interrupted", "kernel BUG in __reiserfs_panic", false, extra{}},
 		{"deadline", cat([]step{hello}, liveness(t, 3*time.Second)), false, 0, results.Error, "deadline", "cell deadline of 1.5s passed", true, extra{}},
 		{"in flight when the guest died", []step{hello, op, exited}, false, 0, results.Error, "exited", "(during attach #1474: some_func)", false, extra{}},
-		{"a known finding's trigger in flight", []step{hello, knownOp, {ev: target.Event{Kind: target.Reset}}}, false, 0, results.Pass, "reset", "known finding rcu-read-unlock-special-fentry ended the run", true, extra{}},
-		{"a report from before the known trigger is not put down to it", cat([]step{hello}, cons(panicLog[:10]), []step{knownOp, {ev: target.Event{Kind: target.Reset}}}), false, 0, results.Fail, "reset", "kernel BUG in __reiserfs_panic", true, extra{}},
+		{"a known finding's trigger in flight", []step{hello, knownOp, {ev: machine.Event{Kind: machine.Reset}}}, false, 0, results.Pass, "reset", "known finding rcu-read-unlock-special-fentry ended the run", true, extra{}},
+		{"a report from before the known trigger is not put down to it", cat([]step{hello}, cons(panicLog[:10]), []step{knownOp, {ev: machine.Event{Kind: machine.Reset}}}), false, 0, results.Fail, "reset", "kernel BUG in __reiserfs_panic", true, extra{}},
 		{"stop at the first finding (fth mutate)", cat([]step{hello}, cons(panicLog[:10]), liveness(t, 3*time.Second)), false, 0, results.Fail, "hang-report", "kernel BUG in __reiserfs_panic", true, extra{}},
 		// A failed oracle decides the verdict as a report does: the cell
 		// ends after the same tail, the guest still running, and the time
@@ -245,11 +245,11 @@ func TestMonitorCases(t *testing.T) {
 		// The agent's last lines come after the guest went: read while
 		// draining, they count as any other.
 		{"a done read while draining is applied", []step{hello, exited}, false, 0, results.Pass, "exited", "", false,
-			extra{lastWords: []target.Event{done.ev}}},
+			extra{lastWords: []machine.Event{done.ev}}},
 		{"an oracle's failure read while draining is applied", []step{hello, exited}, false, 0, results.Fail, "exited", "oracle", false,
-			extra{lastWords: []target.Event{oracle, done.ev}}},
+			extra{lastWords: []machine.Event{oracle, done.ev}}},
 		{"a console report read while draining is applied", cat([]step{hello}, cons(panicLog[:4]), []step{exited}), false, 0, results.Fail, "exited", "kernel BUG in", false,
-			extra{lastWords: []target.Event{con(panicLog[4]), con(panicLog[5]), con(panicLog[6]), done.ev}}},
+			extra{lastWords: []machine.Event{con(panicLog[4]), con(panicLog[5]), con(panicLog[6]), done.ev}}},
 		// A board's Diagnose asks for the blocked tasks over SSH; they
 		// come back on the console, and the explanation must see them.
 		{"the blocked tasks Diagnose set off reach the hang explanation", []step{hello}, false, 0, results.Fail, "silence", "hang: uinit blocked in update_ftrace_direct_mod", true,

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/gdbstub"
-	"github.com/ftrace-harness/fth/harness/target"
+	"github.com/ftrace-harness/fth/harness/machine"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -30,8 +30,8 @@ import (
 type Conductor struct {
 	Log *slog.Logger
 	// Target is the VM itself (harness/cell passes the qemu.VM), not the
-	// target.Instance the monitor reads.
-	Target target.Injector
+	// machine.Instance the monitor reads.
+	Target machine.Injector
 	// PCRegister is the arch's GDB register number of the program counter.
 	PCRegister int
 	// HoldLimit bounds how long a vCPU stays held waiting for the agent's

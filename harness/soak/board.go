@@ -13,33 +13,33 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ftrace-harness/fth/harness/target"
-	"github.com/ftrace-harness/fth/harness/target/ssh"
+	"github.com/ftrace-harness/fth/harness/machine"
+	"github.com/ftrace-harness/fth/harness/machine/ssh"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
-// board is a board under soak as a target.Instance. What is truly a
+// board is a board under soak as a machine.Instance. What is truly a
 // board's stays here: deploying the agent, streaming /dev/kmsg, telling a
 // network blip from a reboot by boot_id, reading pstore and the previous
 // boot's journal, resuming. Watchdogs, findings and the verdict are the
 // monitor's.
 type board struct {
 	s      *soak
-	events chan target.Event
+	events chan machine.Event
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
 }
 
-var _ target.Instance = (*board)(nil)
+var _ machine.Instance = (*board)(nil)
 
 // newBoard starts deploying and running the agent on the board s is
 // connected to.
 func newBoard(ctx context.Context, s *soak) *board {
 	ctx, cancel := context.WithCancel(ctx)
-	b := &board{s: s, events: make(chan target.Event, 256), cancel: cancel, done: make(chan struct{})}
-	s.emit = func(e target.Event) {
+	b := &board{s: s, events: make(chan machine.Event, 256), cancel: cancel, done: make(chan struct{})}
+	s.emit = func(e machine.Event) {
 		select {
 		case b.events <- e:
 		case <-ctx.Done():
@@ -53,15 +53,15 @@ func newBoard(ctx context.Context, s *soak) *board {
 	return b
 }
 
-// Events implements target.Instance.
-func (b *board) Events() <-chan target.Event { return b.events }
+// Events implements machine.Instance.
+func (b *board) Events() <-chan machine.Event { return b.events }
 
-// Diagnose implements target.Instance: for a hang (or no report), the
+// Diagnose implements machine.Instance: for a hang (or no report), the
 // blocked tasks, by sysrq w over SSH, which the kernel log stream carries
 // back into console.log, so the monitor waits for it before it explains
 // the hang; and the agent's threads with their kernel stacks, while the
 // connection still answers. Another report has its own stacks.
-func (b *board) Diagnose(ctx context.Context, rep *results.Finding) target.Diagnosis {
+func (b *board) Diagnose(ctx context.Context, rep *results.Finding) machine.Diagnosis {
 	c := b.s.client()
 	var out strings.Builder
 	wait := false
@@ -81,7 +81,7 @@ func (b *board) Diagnose(ctx context.Context, rep *results.Finding) target.Diagn
 			fmt.Fprintf(&out, "agent task stacks: %v\n", err)
 		}
 	}
-	return target.Diagnosis{File: results.TasksFile, Text: out.String(), Wait: wait}
+	return machine.Diagnosis{File: results.TasksFile, Text: out.String(), Wait: wait}
 }
 
 // Kill stops the agent on the board and everything reading from it.
@@ -94,7 +94,7 @@ func (b *board) Kill() {
 	b.cancel()
 }
 
-// Close implements target.Instance.
+// Close implements machine.Instance.
 func (b *board) Close() error {
 	b.once.Do(func() {
 		b.cancel()
@@ -121,13 +121,13 @@ func (b *board) run(ctx context.Context) {
 	for {
 		left := s.cfg.Duration - time.Since(s.start)
 		if left <= 0 {
-			s.emit(target.Event{Kind: target.Exited})
+			s.emit(machine.Event{Kind: machine.Exited})
 			return
 		}
 		remote, err := s.deploy(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.emit(target.Event{Kind: target.Exited, Err: err})
+				s.emit(machine.Event{Kind: machine.Exited, Err: err})
 			}
 			return
 		}
@@ -135,12 +135,12 @@ func (b *board) run(ctx context.Context) {
 		first = false
 		switch seg {
 		case segLost:
-			s.emit(target.Event{Kind: target.Lost, Err: err})
+			s.emit(machine.Event{Kind: machine.Lost, Err: err})
 			if !s.comeback(ctx) {
 				return
 			}
 		case segEnded:
-			s.emit(target.Event{Kind: target.Exited, Err: err})
+			s.emit(machine.Event{Kind: machine.Exited, Err: err})
 			return
 		default: // interrupted: the monitor is done with us
 			return
@@ -288,7 +288,7 @@ func (s *soak) readAgent(r io.Reader, onDone func()) {
 				onDone = nil
 			}
 		}
-		s.emit(target.Event{Kind: target.Agent, Text: line})
+		s.emit(machine.Event{Kind: machine.Agent, Text: line})
 	}
 }
 
@@ -312,10 +312,10 @@ func (s *soak) consumeKmsg(r io.Reader, since uint64) {
 		if next > 0 && rec.Seq > next {
 			// The ring buffer overwrote records before they were read
 			// (a burst, or a blip): say so where they would have been.
-			s.emit(target.Event{Kind: target.Console, History: true, Text: fmt.Sprintf("---- fth: %d kernel log records lost (overwritten before they were read) ----", rec.Seq-next)})
+			s.emit(machine.Event{Kind: machine.Console, History: true, Text: fmt.Sprintf("---- fth: %d kernel log records lost (overwritten before they were read) ----", rec.Seq-next)})
 		}
 		s.kmsgNext.Store(rec.Seq + 1)
-		s.emit(target.Event{Kind: target.Console, Text: rec.Line(), History: rec.TSus < since})
+		s.emit(machine.Event{Kind: machine.Console, Text: rec.Line(), History: rec.TSus < since})
 	}
 }
 
@@ -334,7 +334,7 @@ func (s *soak) comeback(ctx context.Context) bool {
 	_ = s.w.Update(func(r *results.Result) { r.Board.Reconnects = append(r.Board.Reconnects, rc) })
 	if err != nil {
 		if ctx.Err() == nil {
-			s.emit(target.Event{Kind: target.Unreachable, Err: err})
+			s.emit(machine.Event{Kind: machine.Unreachable, Err: err})
 		}
 		return false
 	}
@@ -345,7 +345,7 @@ func (s *soak) comeback(ctx context.Context) bool {
 		_ = s.w.Update(func(r *results.Result) {
 			r.Board.Reconnects[len(r.Board.Reconnects)-1].StaleAgent = stale
 		})
-		s.emit(target.Event{Kind: target.Back})
+		s.emit(machine.Event{Kind: machine.Back})
 		return true
 	}
 	s.log.Warn("board rebooted", "old_boot_id", s.bootID, "new_boot_id", cb.BootID, "waited", cb.Waited.Round(time.Second))
@@ -355,6 +355,6 @@ func (s *soak) comeback(ctx context.Context) bool {
 	fs := s.collectPstore(ctx)
 	fs = append(fs, s.collectPrevBoot(ctx)...)
 	resume := s.cfg.Resume && s.cfg.Duration > time.Since(s.start)
-	s.emit(target.Event{Kind: target.Rebooted, BootID: cb.BootID, Findings: fs, Resumed: resume})
+	s.emit(machine.Event{Kind: machine.Rebooted, BootID: cb.BootID, Findings: fs, Resumed: resume})
 	return resume
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ftrace-harness/fth/harness/target"
+	"github.com/ftrace-harness/fth/harness/machine"
 )
 
 func TestParseKmsg(t *testing.T) {
@@ -41,8 +41,8 @@ func TestParseKmsg(t *testing.T) {
 // records lost in between are marked. A reboot starts the numbering again.
 func TestConsumeKmsgSkipsTheBacklogAfterABlip(t *testing.T) {
 	var got []string
-	s := &soak{emit: func(e target.Event) {
-		if e.Kind != target.Console {
+	s := &soak{emit: func(e machine.Event) {
+		if e.Kind != machine.Console {
 			t.Errorf("kernel log stream emitted a %s event", e.Kind)
 		}
 		if rest, ok := strings.CutPrefix(e.Text, "---- fth: "); ok {
@@ -74,7 +74,7 @@ func TestConsumeKmsgSkipsTheBacklogAfterABlip(t *testing.T) {
 // ran before the soak: console.log gets it, the detector must not.
 func TestConsumeKmsgMarksHistory(t *testing.T) {
 	var hist []bool
-	s := &soak{emit: func(e target.Event) { hist = append(hist, e.History) }}
+	s := &soak{emit: func(e machine.Event) { hist = append(hist, e.History) }}
 	s.consumeKmsg(strings.NewReader("6,0,1000,-;old\n6,1,5000000,-;new\n"), 2000000)
 	if !slices.Equal(hist, []bool{true, false}) {
 		t.Errorf("history flags %v, want [true false]", hist)

@@ -28,9 +28,9 @@ import (
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/internal/shell"
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/machine"
+	"github.com/ftrace-harness/fth/harness/machine/ssh"
 	"github.com/ftrace-harness/fth/harness/monitor"
-	"github.com/ftrace-harness/fth/harness/target"
-	"github.com/ftrace-harness/fth/harness/target/ssh"
 	"github.com/ftrace-harness/fth/images"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/results/console"
@@ -166,7 +166,7 @@ type soak struct {
 	kmsgNext atomic.Uint64
 
 	// emit hands an event to the monitor (see board).
-	emit func(target.Event)
+	emit func(machine.Event)
 }
 
 func (s *soak) client() *ssh.Client {

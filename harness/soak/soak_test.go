@@ -6,8 +6,8 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/cell"
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/harness/monitor"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
 )
 
 func TestAgentCommand(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 )
 
 // registers.txt is QEMU's `info registers -a` with a section per vCPU of
-// the words on top of its stack, which harness/target/qemu appends:
+// the words on top of its stack, which harness/machine/qemu appends:
 //
 //	CPU#0
 //	RIP=ffffffff81234567 RFL=00000246 ...

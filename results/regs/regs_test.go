@@ -143,7 +143,7 @@ func TestUserMode(t *testing.T) {
 	}
 }
 
-// QEMU's lines are from harness/target/qemu/testdata/registers and its
+// QEMU's lines are from harness/machine/qemu/testdata/registers and its
 // stack test (powerpc).
 func TestQEMU(t *testing.T) {
 	tests := []struct {

@@ -21,7 +21,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	fthssh "github.com/ftrace-harness/fth/harness/target/ssh"
+	fthssh "github.com/ftrace-harness/fth/harness/machine/ssh"
 	"github.com/ftrace-harness/fth/results"
 )
 

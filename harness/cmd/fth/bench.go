@@ -11,9 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/runner"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"

@@ -19,9 +19,9 @@ import (
 
 	"github.com/ftrace-harness/fth/harness/arch"
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/harness/progress"
 	"github.com/ftrace-harness/fth/harness/runner"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/harness/toolroot"
 	"github.com/ftrace-harness/fth/results/known"
 	"github.com/ftrace-harness/fth/wire/event"

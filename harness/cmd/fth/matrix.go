@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/harness/matrix"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results"
 )
 

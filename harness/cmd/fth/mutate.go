@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/kbuild"
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/harness/matrix"
 	"github.com/ftrace-harness/fth/harness/mutate"
 	"github.com/ftrace-harness/fth/harness/runner"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
 	"github.com/ftrace-harness/fth/results/mutation"
 	"github.com/ftrace-harness/fth/wire/options"
 )

@@ -14,7 +14,7 @@ import (
 	"mvdan.cc/sh/v3/shell"
 
 	"github.com/ftrace-harness/fth/harness/kbuild"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/harness/toolroot"
 )
 
@@ -92,9 +92,9 @@ func readmeLedger() map[string]coverage {
 		"bin/fth soak --target ssh://user@board:22 --duration 8h [--resume] [--scenario churn] [--agent-arg k=v]": {tests: e2e("TestBoardSoakSurvivesPanic")},
 		"bin/fth boardvm --port 2222":                                                              {tests: e2e("TestBoardSoakSurvivesPanic")},
 		"bash scripts/toolroot.sh":                                                                 {tests: []string{".ci:run", "harness/toolroot:TestCommandRuns"}},
-		"bin/fth run --arch x86_64 --qemu 11.1":                                                    {check: "dry-run", tests: []string{"harness/target/qemu:TestProbeVersion", "harness/target/qemu:TestCommandInRoot"}},
+		"bin/fth run --arch x86_64 --qemu 11.1":                                                    {check: "dry-run", tests: []string{"harness/machine/qemu:TestProbeVersion", "harness/machine/qemu:TestCommandInRoot"}},
 		"bin/fth build --arch x86_64 --toolchain gcc-14":                                           {tests: []string{"harness/kbuild:TestResolveRootToolchain", "harness/cmd/fth:TestMissingRootSaysMakeDeps"}},
-		"bin/fth run --arch x86_64 --toolchain gcc-14 --qemu 11.1":                                 {check: "dry-run", tests: []string{"harness/kbuild:TestResolveRootToolchain", "harness/target/qemu:TestProbeVersion"}},
+		"bin/fth run --arch x86_64 --toolchain gcc-14 --qemu 11.1":                                 {check: "dry-run", tests: []string{"harness/kbuild:TestResolveRootToolchain", "harness/machine/qemu:TestProbeVersion"}},
 		"bin/fth matrix --arches x86_64,riscv64 --toolchain host,gcc-14,clang-21 --qemu host,11.1": {check: "list", tests: []string{"harness/matrix:TestExpandAxes"}},
 		"bin/fth soak --target ssh://root@127.0.0.1:2222 --known-hosts out/boardvm/known_hosts -i out/boardvm/id_ed25519 --duration 10m": {tests: e2e("TestBoardSoakSurvivesPanic")},
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ftrace-harness/fth/harness/kbuild"
-	"github.com/ftrace-harness/fth/harness/target/qemu"
+	"github.com/ftrace-harness/fth/harness/machine/qemu"
 	"github.com/ftrace-harness/fth/results"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ftrace-harness/fth/harness/machine/ssh"
 	"github.com/ftrace-harness/fth/harness/soak"
-	"github.com/ftrace-harness/fth/harness/target/ssh"
 	"github.com/ftrace-harness/fth/results"
 	"github.com/ftrace-harness/fth/wire/event"
 )

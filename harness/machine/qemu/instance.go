@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ftrace-harness/fth/harness/target"
+	"github.com/ftrace-harness/fth/harness/machine"
 	"github.com/ftrace-harness/fth/results"
 )
 
@@ -22,32 +22,32 @@ const eventBuffer = 4096
 // readers to reach the end of their streams once QEMU is gone.
 const readersGrace = 2 * time.Second
 
-// Instance is a running VM as a target.Instance: its serial console, its
+// Instance is a running VM as a machine.Instance: its serial console, its
 // agent channel and QMP's reset and exit, in one ordered stream. The VM's
 // own methods (Pause, Sysrq, ShutdownReason, TripleFault, Stderr, Kill) are
 // the optional target capabilities the monitor asserts.
 type Instance struct {
 	*VM
-	events   chan target.Event
+	events   chan machine.Event
 	stop     chan struct{}
 	stopOnce sync.Once
 	readers  sync.WaitGroup
 }
 
 var (
-	_ target.Instance       = (*Instance)(nil)
-	_ target.Pauser         = (*Instance)(nil)
-	_ target.Sysrqer        = (*Instance)(nil)
-	_ target.ResetExplainer = (*Instance)(nil)
-	_ target.Stderrer       = (*Instance)(nil)
+	_ machine.Instance       = (*Instance)(nil)
+	_ machine.Pauser         = (*Instance)(nil)
+	_ machine.Sysrqer        = (*Instance)(nil)
+	_ machine.ResetExplainer = (*Instance)(nil)
+	_ machine.Stderrer       = (*Instance)(nil)
 )
 
 // NewInstance starts reading vm's streams.
 func NewInstance(vm *VM) *Instance {
-	i := &Instance{VM: vm, events: make(chan target.Event, eventBuffer), stop: make(chan struct{})}
+	i := &Instance{VM: vm, events: make(chan machine.Event, eventBuffer), stop: make(chan struct{})}
 	i.readers.Add(2)
-	go i.read(vm.Console(), target.Console)
-	go i.read(vm.Agent(), target.Agent)
+	go i.read(vm.Console(), machine.Console)
+	go i.read(vm.Agent(), machine.Agent)
 	readersDone := make(chan struct{})
 	go func() { i.readers.Wait(); close(readersDone) }()
 	var senders sync.WaitGroup
@@ -56,7 +56,7 @@ func NewInstance(vm *VM) *Instance {
 		defer senders.Done()
 		select {
 		case <-vm.GuestReset():
-			i.send(target.Event{Kind: target.Reset})
+			i.send(machine.Event{Kind: machine.Reset})
 		case <-readersDone:
 		case <-i.stop:
 		}
@@ -72,7 +72,7 @@ func NewInstance(vm *VM) *Instance {
 		}
 		select {
 		case <-vm.Exited():
-			i.send(target.Event{Kind: target.Exited, Err: vm.ExitError()})
+			i.send(machine.Event{Kind: machine.Exited, Err: vm.ExitError()})
 		case <-i.stop:
 		}
 	}()
@@ -80,15 +80,15 @@ func NewInstance(vm *VM) *Instance {
 	return i
 }
 
-// Events implements target.Instance.
-func (i *Instance) Events() <-chan target.Event { return i.events }
+// Events implements machine.Instance.
+func (i *Instance) Events() <-chan machine.Event { return i.events }
 
-// Diagnose implements target.Instance: every vCPU's registers and the top
+// Diagnose implements machine.Instance: every vCPU's registers and the top
 // of its stack (see VM.CPUState), whatever the report. They come from QEMU,
 // not the console, so there is nothing to wait for; a hung VM's sysrq
 // answers come through its Sysrqer.
-func (i *Instance) Diagnose(ctx context.Context, _ *results.Finding) target.Diagnosis {
-	return target.Diagnosis{File: results.RegistersFile, Text: i.VM.CPUState(ctx)}
+func (i *Instance) Diagnose(ctx context.Context, _ *results.Finding) machine.Diagnosis {
+	return machine.Diagnosis{File: results.RegistersFile, Text: i.VM.CPUState(ctx)}
 }
 
 // Close quits QEMU and lets the readers deliver what the guest said last.
@@ -104,21 +104,21 @@ func (i *Instance) Close() error {
 	return err
 }
 
-func (i *Instance) send(e target.Event) {
+func (i *Instance) send(e machine.Event) {
 	select {
 	case i.events <- e:
 	case <-i.stop:
 	}
 }
 
-func (i *Instance) read(r io.Reader, kind target.Kind) {
+func (i *Instance) read(r io.Reader, kind machine.Kind) {
 	defer i.readers.Done()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		i.send(target.Event{Kind: kind, Text: strings.TrimRight(sc.Text(), "\r")})
+		i.send(machine.Event{Kind: kind, Text: strings.TrimRight(sc.Text(), "\r")})
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		i.send(target.Event{Kind: target.Console, Text: fmt.Sprintf("fth: reading the %s stream: %v", kind, err)})
+		i.send(machine.Event{Kind: machine.Console, Text: fmt.Sprintf("fth: reading the %s stream: %v", kind, err)})
 	}
 }

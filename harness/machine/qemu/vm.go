@@ -28,7 +28,7 @@ var ErrQEMU = errors.New("qemu")
 
 // VM is one QEMU process with its QMP, serial console and agent
 // connections: what QEMU itself can do and tell. Instance is the
-// target.Instance on top of it.
+// machine.Instance on top of it.
 type VM struct {
 	cfg     Config
 	cmd     *exec.Cmd

@@ -1,4 +1,4 @@
-// Package target is what the monitor runs a cell on: a kernel that runs the
+// Package machine is what the monitor runs a cell on: a kernel that runs the
 // agent, booted under QEMU (package qemu) or deployed to a board over SSH
 // (package soak's board, on package ssh's client). Its shape follows
 // syzkaller's vmimpl.Instance: the instance starts the agent itself, hands
@@ -13,7 +13,7 @@
 // VM itself, and the monitor never sees the race port.
 // Construction stays with the caller (harness/cell, harness/soak): there is
 // no registry.
-package target
+package machine
 
 import (
 	"context"
