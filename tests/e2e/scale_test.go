@@ -286,7 +286,7 @@ func TestX86MultiLiveCost(t *testing.T) {
 // per-link trampolines on top, then the campaign for 15 minutes on the
 // correct kernel: a pass with every oracle counted, then every link
 // detached and counted (make test-scale; docs/scale.md has its wall time:
-// 36 minutes here).
+// passed in 2,202 s here, 2026-12-07).
 func TestX86FortyThousandMulti(t *testing.T) {
 	if os.Getenv("FTH_E2E_SCALE") == "" {
 		t.Skip("runs under make test-scale (FTH_E2E_SCALE=1)")
