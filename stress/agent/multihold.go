@@ -22,17 +22,8 @@ func multiFuncs(rest, bg []string, n int, seed int64) []string {
 	for _, fn := range bg {
 		storm[fn] = true
 	}
-	var own, mod []string
-	for _, fn := range selectFuncs(rest, options.All, seed) {
-		switch {
-		case storm[fn]:
-		case options.ScaleModuleFunc(fn):
-			mod = append(mod, fn)
-		default:
-			own = append(own, fn)
-		}
-	}
-	out := append(own, mod...)
+	free := slices.DeleteFunc(selectFuncs(rest, options.All, seed), func(fn string) bool { return storm[fn] })
+	out := multi.OwnFirst(free, options.ScaleModuleFunc)
 	return out[:min(n, len(out))]
 }
 

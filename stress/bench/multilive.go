@@ -30,10 +30,7 @@ func (r *runner) multiLive(ctx context.Context) (out *event.BenchMultiLive, err 
 		return out, nil
 	}
 	sampleFns := r.order[len(r.order)-samples:]
-	pop := slices.Clone(r.order[:len(r.order)-samples])
-	slices.SortStableFunc(pop, func(a, b string) int {
-		return boolInt(options.ScaleModuleFunc(a)) - boolInt(options.ScaleModuleFunc(b))
-	})
+	pop := multi.OwnFirst(r.order[:len(r.order)-samples], options.ScaleModuleFunc)
 	sizes := capCounts(r.cfg.MultiLiveN, len(pop))
 	if len(sizes) == 0 {
 		out.Skipped = fmt.Sprintf("no population size to measure (multiliven %v, %d candidates)", r.cfg.MultiLiveN, len(pop))
@@ -104,11 +101,4 @@ func (r *runner) multiLive(ctx context.Context) (out *event.BenchMultiLive, err 
 		}
 	}
 	return out, nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -237,3 +237,11 @@ func TestHoldEOPNOTSUPPIsTheKind(t *testing.T) {
 		t.Errorf("Hold: %+v, %v after %d calls, %d failures; want one refused call", ph, err, calls, len(m.OfKind(event.KindFailure)))
 	}
 }
+
+func TestOwnFirst(t *testing.T) {
+	inMod := func(fn string) bool { return fn[0] == 'm' }
+	got := OwnFirst([]string{"m1", "a", "m2", "b", "c"}, inMod)
+	if want := []string{"a", "b", "c", "m1", "m2"}; !slices.Equal(got, want) {
+		t.Errorf("OwnFirst = %v, want %v", got, want)
+	}
+}

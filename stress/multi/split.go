@@ -6,6 +6,23 @@ import (
 	"github.com/cilium/ebpf/btf"
 )
 
+// OwnFirst returns funcs with vmlinux's functions first and those inMod
+// says are a module's after them, each part in funcs' order: a
+// population grown by prefixes reaches the module only once vmlinux's are
+// all held.
+func OwnFirst(funcs []string, inMod func(string) bool) []string {
+	out := make([]string, 0, len(funcs))
+	var theirs []string
+	for _, fn := range funcs {
+		if inMod(fn) {
+			theirs = append(theirs, fn)
+		} else {
+			out = append(out, fn)
+		}
+	}
+	return append(out, theirs...)
+}
+
 // Split groups funcs by the BTF object their program must be loaded
 // against: vmlinux's functions, then those inMod says belong to module
 // mod, each in funcs' order; a group with no function is left out. The
