@@ -46,8 +46,9 @@ type Conductor struct {
 	// held are the vCPUs held at a breakpoint, in the order they stopped.
 	held []hold
 	// letGo are the vCPUs let go at their arm's bound whose agent has
-	// not sent its release yet.
-	letGo  map[int]bool
+	// not sent its release yet, each with where the other vCPUs were
+	// then (othersAt).
+	letGo  map[int]map[int]uint64
 	bpAddr uint64
 	bpSize int
 	// lines are the agent's messages, which a trace reads while it runs
@@ -196,9 +197,9 @@ func (c *Conductor) handle(ctx context.Context, m event.RaceMsg, reply func(even
 		}
 		return c.armChain(ctx, m, reply)
 	case event.RaceRelease:
-		if c.letGo[m.CPU] {
+		if at, ok := c.letGo[m.CPU]; ok {
 			delete(c.letGo, m.CPU)
-			reply(event.RaceMsg{Op: event.RaceReleased, CPU: m.CPU, Late: true, Msg: "the host had let the vCPU go at the arm's bound before this release"})
+			reply(event.RaceMsg{Op: event.RaceReleased, CPU: m.CPU, Late: true, PCs: at, Msg: "the host had let the vCPU go at the arm's bound before this release"})
 			return nil
 		}
 		if c.heldIndex(m.CPU) < 0 {
@@ -332,7 +333,8 @@ func (c *Conductor) armChain(ctx context.Context, m event.RaceMsg, reply func(ev
 }
 
 // releaseBound lets go every held vCPU whose bound has passed; the agent's
-// release, when it comes, is answered then (Late).
+// release, when it comes, is answered then (Late), with where the other
+// vCPUs were when the bound passed: what held the agent up.
 func (c *Conductor) releaseBound(ctx context.Context) error {
 	for {
 		i := slices.IndexFunc(c.held, func(h hold) bool { return !h.bound.IsZero() && !time.Now().Before(h.bound) })
@@ -340,16 +342,44 @@ func (c *Conductor) releaseBound(ctx context.Context) error {
 			return nil
 		}
 		cpu := c.held[i].cpu
-		if err := c.release(ctx, i); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		if _, err := c.gdb.Interrupt(rctx); err != nil {
+			cancel()
+			return err
+		}
+		at := c.othersAt(rctx)
+		c.held = slices.Delete(c.held, i, i+1)
+		err := c.resumeFree(rctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 		if c.letGo == nil {
-			c.letGo = map[int]bool{}
+			c.letGo = map[int]map[int]uint64{}
 		}
-		c.letGo[cpu] = true
+		c.letGo[cpu] = at
 		c.Stats.BoundReleases++
-		c.Log.Info("race: the agent did not release the held vCPU within its arm's bound; let go", "cpu", cpu)
+		c.Log.Info("race: the agent did not release the held vCPU within its arm's bound; let go", "cpu", cpu, "others", at)
 	}
+}
+
+// othersAt reads the program counter of each vCPU that is not held, the
+// VM stopped; a vCPU whose register cannot be read is left out.
+func (c *Conductor) othersAt(ctx context.Context) map[int]uint64 {
+	at := map[int]uint64{}
+	held := c.heldThreads()
+	for _, thread := range c.threads {
+		if slices.Contains(held, thread) {
+			continue
+		}
+		pc, err := c.gdb.Register(ctx, thread, c.PCRegister)
+		if err != nil {
+			c.Log.Warn("race: read a vCPU's pc", "thread", thread, "err", err)
+			continue
+		}
+		at[gdbstub.Stop{Thread: thread}.CPU()] = pc
+	}
+	return at
 }
 
 // releaseAfter lets vCPU cpu go ms milliseconds from now, unless ctx ends

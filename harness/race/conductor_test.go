@@ -22,6 +22,7 @@ import (
 // reset vector): hart 1 loops through 0x80000004, hart 0 never goes there.
 const (
 	hart1Loop = 0x80000004
+	hart0Loop = 0x8000000c
 	nowhere   = 0x80000100
 )
 
@@ -193,8 +194,14 @@ func TestConductorLetsGoAtTheArmsBound(t *testing.T) {
 	// Let go: a new arm of vCPU 1 is taken (an arm of a held vCPU is
 	// refused) once the late release has been answered.
 	a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
-	if m := a.recv(event.RaceReleased); !m.Late || m.CPU != 1 {
+	m := a.recv(event.RaceReleased)
+	if !m.Late || m.CPU != 1 {
 		t.Errorf("the late release answered %+v, want released, late, vCPU 1", m)
+	}
+	// It says where the free vCPU was when the bound passed: hart 0's
+	// own loop, and nothing of the held one.
+	if pc, ok := m.PCs[0]; !ok || pc < hart0Loop || pc > hart0Loop+4 || len(m.PCs) != 1 {
+		t.Errorf("the late release's pcs %#v, want only vCPU 0 in its loop at %#x", m.PCs, hart0Loop)
 	}
 	a.send(arm)
 	a.recv(event.RaceArmed)

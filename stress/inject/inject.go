@@ -30,6 +30,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"regexp"
 	"runtime"
 	"slices"
@@ -501,7 +503,7 @@ func (r *Injector) injectCall(c raceCall, in *event.Injection, addr uint64, size
 	judge(in, stopped == 1, c.caller)
 	if m.Late {
 		in.Outcome, in.FreedInWindow = event.InjMissed, false
-		in.Msg = fmt.Sprintf("the host let the held vCPU go at its %v bound before the agent's release: the agent's CPU was held up meanwhile (a kernel text write's IPI waits on the held vCPU)", raceReleaseBound)
+		in.Msg = fmt.Sprintf("the host let the held vCPU go at its %v bound before the agent's release: the agent's CPU was held up meanwhile%s", raceReleaseBound, othersAt(m.PCs))
 	}
 	if beforeErr != nil {
 		actErr = errors.Join(beforeErr, actErr)
@@ -622,4 +624,31 @@ func cmpBool(a, b bool) int {
 		return -1
 	}
 	return 1
+}
+
+// othersAt says where the vCPUs that were not held stood when the host let
+// the held one go at its bound, named through kallsyms: what kept the
+// agent from its release.
+func othersAt(pcs map[int]uint64) string {
+	if len(pcs) == 0 {
+		return ""
+	}
+	var addrs []uint64
+	for _, pc := range pcs {
+		addrs = append(addrs, pc)
+	}
+	names := map[uint64]string{}
+	if f, err := os.Open(ksyms.DefaultPath); err == nil {
+		names, _ = ksyms.Nearest(f, addrs)
+		f.Close()
+	}
+	var at []string
+	for _, cpu := range slices.Sorted(maps.Keys(pcs)) {
+		where := fmt.Sprintf("%#x", pcs[cpu])
+		if n, ok := names[pcs[cpu]]; ok {
+			where = n
+		}
+		at = append(at, fmt.Sprintf("cpu %d at %s", cpu, where))
+	}
+	return " (then " + strings.Join(at, ", ") + ")"
 }

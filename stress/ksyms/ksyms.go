@@ -167,3 +167,33 @@ func ParseModule(r io.Reader, module string, want []string) (Table, error) {
 	}
 	return t, nil
 }
+
+// Nearest names each of addrs as "symbol+0xoff" (with " [module]" for a
+// module's), the closest symbol at or below it in kallsyms text; an
+// address below every symbol is left out. One pass over r, whole: a BPF
+// image's address is named too.
+func Nearest(r io.Reader, addrs []uint64) (map[uint64]string, error) {
+	best := make(map[uint64]Sym, len(addrs))
+	err := Each(r, func(s Sym) {
+		if s.Addr == 0 {
+			return
+		}
+		for _, a := range addrs {
+			if b, ok := best[a]; s.Addr <= a && (!ok || s.Addr > b.Addr) {
+				best[a] = s
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ksyms.Nearest: %w", err)
+	}
+	out := make(map[uint64]string, len(best))
+	for a, s := range best {
+		name := fmt.Sprintf("%s+%#x", s.Name, a-s.Addr)
+		if s.Module != "" {
+			name += " [" + s.Module + "]"
+		}
+		out[a] = name
+	}
+	return out, nil
+}

@@ -126,3 +126,20 @@ func TestEachBeforeBPF(t *testing.T) {
 		t.Errorf("Each = %v, want all 5", got)
 	}
 }
+
+// TestNearest: each address is named by the closest symbol at or below
+// it, a module's with its module; one below every symbol is left out.
+func TestNearest(t *testing.T) {
+	got, err := Nearest(strings.NewReader(sample), []uint64{0xffffffff81234570, 0xffffffff81300000, 0xffffffffc0001010, 0x1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]string{
+		0xffffffff81234570: "__x64_sys_getppid+0x10",
+		0xffffffff81300000: "vfs_read+0x0",
+		0xffffffffc0001010: "mod_func+0x10 [some_mod]",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Nearest: %v, want %v", got, want)
+	}
+}

@@ -199,6 +199,11 @@ type RaceMsg struct {
 	// is answered with released and Late set.
 	BoundMS int  `json:"bound_ms,omitempty"`
 	Late    bool `json:"late,omitempty"`
+	// PCs, on a Late release, are the program counters of the vCPUs that
+	// were not held when the host let the held one go (vCPU number to
+	// address; absent when unreadable): where the agent's CPU was
+	// waiting.
+	PCs map[int]uint64 `json:"pcs,omitempty"`
 	// Addrs are a trace's breakpoints. A trace holds no vCPU: at every
 	// stop there whose register CondReg lies in [CondAddr, CondEnd) the
 	// host reads LookLen bytes at LookAddr and steps the vCPU on, until

@@ -54,6 +54,7 @@ func TestBadInputsFailFastWithUsage(t *testing.T) {
 		{"help for a misspelt command", []string{"help", "mutat"}, `unknown command "mutat"; did you mean "mutate"?`},
 		{"matrix --list checks agent options too", []string{"matrix", "--list", "--kernel-src", none, "--agent-arg", "hot=0"}, "hot=0: want an integer from 1"},
 		{"mutate needs a cell at a time at least", []string{"mutate", "--parallel", "0"}, "--parallel 0: want 1 or more"},
+		{"mutate refuses a guest too small to boot", []string{"mutate", "--mem", "10"}, "--mem 10: want 256 to 65536 MiB"},
 		{"matrix refuses --arch with the reason", []string{"matrix", "--arch", "x86_64"}, "fth matrix takes --arches"},
 		{"matrix checks boot bounds", []string{"matrix", "--list", "--kernel-src", none, "--cpus", "0"}, "--cpus 0"},
 		{"soak scenario", []string{"soak", "--target", "ssh://root@127.0.0.1:1", "--scenario", "bogus"}, `unknown scenario "bogus"`},

@@ -38,6 +38,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		mutDir   = fs.String("mutants-dir", "", "directory of *.patch mutants (default: <repo>/mutants)")
 		dryRun   = fs.Bool("dry-run", false, "check every input and print the cells, then stop")
 		parallel = fs.Int("parallel", 1, "cells booted at once; every kernel is built first, one at a time (on a 2-core machine, 2 boots at once overlap two tcg-single guests)")
+		mem      = fs.Int("mem", matrix.DefaultParams().MemoryMB, "guest memory in MiB of every cell (a population held by multihold= needs 4096 at 38,000)")
 		build    = fs.Bool("build-only", false, "build (or find in the cache) every kernel the run needs, mutants included, then stop: boots of several arches can then run side by side without two builds at once")
 		agentArg multiFlag
 	)
@@ -53,6 +54,9 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *parallel < 1 {
 		return fmt.Errorf("%w: --parallel %d: want 1 or more", errUsage, *parallel)
+	}
+	if *mem < minMemMB || *mem > maxMemMB {
+		return fmt.Errorf("%w: --mem %d: want %d to %d MiB", errUsage, *mem, minMemMB, maxMemMB)
 	}
 	archRows, err := matrix.ParseArches(splitList(*arches))
 	if err != nil {
@@ -144,7 +148,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			return runner.Cell{
 				Name: name, Arch: a, Fragments: cfrags, Preempt: "full", Agent: args,
-				Accel: accelV, QEMU: emu, CPUs: def.CPUs, MemoryMB: def.MemoryMB, Silence: def.Silence,
+				Accel: accelV, QEMU: emu, CPUs: def.CPUs, MemoryMB: *mem, Silence: def.Silence,
 				// The scenario's budget, plus boot, module loading and the
 				// agent's own teardown, scaled per arch by the target.
 				Deadline:  deadline,
