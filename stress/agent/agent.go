@@ -18,6 +18,8 @@ import (
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/inventory"
 	"github.com/ftrace-harness/fth/stress/racer"
+	"github.com/ftrace-harness/fth/stress/repro"
+	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
 )
@@ -72,14 +74,15 @@ const (
 	// modeSpin is one spinning SCHED_FIFO process of crash=rt-inversion
 	// (see spinMain): agent spin <cpu> <priority>.
 	modeSpin = "spin"
-	// racer.ModeRacer and racer.ModePreempt are the race scenario's helpers (stress/racer).
+	// racer.ModeRacer and racer.ModePreempt are the race scenario's helpers (stress/racer),
+	// repro.ModeLinker a repro sequence's (stress/repro).
 )
 
 // splitMode takes the subcommand off args.
 func splitMode(args []string) (string, []string) {
 	if len(args) > 0 {
 		switch args[0] {
-		case modeSession, modeKmsgStream, modeBoard, modeSpin, racer.ModeRacer, racer.ModePreempt, modeRaceCtl, modeRaceStage, modeLinker:
+		case modeSession, modeKmsgStream, modeBoard, modeSpin, racer.ModeRacer, racer.ModePreempt, modeRaceCtl, modeRaceStage, repro.ModeLinker:
 			return args[0], args[1:]
 		}
 	}
@@ -110,8 +113,8 @@ func run(ctx context.Context, args []string, sys system) error {
 		return racer.RacerMain(args)
 	case racer.ModePreempt:
 		return racer.PreemptMain(args)
-	case modeLinker:
-		return linkerMain(args)
+	case repro.ModeLinker:
+		return repro.LinkerMain(args)
 	case modeRaceCtl:
 		return raceCtlMain(ctx, args, sys)
 	case modeRaceStage:
@@ -237,7 +240,12 @@ func scenarios() map[event.Scenario]scenario {
 			return a.executeRace(ctx)
 		}},
 		options.ScenarioRepro: {run: func(a *agent, ctx context.Context, _ *btf.Cache, _ inventory.Result) error {
-			return a.executeRepro(ctx)
+			env := repro.Env{W: a.w, Opts: a.opts, NumCPU: a.sys.numCPU, VirtioDir: a.sys.virtioDir, DevDir: a.sys.devDir,
+				Sleep: a.sys.sleep, WatchImages: a.watchImages, LogModule: a.logModule, LivepatchModule: klpModule}
+			if env.NoLivepatch = livepatchUser(); env.NoLivepatch == "" {
+				env.Livepatch = klpUser{a: a, ctx: ctx, rec: tally.New(a.w, 0)}
+			}
+			return repro.Run(ctx, env)
 		}},
 		options.ScenarioStandalone: {run: func(a *agent, ctx context.Context, _ *btf.Cache, _ inventory.Result) error {
 			return a.executeStandalone(ctx)

@@ -378,22 +378,6 @@ func TestRunChurnInVM(t *testing.T) {
 	}
 }
 
-// Every sequence the options accept has a run, and every run a name the
-// options accept.
-func TestReproSequencesCoverTheOptions(t *testing.T) {
-	names := options.Repros()
-	for _, n := range names {
-		if reproSequences[n] == nil {
-			t.Errorf("repro=%s is an option with no sequence", n)
-		}
-	}
-	for n := range reproSequences {
-		if !slices.Contains(names, n) {
-			t.Errorf("sequence %s is not in options.Repros", n)
-		}
-	}
-}
-
 // TestEveryScenarioRuns: every scenario the option table accepts has a
 // way to run in the agent, and nothing else does.
 func TestEveryScenarioRuns(t *testing.T) {

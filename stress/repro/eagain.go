@@ -1,4 +1,4 @@
-package main
+package repro
 
 import (
 	"bytes"
@@ -64,7 +64,7 @@ const eagainWriter = time.Second
 // reader is let go: the reader needs a few instructions.
 const eagainHold = 2 * time.Second
 
-// reproEAgain (eagain-free): a BPF trampoline registers its ftrace_ops
+// eagain (eagain-free): a BPF trampoline registers its ftrace_ops
 // with register_ftrace_direct() (x86_64: the one direct ops all share,
 // registered with the first trampoline), whose ftrace_startup() puts the
 // ops on ftrace_ops_list (update_ftrace_function) before it asks the
@@ -91,12 +91,12 @@ const eagainHold = 2 * time.Second
 // the trampoline again and puts the old image after an RCU-tasks grace
 // period, which the held reader holds up. The same three holds, and
 // nothing should fault.
-func (a *agent) reproEAgain(ctx context.Context, free bool) error {
-	step := a.reproLog
+func (sq *sequence) eagain(ctx context.Context, free bool) error {
+	logf := sq.logf
 	if runtime.GOARCH != "amd64" && directJumps[runtime.GOARCH] == nil {
-		return fmt.Errorf("repro %s: x86_64, arm64 and riscv64 only: the reader's hold is where the list function's caller jumps to a direct trampoline, known for those; ppc64le's BPF JIT ignores ORIG_STACK (docs/findings.md 11), so no -EAGAIN there", a.opts.Repro)
+		return fmt.Errorf("repro %s: x86_64, arm64 and riscv64 only: the reader's hold is where the list function's caller jumps to a direct trampoline, known for those; ppc64le's BPF JIT ignores ORIG_STACK (docs/findings.md 11), so no -EAGAIN there", sq.Opts.Repro)
 	}
-	h, closePort, err := a.openListCallHold(eagainAsk, eagainBuild)
+	h, closePort, err := sq.openListCallHold(eagainAsk, eagainBuild)
 	if err != nil {
 		return err
 	}
@@ -105,10 +105,10 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	// The freed image has no symbol left: the host names the fault after
 	// the image the kernel last registered there (with BPF JIT symbols
 	// on, as the race scenario has them, or x86_64 registers none).
-	inject.JITKallsymsOn(a.w)
-	defer a.watchImages(ctx)()
+	inject.JITKallsymsOn(sq.W)
+	defer sq.watchImages(ctx)()
 
-	d, err := a.reproDeliver(2)
+	d, err := sq.loadDeliver(2)
 	if err != nil {
 		return err
 	}
@@ -116,18 +116,18 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	mod := d.mod
 	fexit := func() error { return d.link(deliver.FuncSeq, oracle.FExit, "fexit-seq") }
 	ipmodify := func() error { return mod.Attach("ops-ipmodify") }
-	steps := []reproStep{
+	steps := []step{
 		{"attach fth_deliver.ko's counting ftrace_ops (ops) to " + deliver.FuncSeq + ": with a second ops there its callsite calls ftrace_ops_list_func",
 			func() error { return mod.Attach("ops") }},
 		{"register fth_deliver.ko's IPMODIFY ftrace_ops (ops-ipmodify) on " + deliver.FuncSeq, ipmodify},
 	}
 	write, writeWhat := fexit, "attach a BPF fexit to "+deliver.FuncSeq+" (its trampoline calls the original: the handshake answers -EAGAIN)"
 	if !free {
-		steps[1] = reproStep{"attach a BPF fexit to " + deliver.FuncSeq, fexit}
+		steps[1] = step{"attach a BPF fexit to " + deliver.FuncSeq, fexit}
 		write, writeWhat = ipmodify, "register ops-ipmodify on "+deliver.FuncSeq+" (BPF is asked as a peer and builds the trampoline again)"
 	}
 	total := len(steps) + 2
-	if err := a.doSteps(steps, total); err != nil {
+	if err := sq.doSteps(steps, total); err != nil {
 		return err
 	}
 	// The callers run throughout: the one on CPU 1 is the reader.
@@ -136,7 +136,7 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	}
 	defer func() {
 		if err := mod.Run(false); err != nil {
-			step("stop the callers: %v", err)
+			logf("stop the callers: %v", err)
 		}
 	}()
 	arm := event.RaceMsg{Op: event.RaceArm, Addr: addr[eagainAsk], Size: insnSize, CPU: 0, TimeoutMS: 10000,
@@ -145,15 +145,15 @@ func (a *agent) reproEAgain(ctx context.Context, free bool) error {
 	if err := r.Arm(arm); err != nil {
 		return fmt.Errorf("repro: arm at %s: %w", eagainAsk, err)
 	}
-	step("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, how.asm, eagainBuild)
+	logf("%d/%d %s from CPU 0, the host holding it at %s, the reader (CPU 1's caller) at %s, then the writer at its next %s", total-1, total, writeWhat, eagainAsk, how.asm, eagainBuild)
 	written := onCPU0(write)
 	held, err := eagainHolds(r)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
-	step("%d/%d %s", total, total, held)
-	a.awaitWrite(written, writeWhat)
-	a.sys.sleep(reproCalls)
+	logf("%d/%d %s", total, total, held)
+	sq.awaitWrite(written, writeWhat)
+	sq.Sleep(callsAfter)
 	return nil
 }
 
@@ -172,8 +172,8 @@ type listCallHold struct {
 // openListCallHold opens the race port, reads the addresses of writers
 // (functions a writer is held at) and finds the reader's hold; close
 // closes the port.
-func (a *agent) openListCallHold(writers ...string) (listCallHold, func(), error) {
-	r, closePort, err := a.openRacePort()
+func (sq *sequence) openListCallHold(writers ...string) (listCallHold, func(), error) {
+	r, closePort, err := sq.openRacePort()
 	if err != nil {
 		return listCallHold{}, nil, err
 	}
@@ -198,7 +198,7 @@ func (a *agent) openListCallHold(writers ...string) (listCallHold, func(), error
 	if err != nil {
 		return fail(fmt.Errorf("repro: where a list function's caller jumps to a direct trampoline: %w", err))
 	}
-	a.reproLog("the direct call is taken at %s", h.how.asm)
+	sq.logf("the direct call is taken at %s", h.how.asm)
 	return h, closePort, nil
 }
 

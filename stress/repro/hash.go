@@ -1,4 +1,4 @@
-package main
+package repro
 
 import (
 	"context"
@@ -77,7 +77,7 @@ var errWriterNotStopped = errors.New("the writer was not stopped")
 // on: the writer's kfree needs microseconds.
 const readerHold = 300 * time.Millisecond
 
-// reproDirectFree (direct-unregister-free): on x86_64 7.3 the call path
+// directFree (direct-unregister-free): on x86_64 7.3 the call path
 // of a function whose callsite is shared by a direct call and another
 // ftrace_ops (the list function) looks the direct address up by ip in the
 // global direct_functions hash (call_direct_funcs -> ftrace_find_rec_direct),
@@ -101,14 +101,14 @@ const readerHold = 300 * time.Millisecond
 // the removal does not take): no list function is needed, and kernels
 // before 7.3, whose call path reads ops->direct_call, have this reader
 // too.
-func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool) error {
-	step := a.reproLog
-	r, closePort, err := a.hashRaceStart("the one arch whose call path looks a direct call up in direct_functions (HAVE_SINGLE_FTRACE_DIRECT_OPS)")
+func (sq *sequence) directFree(ctx context.Context, holdFreed, viaTracefs bool) error {
+	logf := sq.logf
+	r, closePort, err := sq.hashRaceStart("the one arch whose call path looks a direct call up in direct_functions (HAVE_SINGLE_FTRACE_DIRECT_OPS)")
 	if err != nil {
 		return err
 	}
 	defer closePort()
-	d, err := a.reproDeliver(2)
+	d, err := sq.loadDeliver(2)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 	if err != nil {
 		return err
 	}
-	step("reader %s (ip %#x) shares %s's (ip %#x) bucket %d of %d",
+	logf("reader %s (ip %#x) shares %s's (ip %#x) bucket %d of %d",
 		reader, readerIP, deliver.FuncSeq, freedIP, hashBucket(freedIP, directBits), 1<<directBits)
 
 	var dropInstance func()
@@ -151,7 +151,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 			dropInstance()
 		}
 	}()
-	steps := []reproStep{
+	steps := []step{
 		{"attach a BPF fentry to " + reader + " (its direct call, the first entry of direct_functions)", func() error {
 			return d.link(reader, oracle.FEntry, "fentry-reader")
 		}},
@@ -179,7 +179,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		loop = racer.ReadLoop
 	}
 	total := len(steps) + 2
-	if err := a.doSteps(steps, total); err != nil {
+	if err := sq.doSteps(steps, total); err != nil {
 		return err
 	}
 
@@ -194,7 +194,7 @@ func (a *agent) reproDirectFree(ctx context.Context, holdFreed, viaTracefs bool)
 		notReader: "this kernel's reader does not look direct calls up in direct_functions",
 		total:     total,
 	}
-	return a.raceHashFree(r, h, holdFreed)
+	return sq.raceHashFree(r, h, holdFreed)
 }
 
 // hashRace is one race of a reader's lookup in an ftrace hash against a
@@ -235,8 +235,8 @@ type hashRace struct {
 // holdFreed the reader is held on the entry being freed (the bucket's
 // head: the lookup's first compare), else on its own entry behind it
 // (the last compare).
-func (a *agent) raceHashFree(r *raceHolds, h hashRace, holdFreed bool) error {
-	step := a.reproLog
+func (sq *sequence) raceHashFree(r *raceHolds, h hashRace, holdFreed bool) error {
+	logf := sq.logf
 	reader, err := racer.Start(racer.ModeRacer, h.racerArgs...)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
@@ -245,12 +245,12 @@ func (a *agent) raceHashFree(r *raceHolds, h hashRace, holdFreed bool) error {
 	if err := reader.Poke(h.loop); err != nil {
 		return fmt.Errorf("repro: start the reader: %w", err)
 	}
-	step("the reader, on CPU 1, %s", h.readWhat)
+	logf("the reader, on CPU 1, %s", h.readWhat)
 	cmp, heldIP, heldWhat := h.cmps[0], h.freedIP, "the entry being freed ("+h.freed+"'s)"
 	if !holdFreed {
 		cmp, heldIP, heldWhat = h.cmps[len(h.cmps)-1], h.readerIP, "its own entry ("+h.reader+"'s), behind the one being freed"
 	}
-	step("the lookup compares an entry's ip at %s+%#x: %s", h.lookup, cmp.Off, cmp.Text)
+	logf("the lookup compares an entry's ip at %s+%#x: %s", h.lookup, cmp.Off, cmp.Text)
 	looks, err := lookupReached(r, h.lookupAt+uint64(cmp.Off), cmp.Len)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
@@ -258,7 +258,7 @@ func (a *agent) raceHashFree(r *raceHolds, h hashRace, holdFreed bool) error {
 	if !looks {
 		// Nothing to race, and no failure of the sequence: this kernel
 		// has not this reader (6.12's call path reads ops->direct_call).
-		step("the reader never reached %s+%#x in %v: %s; nothing to race", h.lookup, cmp.Off, lookupProbe, h.notReader)
+		logf("the reader never reached %s+%#x in %v: %s; nothing to race", h.lookup, cmp.Off, lookupProbe, h.notReader)
 		return nil
 	}
 	want := binary.LittleEndian.AppendUint64(nil, heldIP)
@@ -274,7 +274,7 @@ func (a *agent) raceHashFree(r *raceHolds, h hashRace, holdFreed bool) error {
 		if err := r.Arm(arm); err != nil {
 			return fmt.Errorf("repro: arm at %s: %w", h.remove, err)
 		}
-		step("%d/%d %s from CPU 0, the host holding it at %s and the reader at %s+%#x on %s", h.total-1, h.total, h.writeWhat, h.remove, h.lookup, cmp.Off, heldWhat)
+		logf("%d/%d %s from CPU 0, the host holding it at %s and the reader at %s+%#x on %s", h.total-1, h.total, h.writeWhat, h.remove, h.lookup, cmp.Off, heldWhat)
 		written = onCPU0(h.write)
 		heldReader, err = chainHolds(r, arm, h.remove)
 		if err == nil {
@@ -288,7 +288,7 @@ func (a *agent) raceHashFree(r *raceHolds, h hashRace, holdFreed bool) error {
 		// unstopped or is still waiting, and try once more if it ran.
 		select {
 		case werr := <-written:
-			step("the writer was not stopped at %s within %v, and its write came back (%v): setting it up again", h.remove, writerReach, werr)
+			logf("the writer was not stopped at %s within %v, and its write came back (%v): setting it up again", h.remove, writerReach, werr)
 		case <-time.After(writerReach):
 			return fmt.Errorf("repro: %w, and its write was not back %v later", err, writerReach)
 		}
@@ -297,23 +297,23 @@ func (a *agent) raceHashFree(r *raceHolds, h hashRace, holdFreed bool) error {
 		}
 	}
 	if !heldReader {
-		step("%d/%d the reader never reached %s+%#x on %s while the writer was held: nothing raced (the bucket's order or size is not what this sequence expects)", h.total, h.total, h.lookup, cmp.Off, heldWhat)
+		logf("%d/%d the reader never reached %s+%#x on %s while the writer was held: nothing raced (the bucket's order or size is not what this sequence expects)", h.total, h.total, h.lookup, cmp.Off, heldWhat)
 	} else {
-		step("%d/%d the writer went through the removal while the reader held %s; the reader ran on %v later", h.total, h.total, heldWhat, readerHold)
+		logf("%d/%d the writer went through the removal while the reader held %s; the reader ran on %v later", h.total, h.total, heldWhat, readerHold)
 	}
 	select {
 	case err := <-written:
 		if err != nil {
-			step("%s: %v", h.writeWhat, err)
+			logf("%s: %v", h.writeWhat, err)
 		}
 	case <-time.After(30 * time.Second):
-		step("%s: not back after 30 s", h.writeWhat)
+		logf("%s: not back after 30 s", h.writeWhat)
 	}
 	if err := reader.Poke('s'); err == nil {
 		if line, err := reader.Read(5 * time.Second); err == nil {
-			step("reader: %s", line)
+			logf("reader: %s", line)
 		} else {
-			step("reader: no answer after the window: %v", err)
+			logf("reader: no answer after the window: %v", err)
 		}
 	}
 	if !heldReader {
@@ -407,7 +407,7 @@ const (
 	mapperBits  = 10
 )
 
-// reproMapperFree (mapper-remove-free): a function probe (set_ftrace_filter
+// mapperFree (mapper-remove-free): a function probe (set_ftrace_filter
 // commands such as enable_event, traceon:N) keeps the data of each
 // function it is set on in one ftrace_func_mapper, a hash its callback
 // looks the function's ip up in on every call, with preemption off.
@@ -423,9 +423,9 @@ const (
 // callback, on CPU 1) at ftrace_lookup_ip's compare while it holds the
 // entry being freed. With holdFreed false (mapper-remove-live) the reader
 // is held at its own entry behind it: the same holds and free, no fault.
-func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
-	step := a.reproLog
-	r, closePort, err := a.hashRaceStart("the lookup's compare is found by decoding x86 (stress/disasm.FieldCompares)")
+func (sq *sequence) mapperFree(ctx context.Context, holdFreed bool) error {
+	logf := sq.logf
+	r, closePort, err := sq.hashRaceStart("the lookup's compare is found by decoding x86 (stress/disasm.FieldCompares)")
 	if err != nil {
 		return err
 	}
@@ -459,11 +459,11 @@ func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 	if err != nil {
 		return err
 	}
-	step("reader %s (ip %#x) shares its bucket %d of %d with %s (ip %#x)",
+	logf("reader %s (ip %#x) shares its bucket %d of %d with %s (ip %#x)",
 		reader, readerIP, hashBucket(readerIP, mapperBits), 1<<mapperBits, freed, ips[freed])
 	top := tracefs.New(tracefs.DefaultRoot)
 	defer func() { _ = top.RemoveFilter(reader + ":" + mapperProbe) }()
-	steps := []reproStep{
+	steps := []step{
 		{"set an " + mapperProbe + " probe on " + reader + " (its entry in the probe's mapper)", func() error {
 			return top.AddFilter(reader + ":" + mapperProbe)
 		}},
@@ -472,10 +472,10 @@ func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 		}},
 	}
 	total := len(steps) + 2
-	if err := a.doSteps(steps, total); err != nil {
+	if err := sq.doSteps(steps, total); err != nil {
 		return err
 	}
-	return a.raceHashFree(r, hashRace{
+	return sq.raceHashFree(r, hashRace{
 		lookup: mapperLookup, lookupAt: lookupAt, cmps: cmps, ipOff: ipOff,
 		remove: mapperRemove, removeAt: removeAt,
 		reader: reader, readerIP: readerIP, freed: freed, freedIP: ips[freed],
@@ -492,11 +492,11 @@ func (a *agent) reproMapperFree(ctx context.Context, holdFreed bool) error {
 // hashRaceStart checks what a hash race needs (x86_64, for why; two
 // CPUs), opens the race port and loads fth_target for the racer, with no
 // kthreads of its own.
-func (a *agent) hashRaceStart(why string) (*raceHolds, func(), error) {
+func (sq *sequence) hashRaceStart(why string) (*raceHolds, func(), error) {
 	if runtime.GOARCH != "amd64" {
-		return nil, nil, fmt.Errorf("repro %s: x86_64 only: %s", a.opts.Repro, why)
+		return nil, nil, fmt.Errorf("repro %s: x86_64 only: %s", sq.Opts.Repro, why)
 	}
-	r, closePort, err := a.openRacePort()
+	r, closePort, err := sq.openRacePort()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -508,11 +508,11 @@ func (a *agent) hashRaceStart(why string) (*raceHolds, func(), error) {
 }
 
 // openRacePort opens the race port for a sequence that holds vCPUs.
-func (a *agent) openRacePort() (*raceHolds, func(), error) {
-	if a.sys.numCPU < 2 {
-		return nil, nil, fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", a.opts.Repro, a.sys.numCPU)
+func (sq *sequence) openRacePort() (*raceHolds, func(), error) {
+	if sq.NumCPU < 2 {
+		return nil, nil, fmt.Errorf("repro %s: needs 2 CPUs (the writer held on one, the reader on the other), have %d", sq.Opts.Repro, sq.NumCPU)
 	}
-	port, err := raceport.Open(a.sys.virtioDir, a.sys.devDir)
+	port, err := raceport.Open(sq.VirtioDir, sq.DevDir)
 	if errors.Is(err, raceport.ErrNoPort) {
 		return nil, nil, fmt.Errorf("repro: %w (fth run boots one for this sequence)", err)
 	}

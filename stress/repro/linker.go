@@ -1,4 +1,4 @@
-package main
+package repro
 
 import (
 	"errors"
@@ -12,19 +12,21 @@ import (
 	"github.com/ftrace-harness/fth/stress/racer"
 )
 
-// modeLinker is `agent linker <cpu> <func>`: pinned to cpu, it loads a
+// ModeLinker is `agent linker <cpu> <func>`: pinned to cpu, it loads a
 // BPF fentry program on func, says "ready", and links it when it reads a
 // byte, answering "linked <errno>"; the link stays until its stdin closes.
 // A repro sequence that has the host hold a CPU in the middle of an
 // attach runs the attach here, in a process of its own: the agent's
 // address space is then not live on the held CPU, so that its memory
 // changes (the Go runtime's) wait for no TLB flush there.
-const modeLinker = "linker"
+const ModeLinker = "linker"
 
 // linkerComm names the linker's threads.
 const linkerComm = "fth-linker"
 
-func linkerMain(args []string) error {
+// LinkerMain is the linker (ModeLinker), run as the agent's subcommand;
+// args are its <cpu> <func>.
+func LinkerMain(args []string) error {
 	if len(args) != 2 {
 		return errors.New("agent linker: want <cpu> <func>")
 	}

@@ -1,4 +1,4 @@
-package main
+package repro
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"github.com/ftrace-harness/fth/stress/oracle"
 	"github.com/ftrace-harness/fth/stress/raceport"
 	"github.com/ftrace-harness/fth/stress/racer"
-	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/wire/event"
 )
 
@@ -52,7 +51,7 @@ const midUpdateHoldFor = 2 * time.Second
 // update in its window once the modify is let go.
 const midUpdateWaitFor = 5 * time.Second
 
-// reproMidUpdate (ipmodify-mid-update): on x86_64 7.3 every BPF trampoline
+// midUpdate (ipmodify-mid-update): on x86_64 7.3 every BPF trampoline
 // is an entry of one shared direct ftrace_ops, and update_ftrace_direct_mod()
 // asks, for every function of that ops whose record has an IPMODIFY ops (a
 // livepatch), that function's trampoline to share (ENABLE_SHARE_IPMODIFY_SELF)
@@ -75,17 +74,17 @@ const midUpdateWaitFor = 5 * time.Second
 // attached before the livepatch: the livepatch's registration asks it as a
 // peer and marks it sharing, the fexit's update sets ORIG_STACK before it
 // waits, the same hold and the same asks find nothing wrong.
-func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
-	step := a.reproLog
+func (sq *sequence) midUpdate(ctx context.Context, stranger bool) error {
+	logf := sq.logf
 	if runtime.GOARCH != "amd64" {
-		return fmt.Errorf("repro %s: x86_64 only: its BPF trampolines share one direct ftrace_ops (HAVE_SINGLE_FTRACE_DIRECT_OPS), whose modify asks every trampoline; elsewhere each trampoline has its own ops and is asked alone", a.opts.Repro)
+		return fmt.Errorf("repro %s: x86_64 only: its BPF trampolines share one direct ftrace_ops (HAVE_SINGLE_FTRACE_DIRECT_OPS), whose modify asks every trampoline; elsewhere each trampoline has its own ops and is asked alone", sq.Opts.Repro)
 	}
-	if why := livepatchUser(); why != "" {
-		return fmt.Errorf("repro %s: no livepatch here: %s", a.opts.Repro, why)
+	if sq.Livepatch == nil {
+		return fmt.Errorf("repro %s: no livepatch here: %s", sq.Opts.Repro, sq.NoLivepatch)
 	}
 	// The agent stays off the held CPU, so that it can read the fexit
 	// task's stack and send the release: the modify runs in a process of
-	// its own there (modeLinker).
+	// its own there (ModeLinker).
 	var cpu0 unix.CPUSet
 	cpu0.Set(0)
 	if err := racer.SetProcessCPUs(&cpu0, 0); err != nil {
@@ -93,12 +92,12 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 	}
 	defer func() {
 		var all unix.CPUSet
-		for c := range a.sys.numCPU {
+		for c := range sq.NumCPU {
 			all.Set(c)
 		}
 		_ = racer.SetProcessCPUs(&all, 0)
 	}()
-	r, closePort, err := a.openRacePort()
+	r, closePort, err := sq.openRacePort()
 	if err != nil {
 		return err
 	}
@@ -112,21 +111,21 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 		return fmt.Errorf("repro: no kallsyms address for %s", midUpdateHold)
 	}
 
-	d, err := a.reproDeliver(2 + 2*len(midUpdateOthers))
+	d, err := sq.loadDeliver(2 + 2*len(midUpdateOthers))
 	if err != nil {
 		return err
 	}
 	defer d.close()
-	klp := klpUser{a: a, ctx: ctx, rec: tally.New(a.w, 0)}
+	klp := sq.Livepatch
 	patched := false
 	defer func() {
 		if patched {
 			if err := klp.Detach(); err != nil {
-				step("disable the livepatch: %v", err)
+				logf("disable the livepatch: %v", err)
 			}
 		}
 	}()
-	livepatch := reproStep{"apply the livepatch " + klpModule + " (klp's IPMODIFY ftrace_ops) to " + deliver.FuncSeq,
+	livepatch := step{"apply the livepatch " + sq.LivepatchModule + " (klp's IPMODIFY ftrace_ops) to " + deliver.FuncSeq,
 		func() error {
 			if err := klp.Attach(); err != nil {
 				return err
@@ -134,24 +133,24 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 			patched = true
 			return nil
 		}}
-	fentry := reproStep{"attach a BPF fentry to " + deliver.FuncSeq + " (its trampoline calls no original: asked to share, it has nothing to share)",
+	fentry := step{"attach a BPF fentry to " + deliver.FuncSeq + " (its trampoline calls no original: asked to share, it has nothing to share)",
 		func() error { return d.link(deliver.FuncSeq, oracle.FEntry, "fentry-seq") }}
-	steps := []reproStep{livepatch, fentry}
+	steps := []step{livepatch, fentry}
 	if !stranger {
 		fentry.what = "attach a BPF fentry to " + deliver.FuncSeq
 		livepatch.what += " (asked as a peer, the fentry's trampoline is marked sharing)"
-		steps = []reproStep{fentry, livepatch}
+		steps = []step{fentry, livepatch}
 	}
 	for _, fn := range midUpdateOthers {
-		steps = append(steps, reproStep{"attach a BPF fentry to " + fn + " (a trampoline to modify)",
+		steps = append(steps, step{"attach a BPF fentry to " + fn + " (a trampoline to modify)",
 			func() error { return d.link(fn, oracle.FEntry, "fentry-"+fn) }})
 	}
 	total := len(steps) + 1
-	if err := a.doSteps(steps, total); err != nil {
+	if err := sq.doSteps(steps, total); err != nil {
 		return err
 	}
 	for try, fn := range midUpdateOthers {
-		ran, err := a.midUpdateTry(r, d, hold, fn, fmt.Sprintf("%d/%d", total, total))
+		ran, err := sq.midUpdateTry(r, d, hold, fn, fmt.Sprintf("%d/%d", total, total))
 		if err != nil {
 			return err
 		}
@@ -163,7 +162,7 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 			return emit.Unjudged(errors.New("repro: the sequence did not run: the fexit's update never reached its window while a modify was held"))
 		}
 	}
-	a.sys.sleep(reproCalls)
+	sq.Sleep(callsAfter)
 	return nil
 }
 
@@ -172,11 +171,11 @@ func (a *agent) reproMidUpdate(ctx context.Context, stranger bool) error {
 // FuncSeq; the host ends the hold after midUpdateHoldFor. It reports
 // whether the fexit's task was in its window then (the sequence ran); if
 // not, the fexit is detached again.
-func (a *agent) midUpdateTry(r *raceHolds, d *reproDeliver, hold uint64, fn, num string) (bool, error) {
-	step := a.reproLog
+func (sq *sequence) midUpdateTry(r *raceHolds, d *deliverMod, hold uint64, fn, num string) (bool, error) {
+	logf := sq.logf
 	// Everything loaded before the hold: the modify in a linker process on
 	// CPU 1, the fexit here.
-	linker, err := racer.Start(modeLinker, "1", fn)
+	linker, err := racer.Start(ModeLinker, "1", fn)
 	if err != nil {
 		return false, fmt.Errorf("repro: %w", err)
 	}
@@ -192,7 +191,7 @@ func (a *agent) midUpdateTry(r *raceHolds, d *reproDeliver, hold uint64, fn, num
 	if err := r.Arm(arm); err != nil {
 		return false, fmt.Errorf("repro: arm at %s: %w", midUpdateHold, err)
 	}
-	step("%s attach a second BPF fentry to %s from CPU 1 (modifies its trampoline: update_ftrace_direct_mod), the host holding it at %s", num, fn, midUpdateHold)
+	logf("%s attach a second BPF fentry to %s from CPU 1 (modifies its trampoline: update_ftrace_direct_mod), the host holding it at %s", num, fn, midUpdateHold)
 	if err := linker.Poke('l'); err != nil {
 		return false, fmt.Errorf("repro: %w", err)
 	}
@@ -214,12 +213,12 @@ func (a *agent) midUpdateTry(r *raceHolds, d *reproDeliver, hold uint64, fn, num
 		return fmt.Errorf("agent linker: %q", line)
 	}
 	if m.Op != event.RaceStopped {
-		step("the modify of %s never reached %s (%s %s): the sequence did not run", fn, midUpdateHold, m.Op, m.Msg)
+		logf("the modify of %s never reached %s (%s %s): the sequence did not run", fn, midUpdateHold, m.Op, m.Msg)
 		_ = modified()
 		return false, nil
 	}
 	fexitWhat := "attach a BPF fexit to " + deliver.FuncSeq + " from CPU 0 (rebuilds its trampoline's flags: CALL_ORIG)"
-	step("%s %s while the modify is held", num, fexitWhat)
+	logf("%s %s while the modify is held", num, fexitWhat)
 	tids := make(chan int, 1)
 	fexit := racer.OnCPU(0, func(tid int) error {
 		tids <- tid
@@ -257,12 +256,12 @@ func (a *agent) midUpdateTry(r *raceHolds, d *reproDeliver, hold uint64, fn, num
 	me := modified()
 	// A fexit refused busy was asked mid-update: the sequence ran.
 	waited = waited || errors.Is(fe, unix.EBUSY)
-	step("%s the modify of %s: %s; the fexit on %s: %s", num, fn, errOrDone(me), deliver.FuncSeq, errOrDone(fe))
+	logf("%s the modify of %s: %s; the fexit on %s: %s", num, fn, errOrDone(me), deliver.FuncSeq, errOrDone(fe))
 	if waited {
-		step("%s the fexit's task was in its trampoline's update, flags rebuilt, when the modify went on to ask (its stack: %s)", num, strings.Join(where, " <- "))
+		logf("%s the fexit's task was in its trampoline's update, flags rebuilt, when the modify went on to ask (its stack: %s)", num, strings.Join(where, " <- "))
 		return true, nil
 	}
-	step("the fexit's task did not reach its trampoline's update past the flags while the modify was held (its stack: %s): its trampoline's lock is likely %s's; again with the next function", strings.Join(where, " <- "), fn)
+	logf("the fexit's task did not reach its trampoline's update past the flags while the modify was held (its stack: %s): its trampoline's lock is likely %s's; again with the next function", strings.Join(where, " <- "), fn)
 	if fe == nil {
 		d.unlinkLast()
 	}

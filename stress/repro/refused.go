@@ -1,4 +1,4 @@
-package main
+package repro
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const refusedListed = "ftrace_update_trampoline"
 // the reader's CPU (a grace period: the fix).
 const refusedHold = time.Second
 
-// reproRefused (refused-direct): register_ftrace_direct() publishes its
+// refusedDirect (refused-direct): register_ftrace_direct() publishes its
 // trampoline in direct_functions and registers its ops, whose
 // ftrace_startup() puts the ops on ftrace_ops_list before it runs the
 // IPMODIFY handshake; a direct ops without ops_func on a function that has
@@ -45,19 +45,19 @@ const refusedHold = time.Second
 // With refused false (refused-direct-accepted, the control) the second
 // ops is not IPMODIFY, the attach is accepted, and the reader's call
 // counts.
-func (a *agent) reproRefused(ctx context.Context, refused bool) error {
-	step := a.reproLog
+func (sq *sequence) refusedDirect(ctx context.Context, refused bool) error {
+	logf := sq.logf
 	if runtime.GOARCH != "amd64" && directJumps[runtime.GOARCH] == nil {
-		return fmt.Errorf("repro %s: x86_64, arm64 and riscv64 only: the reader's hold is where the list function's caller jumps to a direct trampoline, known for those", a.opts.Repro)
+		return fmt.Errorf("repro %s: x86_64, arm64 and riscv64 only: the reader's hold is where the list function's caller jumps to a direct trampoline, known for those", sq.Opts.Repro)
 	}
-	h, closePort, err := a.openListCallHold(refusedListed)
+	h, closePort, err := sq.openListCallHold(refusedListed)
 	if err != nil {
 		return err
 	}
 	defer closePort()
 	r := h.r
 
-	d, err := a.reproDeliver(1)
+	d, err := sq.loadDeliver(1)
 	if err != nil {
 		return err
 	}
@@ -73,13 +73,13 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 		}
 		secondWhat = "register fth_deliver.ko's " + second + " ftrace_ops on " + deliver.FuncSeq + " (not IPMODIFY: a direct ops shares with it)"
 	}
-	steps := []reproStep{
+	steps := []step{
 		{"attach fth_deliver.ko's counting ftrace_ops (ops) to " + deliver.FuncSeq + ": with a second ops there its callsite calls ftrace_ops_list_func",
 			func() error { return mod.Attach("ops") }},
 		{secondWhat, func() error { return mod.Attach(second) }},
 	}
 	total := len(steps) + 2
-	if err := a.doSteps(steps, total); err != nil {
+	if err := sq.doSteps(steps, total); err != nil {
 		return err
 	}
 	if err := mod.Run(true); err != nil {
@@ -89,7 +89,7 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 	// on the way out.
 	stop := sync.OnceFunc(func() {
 		if err := mod.Run(false); err != nil {
-			step("stop the callers: %v", err)
+			logf("stop the callers: %v", err)
 		}
 	})
 	defer stop()
@@ -99,25 +99,25 @@ func (a *agent) reproRefused(ctx context.Context, refused bool) error {
 		return fmt.Errorf("repro: arm at %s: %w", refusedListed, err)
 	}
 	write := "attach fth_deliver.ko's direct user (register_ftrace_direct) to " + deliver.FuncSeq
-	step("%d/%d %s from CPU 0, the host holding it at %s (its ops listed), the reader (CPU 1's caller) at %s", total-1, total, write, refusedListed, h.how.asm)
+	logf("%d/%d %s from CPU 0, the host holding it at %s (its ops listed), the reader (CPU 1's caller) at %s", total-1, total, write, refusedListed, h.how.asm)
 	written := onCPU0(func() error { return mod.Attach("direct") })
 	held, err := refusedHolds(r)
 	if err != nil {
 		return fmt.Errorf("repro: %w", err)
 	}
-	step("%d/%d %s", total, total, held)
-	a.awaitWrite(written, write)
-	a.sys.sleep(reproCalls)
+	logf("%d/%d %s", total, total, held)
+	sq.awaitWrite(written, write)
+	sq.Sleep(callsAfter)
 	stop()
 	// A checkpoint reports a detached or refused user's strays.
 	if err := mod.Check(); err != nil {
 		return fmt.Errorf("repro: checkpoint: %w", err)
 	}
-	fs, err := a.emitModuleFindings(mod)
+	fs, err := sq.emitModuleFindings(mod)
 	if err != nil {
 		return err
 	}
-	step("%d delivery findings", len(fs))
+	logf("%d delivery findings", len(fs))
 	return nil
 }
 
