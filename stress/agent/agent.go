@@ -14,6 +14,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/churnrun"
+	"github.com/ftrace-harness/fth/stress/deliver"
 	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/hammer"
 	"github.com/ftrace-harness/fth/stress/inventory"
@@ -41,9 +43,9 @@ type agent struct {
 	hamDone   bool
 	detachedN bool // the detach phase ran with a count, leaving links on purpose
 
-	// churn is the churn scenario's verdict state; nil in the storm
-	// scenario.
-	churn *churnVerdict
+	// churn is what made the churn stage not ok (churnrun.Run); zero in
+	// the other scenarios.
+	churn churnrun.Result
 	// race counts the race scenario's injection outcomes; nil elsewhere.
 	race map[string]int
 	// raceUntil bounds the injections of the campaign's race stage.
@@ -241,9 +243,9 @@ func scenarios() map[event.Scenario]scenario {
 		}},
 		options.ScenarioRepro: {run: func(a *agent, ctx context.Context, _ *btf.Cache, _ inventory.Result) error {
 			env := repro.Env{W: a.w, Opts: a.opts, NumCPU: a.sys.numCPU, VirtioDir: a.sys.virtioDir, DevDir: a.sys.devDir,
-				Sleep: a.sys.sleep, WatchImages: a.watchImages, LogModule: a.logModule, LivepatchModule: klpModule}
-			if env.NoLivepatch = livepatchUser(); env.NoLivepatch == "" {
-				env.Livepatch = klpUser{a: a, ctx: ctx, rec: tally.New(a.w, 0)}
+				Sleep: a.sys.sleep, WatchImages: a.watchImages, LogModule: a.logModule, LivepatchModule: deliver.KLPModule}
+			if env.NoLivepatch = deliver.NoLivepatch(); env.NoLivepatch == "" {
+				env.Livepatch = deliver.NewKLPUser(ctx, tally.New(a.w, 0), a.logModule)
 			}
 			return repro.Run(ctx, env)
 		}},
@@ -466,9 +468,7 @@ func (a *agent) verdict(runErr error, stalls map[int64]time.Duration) event.Done
 		}
 		reasons = append(reasons, fmt.Sprintf("%d hammer thread(s) stalled beyond %v: %s", len(stalls), a.opts.Stall, strings.Join(parts, ", ")))
 	}
-	if a.churn != nil {
-		reasons = append(reasons, a.churn.reasons()...)
-	}
+	reasons = append(reasons, a.churn.Reasons()...)
 	if n := a.race[event.InjFreedUnderTask]; n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d injection(s): the kernel freed a trampoline image while a task was preempted inside it", n))
 	}

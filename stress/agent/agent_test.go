@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ftrace-harness/fth/stress/churnrun"
 	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/inventory"
 	"github.com/ftrace-harness/fth/wire/event"
@@ -287,38 +288,20 @@ func TestRunInVM(t *testing.T) {
 	}
 }
 
-func TestChurnSyscalls(t *testing.T) {
-	with := churnSyscalls(true)
-	if slices.Contains(with, "getppid") || !slices.Contains(with, "getpid") || !slices.Contains(with, "read") {
-		t.Errorf("churnSyscalls(exact) = %v", with)
-	}
-	if !slices.Contains(churnSyscalls(false), "getppid") {
-		t.Error("getppid left out without the exact-count oracle")
-	}
-}
-
+// The churn stage's reasons are the agent's, after its own.
 func TestChurnVerdict(t *testing.T) {
-	a := agent{churn: &churnVerdict{}, selected: 0}
+	a := agent{}
 	if d := a.verdict(nil, nil); !d.OK {
 		t.Errorf("clean churn verdict = %+v", d)
 	}
-	for i := range 7 {
-		a.oracleFail(event.Oracle{Name: event.OracleExact, Function: "__x64_sys_getppid", Expected: 1000, Got: uint64(999 - i)})
-	}
-	a.oracleFail(event.Oracle{Name: event.OracleFuncIP, Function: "vfs_read", Msg: "fentry: 1 of 9 hits saw bpf_get_func_ip 0x4, want 0x0"})
-	a.churn.other = append(a.churn.other, "churn: no fentry attached in 3 tries")
+	a = agent{selected: 1, churn: churnrun.Result{
+		Oracle: []string{"exact-count __x64_sys_getppid: expected 1000, got 999"},
+		Other:  []string{"churn: no fentry attached in 3 tries"},
+	}}
 	d := a.verdict(nil, nil)
-	for _, want := range []string{
-		"8 oracle failure(s): exact-count __x64_sys_getppid: expected 1000, got 999",
-		"; and 3 more",
-		"; churn: no fentry attached in 3 tries",
-	} {
-		if d.OK || !strings.Contains(d.Reason, want) {
-			t.Errorf("verdict = %+v, want a reason containing %q", d, want)
-		}
-	}
-	if strings.Contains(d.Reason, "vfs_read") {
-		t.Errorf("reason lists more than %d failures: %s", maxReasons, d.Reason)
+	want := "no trampoline attached (0 of 1 selected); 1 oracle failure(s): exact-count __x64_sys_getppid: expected 1000, got 999; churn: no fentry attached in 3 tries"
+	if d.OK || d.Reason != want {
+		t.Errorf("verdict = %+v, want reason %q", d, want)
 	}
 }
 
@@ -373,7 +356,7 @@ func TestRunChurnInVM(t *testing.T) {
 			t.Errorf("%s = %q after the run, want %q", path, b, want)
 		}
 	}
-	if _, err := os.Stat("/sys/kernel/tracing/instances/" + mixedInstance); err == nil {
+	if _, err := os.Stat("/sys/kernel/tracing/instances/" + churnrun.MixedInstance); err == nil {
 		t.Error("the mixed tracers' instance is still there")
 	}
 }

@@ -61,18 +61,6 @@ func TestRaceStageBudget(t *testing.T) {
 	}
 }
 
-// Beside fth_scale.ko the module's functions are most of the candidates,
-// yet never called: the anchor is one of vmlinux's all the same.
-func TestModAnchorSkipsScaleFunctions(t *testing.T) {
-	cands := []string{"fth_scale_0000", "fth_scale_0001", "fth_scale_0002", "vfs_read", "fth_scale_0003", "ksys_write"}
-	for seed := int64(0); seed < 50; seed++ {
-		got := modAnchor(cands, []string{"ksys_write"}, "", seed)
-		if got != "vfs_read" {
-			t.Fatalf("seed %d: anchor %q, want vfs_read (the only free vmlinux function)", seed, got)
-		}
-	}
-}
-
 func TestMultiFuncs(t *testing.T) {
 	mod := func(s string) string { return options.ScaleModuleName + "_" + s }
 	rest := []string{"a", "b", "c", "d", mod("x"), mod("y"), mod("z")}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/ftrace-harness/fth/wire/event"
 )
 
 // kernelErrnos names errnos as the kernel source does where libc's names
@@ -102,3 +104,10 @@ func ErrnoOf(err error) (name string, ok bool) { return errnoOf(err) }
 // line, plus the first verifier log line when err is a verifier error, at
 // most a few hundred bytes.
 func Message(err error) string { return message(err) }
+
+// FeatureErr is the Feature event saying that name is not supported
+// here, with the errno and message of err, why not.
+func FeatureErr(name string, err error) event.Feature {
+	errno, _ := ErrnoOf(err)
+	return event.Feature{Name: name, Errno: errno, Msg: Message(err)}
+}

@@ -2,7 +2,9 @@
 // fth_deliver.ko (stress/kmod-deliver), whose caller kthreads number every
 // call of fth_deliver_seq and whose users record the numbers they receive,
 // reads what the module judged, and names the transition in flight when a
-// call went missing.
+// call went missing. Run is the oracle as the churn runs it beside its
+// own, with the users the agent attaches itself (BPF programs, tracers,
+// the fth_klp.ko livepatch).
 //
 // The rule is the module's: every call made while a user was fully
 // attached, from its attach returning to its detach starting, reaches it

@@ -58,3 +58,17 @@ func CheckExact(fn string, calls int, s Sample) event.Oracle {
 	}
 	return o
 }
+
+// ExactSummary is an exact-count oracle's summary event, of windows
+// windows of calls calls on fn: skipped when disabled (calls 0), or with
+// whyNone when no window completed.
+func ExactSummary(fn string, calls, windows, failures int, whyNone string) event.Oracle {
+	o := event.Oracle{Name: NameExact, Function: fn, Expected: uint64(calls), Checks: windows, Failures: failures, OK: failures == 0}
+	switch {
+	case calls == 0:
+		o.Skipped = "disabled (exactcalls=0)"
+	case windows == 0:
+		o.Skipped = whyNone
+	}
+	return o
+}
