@@ -292,13 +292,11 @@ func (r *run) run(ctx context.Context) (err error) {
 		}()
 	}
 
+	companion := deliver.Companion{W: r.W, Opts: o, Top: top, Loader: loader, Rec: rec, NoNameFilter: noNameFilter,
+		LogModule: r.LogModule, OracleFail: r.verdict.oracleFail}
 	var mods modchurn.Stats
 	if o.Modules {
-		menv := modchurn.Env{
-			W: r.W, Opts: o, Top: top, Loader: loader, Rec: rec,
-			Anchor: modAnchor(cands, hot.Funcs, exactFn, o.Seed), NoNameFilter: noNameFilter,
-			LogModule: r.LogModule, OracleFail: r.verdict.oracleFail, Fail: r.verdict.other,
-		}
+		menv := modchurn.Env{Companion: companion, Anchor: modAnchor(cands, hot.Funcs, exactFn, o.Seed), Fail: r.verdict.other}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -309,11 +307,7 @@ func (r *run) run(ctx context.Context) (err error) {
 	opening := make(chan struct{})
 	openingDone := sync.OnceFunc(func() { close(opening) })
 	if o.Delivery {
-		denv := deliver.Env{
-			W: r.W, Opts: o, Top: top, Loader: loader, Rec: rec, LinkUpdate: upd.Supported,
-			OpeningDone: openingDone, NoNameFilter: noNameFilter,
-			LogModule: r.LogModule, OracleFail: r.verdict.oracleFail,
-		}
+		denv := deliver.Env{Companion: companion, LinkUpdate: upd.Supported, OpeningDone: openingDone}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -34,20 +34,37 @@ const (
 	deliverGraphInstance = "fth_deliver_graph"
 )
 
+// Companion is what a companion of the churn (this oracle, the module
+// churn of stress/modchurn) takes from the churn it runs beside.
+type Companion struct {
+	// W receives the companion's events and log lines.
+	W *emit.Writer
+	// Opts are the run's options (the seed, includeknown, the
+	// sabotages, each companion's own).
+	Opts options.Options
+	// Top is tracefs's top level, of which the companion's tracer
+	// instances are made; its enabled_functions describes a callsite.
+	Top tracefs.FS
+	// Loader loads the companion's BPF programs, counting in its oracle
+	// map.
+	Loader *oracle.Loader
+	// Rec times and counts the module loads and unloads.
+	Rec *tally.Recorder
+	// NoNameFilter says why a tracefs filter cannot name a module's
+	// function here ("" if it can): the tracers that filter a module's
+	// functions are left out with it.
+	NoNameFilter string
+	// LogModule logs where a module the companion loaded has its
+	// .text; nil logs nothing.
+	LogModule func(name string)
+	// OracleFail records a failed check, whose event is already emitted,
+	// for the run's verdict.
+	OracleFail func(event.Oracle)
+}
+
 // Env is what Run takes from the churn it runs beside.
 type Env struct {
-	// W receives the oracle's events and log lines.
-	W *emit.Writer
-	// Opts are the run's options: the seed, the drop-call sabotage,
-	// deliverskip and includeknown.
-	Opts options.Options
-	// Top is tracefs's top level: the tracer toggles are instances of
-	// it, and its enabled_functions describes the callsite.
-	Top tracefs.FS
-	// Loader loads the BPF users' programs, counting in its oracle map.
-	Loader *oracle.Loader
-	// Rec times the module loads and unloads.
-	Rec *tally.Recorder
+	Companion
 	// LinkUpdate says BPF_LINK_UPDATE works on tracing links (7.3.4
 	// refuses it: EINVAL), so that fentry and fexit are replaced in
 	// place.
@@ -55,16 +72,6 @@ type Env struct {
 	// OpeningDone is called once the churn's opening is over (not at all
 	// when the churn never starts).
 	OpeningDone func()
-	// NoNameFilter says why a tracefs filter cannot name a module's
-	// function here ("" if it can): the tracer toggles, which filter
-	// fth_deliver's, are left out with it.
-	NoNameFilter string
-	// LogModule logs where a module Run loaded has its .text; nil logs
-	// nothing.
-	LogModule func(name string)
-	// OracleFail records a failed check, whose event is already emitted,
-	// for the run's verdict.
-	OracleFail func(event.Oracle)
 }
 
 // Run loads fth_deliver.ko and runs the delivery churn (Churn) on its

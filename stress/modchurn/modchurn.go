@@ -27,7 +27,6 @@ import (
 	"github.com/ftrace-harness/fth/stress/ksyms"
 	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/stress/oracle"
-	"github.com/ftrace-harness/fth/stress/tally"
 	"github.com/ftrace-harness/fth/stress/tracefs"
 	"github.com/ftrace-harness/fth/wire/event"
 	"github.com/ftrace-harness/fth/wire/options"
@@ -68,35 +67,15 @@ const (
 // scale run's candidates and stays loaded.
 var notCycled = map[string]bool{"ftrace_ops": true, fthtarget.Module: true, deliver.ModuleName: true, deliver.KLPModule: true, options.ScaleModuleName: true}
 
-// Env is what the module churn takes from the churn it runs beside.
+// Env is what the module churn takes from the churn it runs beside:
+// its Loader loads the func-ip and exact-count programs on fth_target,
+// and a tracer instance of Top traces fth_target's functions.
 type Env struct {
-	// W receives the module churn's events and log lines.
-	W *emit.Writer
-	// Opts are the run's options: modlist, modhold, includeknown, the
-	// seed, exactcalls and the skip-count sabotage.
-	Opts options.Options
-	// Top is tracefs's top level, of which the module tracer's instance
-	// is made.
-	Top tracefs.FS
-	// Loader loads the func-ip and exact-count programs on fth_target,
-	// counting in its oracle map.
-	Loader *oracle.Loader
-	// Rec times and counts the module operations.
-	Rec *tally.Recorder
+	deliver.Companion
 	// Anchor is a vmlinux function kept in the module instance's filter
 	// so that the filter never becomes empty (which would trace every
 	// function) when the module goes.
 	Anchor string
-	// NoNameFilter says why a tracefs filter cannot name a module's
-	// function here ("" if it can): the tracer on fth_target's functions
-	// is left out with it.
-	NoNameFilter string
-	// LogModule logs where a module the churn loaded has its .text; nil
-	// logs nothing.
-	LogModule func(name string)
-	// OracleFail records a failed check, whose event is already emitted,
-	// for the run's verdict.
-	OracleFail func(event.Oracle)
 	// Fail records another reason, already logged, that the run is not
 	// ok: a module that would not load or unload.
 	Fail func(reason string)
