@@ -82,6 +82,9 @@ type Stats struct {
 	// CondRuns counts the stops at an armed place whose condition did
 	// not hold: the vCPU ran on.
 	CondRuns int
+	// Passed counts the other vCPUs stepped past an arm's place
+	// (PassOthers).
+	Passed int
 }
 
 // heldIndex is vCPU cpu's place in held, -1 when it is not held.
@@ -477,6 +480,11 @@ func (c *Conductor) stopped(ctx context.Context, m event.RaceMsg, stop gdbstub.S
 	if err != nil {
 		return true, err
 	}
+	if stop.CPU() != m.CPU && pc == m.Addr && m.PassOthers {
+		// Another of the agent's tasks, passing through on purpose.
+		c.Stats.Passed++
+		return false, c.stepOver(ctx, stop.Thread, c.bpAddr, c.bpSize)
+	}
 	if stop.CPU() != m.CPU || pc != m.Addr {
 		if err := c.disarm(ctx); err != nil {
 			return true, err
@@ -737,5 +745,5 @@ func (c *Conductor) finish() {
 	}
 	c.gdb.Close()
 	c.Log.Info("race: conductor done", "armed", c.Stats.Armed, "stopped", c.Stats.Stopped, "missed", c.Stats.Missed,
-		"timeouts", c.Stats.Timeouts, "released", c.Stats.Released, "forced_releases", c.Stats.ForcedReleases, "bound_releases", c.Stats.BoundReleases, "cond_runs", c.Stats.CondRuns)
+		"timeouts", c.Stats.Timeouts, "released", c.Stats.Released, "forced_releases", c.Stats.ForcedReleases, "bound_releases", c.Stats.BoundReleases, "cond_runs", c.Stats.CondRuns, "passed", c.Stats.Passed)
 }

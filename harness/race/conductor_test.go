@@ -49,7 +49,13 @@ func (v *vm) DialGDB(ctx context.Context) (*gdbstub.Conn, error) {
 // connects anew, as it does to a booted guest.
 func start(t *testing.T) (*vm, net.Conn) {
 	t.Helper()
-	g, sock := gdbstubtest.Start(t, "tcg,thread=single", splitProg)
+	return startProg(t, splitProg)
+}
+
+// startProg is start with another program.
+func startProg(t *testing.T, prog []uint32) (*vm, net.Conn) {
+	t.Helper()
+	g, sock := gdbstubtest.Start(t, "tcg,thread=single", prog)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := g.Detach(ctx); err != nil {
@@ -146,6 +152,37 @@ func TestConductorHoldsTheChosenVCPU(t *testing.T) {
 	a.recv(event.RaceTimeout)
 	if c.Stats.Stopped != 3 || c.Stats.Released != 3 || c.Stats.Missed != 1 || c.Stats.Timeouts != 1 {
 		t.Errorf("stats %+v", c.Stats)
+	}
+}
+
+// An arm that passes others holds only its own vCPU at a place both harts
+// run, hart 0 on every turn of its loop and hart 1 once in a million:
+// hart 0 gets there first and is stepped past it, never a miss.
+func TestConductorPassesOtherVCPUs(t *testing.T) {
+	const shared = 0x80000010
+	target, agentConn := startProg(t, []uint32{
+		0x00050863, // beqz a0, shared (hart 0)
+		0x001002b7, // hart 1: lui t0, 0x100 (a million turns)
+		0xfff28293, // 1: addi t0, t0, -1
+		0xfe029ee3, //    bnez t0, 1b
+		0x00158593, // shared: addi a1, a1, 1
+		0xfe0518e3, //         bnez a0, hart 1's delay
+		0xff9ff06f, //         j shared (hart 0)
+	})
+	c := serve(t, target, 5*time.Second)
+	a := &agentSide{t: t, c: agentConn, in: bufio.NewReader(agentConn)}
+	const arms = 5
+	for range arms {
+		a.send(event.RaceMsg{Op: event.RaceArm, Addr: shared, Size: 4, CPU: 1, TimeoutMS: 5000, PassOthers: true})
+		a.recv(event.RaceArmed)
+		if m := a.recv(event.RaceStopped); m.CPU != 1 || m.Addr != shared {
+			t.Fatalf("stopped %+v, want vCPU 1 at %#x", m, shared)
+		}
+		a.send(event.RaceMsg{Op: event.RaceRelease, CPU: 1})
+		a.recv(event.RaceReleased)
+	}
+	if c.Stats.Missed != 0 || c.Stats.Passed < arms || c.Stats.Stopped != arms {
+		t.Errorf("stats %+v, want %d stops, vCPU 0 passed at least once each (a miss without PassOthers), no miss", c.Stats, arms)
 	}
 }
 

@@ -302,8 +302,9 @@ func (r *Injector) inject(in *event.Injection, addr uint64, size int, action fun
 
 // raceCall is how an injection's task gets to its target: the racer's
 // command, the kernel function that makes the call (a held task's stack
-// must show it, or the target), what the agent starts beside it before
-// the arm (beside, nil for nothing: it returns the wait for its end), and
+// must show it, or the target), what the agent starts beside it once the
+// call has started (beside, nil for nothing: it returns the wait for its
+// end; the host steps it past the target), and
 // what the agent does once the call has started and before the task is
 // held (before, nil for nothing); window, when set, is how long the
 // task stays held instead of the run's window.
@@ -339,15 +340,9 @@ func (r *Injector) injectCall(c raceCall, in *event.Injection, addr uint64, size
 			return err
 		}
 	}
-	if c.beside != nil {
-		wait := c.beside()
-		defer func() {
-			if err := wait(); err != nil {
-				emit.Logf(r.env.W, "race: injection %d: beside the racer: %v", in.Seq, err)
-			}
-		}()
-	}
-	if err := r.Arm(event.RaceMsg{Addr: addr, Size: size, CPU: r.cpu, TimeoutMS: int(raceStopTimeout.Milliseconds()), BoundMS: int(raceReleaseBound.Milliseconds())}); err != nil {
+	// A task beside the racer runs through the same code: the host steps
+	// it past the target.
+	if err := r.Arm(event.RaceMsg{Addr: addr, Size: size, CPU: r.cpu, TimeoutMS: int(raceStopTimeout.Milliseconds()), BoundMS: int(raceReleaseBound.Milliseconds()), PassOthers: c.beside != nil}); err != nil {
 		return err
 	}
 	if err := r.racer.Poke(c.cmd); err != nil {
@@ -358,6 +353,17 @@ func (r *Injector) injectCall(c raceCall, in *event.Injection, addr uint64, size
 		return fmt.Errorf("race: the racer did not start its call: %q %v", line, err)
 	} else {
 		tid, _ = strconv.Atoi(strings.TrimPrefix(line, "call "))
+	}
+	// Started once the racer's call has: the arm's round trip (hundreds
+	// of milliseconds on riscv64 under TCG) then cannot make it end
+	// after the task beside it.
+	if c.beside != nil {
+		wait := c.beside()
+		defer func() {
+			if err := wait(); err != nil {
+				emit.Logf(r.env.W, "race: injection %d: beside the racer: %v", in.Seq, err)
+			}
+		}()
 	}
 	var beforeErr error
 	if c.before != nil {

@@ -364,9 +364,6 @@ func napBeside() func() error {
 		_, err = unix.Write(fd, ms)
 		done <- err
 	}()
-	// In the nap before the host arms the target: a task passing the
-	// image's first instructions on the agent's CPU would stop there.
-	time.Sleep(napSettle)
 	return func() error {
 		select {
 		case err := <-done:
