@@ -323,7 +323,7 @@ var raceTargetTable = []struct {
 	// riscv64: every injection at the return ended at the host's bound,
 	// the agent's CPU stalled while the task was held (2026-12-07, not
 	// understood).
-	{name: RaceFexitTrampoline, campaign: true, campaignOn: []string{"amd64", "arm64"}, walkAllOn: []string{"amd64"}},
+	{name: RaceFexitTrampoline, campaign: true, campaignOn: []string{"amd64", "arm64", "riscv64"}, walkAllOn: []string{"amd64"}},
 	{name: RaceOpsTrampoline, on: []string{"amd64"}, campaign: true, lacks: func(goarch string) string {
 		return "needs x86's per-ftrace_ops trampolines; " + goarch + " calls every ops through ftrace_caller (CALL_OPS): use racetarget=trampoline"
 	}},
