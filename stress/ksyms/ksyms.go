@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -137,16 +138,38 @@ func (t Table) Addr(name string) (addr uint64, ok bool) {
 	return a, a != 0
 }
 
+// moduleReads is how many times ReadModule reads kallsyms while a symbol
+// it wants is missing.
+const moduleReads = 4
+
 // ReadModule parses the kallsyms file at path for the symbols of module
 // among want. A module's addresses change on every load: read them after
-// each one.
+// each one. The kernel lists kallsyms by position, counting each
+// module's symbols as it goes: a read while another module loads or
+// unloads can skip lines (the delivery oracle's fth_deliver_seq went
+// missing that way on riscv64 while the module churn cycled fth_target),
+// so a read that lacks a wanted symbol is made again, moduleReads in all.
 func ReadModule(path, module string, want []string) (Table, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("ksyms.ReadModule: %w", err)
+	return readModule(func() (io.ReadCloser, error) { return os.Open(path) }, module, want)
+}
+
+func readModule(open func() (io.ReadCloser, error), module string, want []string) (Table, error) {
+	var t Table
+	for range moduleReads {
+		f, err := open()
+		if err != nil {
+			return nil, fmt.Errorf("ksyms.ReadModule: %w", err)
+		}
+		t, err = ParseModule(f, module, want)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(want, func(n string) bool { _, ok := t[n]; return !ok }) {
+			break
+		}
 	}
-	defer f.Close()
-	return ParseModule(f, module, want)
+	return t, nil
 }
 
 // ParseModule reads kallsyms text and keeps the symbols of module among

@@ -143,3 +143,25 @@ func TestNearest(t *testing.T) {
 		t.Errorf("Nearest: %v, want %v", got, want)
 	}
 }
+
+// TestReadModuleReadsAgain: a read that lacks a wanted symbol (a line
+// skipped while another module loaded) is made again, and one that never
+// finds it stops after moduleReads.
+func TestReadModuleReadsAgain(t *testing.T) {
+	const with = "ffffffffc0002000 t fth_deliver_seq\t[fth_deliver]\n"
+	reads := 0
+	open := func(texts ...string) func() (io.ReadCloser, error) {
+		return func() (io.ReadCloser, error) {
+			reads++
+			return io.NopCloser(strings.NewReader(texts[min(reads, len(texts))-1])), nil
+		}
+	}
+	got, err := readModule(open(sample, sample, with), "fth_deliver", []string{"fth_deliver_seq"})
+	if err != nil || got["fth_deliver_seq"] != 0xffffffffc0002000 || reads != 3 {
+		t.Errorf("got %v, %v after %d reads, want the address at the third", got, err, reads)
+	}
+	reads = 0
+	if got, err := readModule(open(sample), "fth_deliver", []string{"fth_deliver_seq"}); err != nil || len(got) != 0 || reads != moduleReads {
+		t.Errorf("never listed: %v, %v after %d reads, want none after %d", got, err, reads, moduleReads)
+	}
+}
