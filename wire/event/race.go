@@ -198,12 +198,12 @@ type RaceMsg struct {
 	// IPI), and then cannot send the release. The agent's late release
 	// is answered with released and Late set.
 	BoundMS int  `json:"bound_ms,omitempty"`
+	Late    bool `json:"late,omitempty"`
 	// PassOthers on an arm has the host step any other vCPU that reaches
 	// Addr past it and wait on for CPU: another task of the agent's runs
 	// through the same code on purpose (the fexit target's nap beside
 	// the racer's). Without it such a stop is a miss.
 	PassOthers bool `json:"pass_others,omitempty"`
-	Late    bool `json:"late,omitempty"`
 	// PCs, on a Late release, are the program counters of the vCPUs that
 	// were not held when the host let the held one go (vCPU number to
 	// address; absent when unreadable): where the agent's CPU was
