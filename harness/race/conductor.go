@@ -345,16 +345,8 @@ func (c *Conductor) releaseBound(ctx context.Context) error {
 			return nil
 		}
 		cpu := c.held[i].cpu
-		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		if _, err := c.gdb.Interrupt(rctx); err != nil {
-			cancel()
-			return err
-		}
-		at := c.othersAt(rctx)
-		c.held = slices.Delete(c.held, i, i+1)
-		err := c.resumeFree(rctx)
-		cancel()
-		if err != nil {
+		var at map[int]uint64
+		if err := c.release(ctx, i, func(ctx context.Context) { at = c.othersAt(ctx) }); err != nil {
 			return err
 		}
 		if c.letGo == nil {
@@ -402,7 +394,7 @@ func (c *Conductor) releaseCPU(ctx context.Context, cpu int, reply func(event.Ra
 	if i < 0 {
 		return nil
 	}
-	if err := c.release(ctx, i); err != nil {
+	if err := c.release(ctx, i, nil); err != nil {
 		return err
 	}
 	c.Stats.Released++
@@ -713,12 +705,16 @@ func (c *Conductor) disarm(ctx context.Context) error {
 	return c.resumeFree(rctx)
 }
 
-// release lets the i-th held vCPU go; the others stay held.
-func (c *Conductor) release(ctx context.Context, i int) error {
+// release lets the i-th held vCPU go; the others stay held. look, unless
+// nil, runs first with the VM stopped.
+func (c *Conductor) release(ctx context.Context, i int, look func(context.Context)) error {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if _, err := c.gdb.Interrupt(rctx); err != nil {
 		return err
+	}
+	if look != nil {
+		look(rctx)
 	}
 	c.held = slices.Delete(c.held, i, i+1)
 	return c.resumeFree(rctx)
