@@ -243,9 +243,9 @@ func scenarios() map[event.Scenario]scenario {
 		}},
 		options.ScenarioRepro: {run: func(a *agent, ctx context.Context, _ *btf.Cache, _ inventory.Result) error {
 			env := repro.Env{W: a.w, Opts: a.opts, NumCPU: a.sys.numCPU, VirtioDir: a.sys.virtioDir, DevDir: a.sys.devDir,
-				Sleep: a.sys.sleep, WatchImages: a.watchImages, LogModule: a.logModule, LivepatchModule: deliver.KLPModule}
+				Sleep: a.sys.sleep, WatchImages: a.watchImages, LivepatchModule: deliver.KLPModule}
 			if env.NoLivepatch = deliver.NoLivepatch(); env.NoLivepatch == "" {
-				env.Livepatch = deliver.NewKLPUser(ctx, tally.New(a.w, 0), a.logModule)
+				env.Livepatch = deliver.NewKLPUser(ctx, tally.New(a.w, 0), a.w)
 			}
 			return repro.Run(ctx, env)
 		}},

@@ -168,7 +168,7 @@ func (a *agent) executeChurn(ctx context.Context, cache *btf.Cache, inv inventor
 		// (stress/churnrun); its verdict is the agent's.
 		res, err := churnrun.Run(ctx, churnrun.Env{
 			W: a.w, Opts: a.opts, Cache: cache, Addrs: addrs, Hot: hot, ExactFn: exactFn,
-			Candidates: inv.Candidates, LogModule: a.logModule,
+			Candidates: inv.Candidates,
 		})
 		a.churn = res
 		if err != nil {

@@ -12,13 +12,6 @@ import (
 	"github.com/ftrace-harness/fth/wire/options"
 )
 
-// logModule records where a module's text was loaded: the address a hung
-// or crashed CPU is found at (registers.txt, an oops RIP) can then be
-// matched to a module that was already unloaded.
-func (a *agent) logModule(name string) {
-	emit.Logf(a.w, "module %s loaded, .text at %s", name, modload.TextAddr(name))
-}
-
 // scaleModule loads fth_scale.ko when the scalemod option asks for it and
 // returns its BTF for the inventory; nil when not asked.
 func (a *agent) scaleModule(cache *btf.Cache) (map[string]*btf.Spec, error) {

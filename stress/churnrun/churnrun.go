@@ -123,9 +123,6 @@ type Env struct {
 	// Candidates are the inventory's candidates: the calibration's
 	// fallback and the module tracer's anchor are drawn from them.
 	Candidates []string
-	// LogModule logs where a module the churn loaded has its .text; nil
-	// logs nothing.
-	LogModule func(name string)
 }
 
 // Run sets up tracefs, the oracle map and calibration, runs the churn
@@ -293,7 +290,7 @@ func (r *run) run(ctx context.Context) (err error) {
 	}
 
 	companion := deliver.Companion{W: r.W, Opts: o, Top: top, Loader: loader, Rec: rec, NoNameFilter: noNameFilter,
-		LogModule: r.LogModule, OracleFail: r.verdict.oracleFail}
+		OracleFail: r.verdict.oracleFail}
 	var mods modchurn.Stats
 	if o.Modules {
 		menv := modchurn.Env{Companion: companion, Anchor: modAnchor(cands, hot.Funcs, exactFn, o.Seed), Fail: r.verdict.other}

@@ -54,9 +54,6 @@ type Companion struct {
 	// function here ("" if it can): the tracers that filter a module's
 	// functions are left out with it.
 	NoNameFilter string
-	// LogModule logs where a module the companion loaded has its
-	// .text; nil logs nothing.
-	LogModule func(name string)
 	// OracleFail records a failed check, whose event is already emitted,
 	// for the run's verdict.
 	OracleFail func(event.Oracle)
@@ -81,11 +78,6 @@ func Run(ctx context.Context, env Env) {
 	w := env.W
 	sum := event.Oracle{Name: event.OracleDelivery}
 	emitSummary := func() { _ = w.Emit(event.Event{Kind: event.KindOracle, Oracle: &sum}) }
-	logModule := func(name string) {
-		if env.LogModule != nil {
-			env.LogModule(name)
-		}
-	}
 	fail := func(o event.Oracle) {
 		_ = w.Emit(event.Event{Kind: event.KindOracle, Oracle: &o})
 		env.OracleFail(o)
@@ -97,7 +89,7 @@ func Run(ctx context.Context, env Env) {
 		emitSummary()
 		return
 	}
-	logModule(ModuleName)
+	modload.LogLoaded(w, ModuleName)
 	defer func() {
 		if err := modload.UnloadRetry(env.Rec, ModuleName, 20); err != nil {
 			emit.Logf(w, "delivery: unload: %v", err)
@@ -166,7 +158,7 @@ func Run(ctx context.Context, env Env) {
 	if why := NoLivepatch(); why != "" {
 		skip[UserLivepatch] = why
 	} else {
-		external[UserLivepatch] = NewKLPUser(ctx, env.Rec, env.LogModule)
+		external[UserLivepatch] = NewKLPUser(ctx, env.Rec, env.W)
 	}
 	var avoid []Avoid
 	if !env.Opts.IncludeKnown {

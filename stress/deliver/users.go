@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/stress/attach"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/livepatch"
 	"github.com/ftrace-harness/fth/stress/modload"
 	"github.com/ftrace-harness/fth/stress/oracle"
@@ -160,17 +161,17 @@ func NoLivepatch() string {
 // the per-task transition (up to a minute: a task is switched only when
 // the patched function is off its stack).
 type klpUser struct {
-	ctx       context.Context
-	rec       *tally.Recorder
-	logModule func(name string)
+	ctx context.Context
+	rec *tally.Recorder
+	w   *emit.Writer
 }
 
 // NewKLPUser is the livepatch user (UserLivepatch), applied while ctx
 // lasts and removed even after it ended, its module's load and unload
-// timed in rec. logModule, when not nil, logs where the patch's module
-// was loaded. Only where NoLivepatch says nothing can it attach.
-func NewKLPUser(ctx context.Context, rec *tally.Recorder, logModule func(name string)) External {
-	return klpUser{ctx: ctx, rec: rec, logModule: logModule}
+// timed in rec, where it was loaded logged in w. Only where NoLivepatch
+// says nothing can it attach.
+func NewKLPUser(ctx context.Context, rec *tally.Recorder, w *emit.Writer) External {
+	return klpUser{ctx: ctx, rec: rec, w: w}
 }
 
 func (k klpUser) patch() livepatch.Patch {
@@ -189,9 +190,7 @@ func (k klpUser) Attach() error {
 	if err := k.patch().Enable(k.ctx); err != nil {
 		return err
 	}
-	if k.logModule != nil {
-		k.logModule(KLPModule)
-	}
+	modload.LogLoaded(k.w, KLPModule)
 	return nil
 }
 

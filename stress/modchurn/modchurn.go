@@ -179,12 +179,8 @@ func (m *modChurn) feature(f event.Feature) {
 	_ = m.W.Emit(event.Event{Kind: event.KindFeature, Feature: &f})
 }
 
-// logModule logs where module name's text was loaded (Env.LogModule).
-func (m *modChurn) logModule(name string) {
-	if m.LogModule != nil {
-		m.LogModule(name)
-	}
-}
+// logModule logs where module name's text was loaded.
+func (m *modChurn) logModule(name string) { modload.LogLoaded(m.W, name) }
 
 // fail logs and records a non-oracle reason for a failed churn.
 func (m *modChurn) fail(msg string) {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ftrace-harness/fth/internal/ctxsleep"
+	"github.com/ftrace-harness/fth/stress/emit"
 	"github.com/ftrace-harness/fth/stress/tally"
 )
 
@@ -168,4 +169,11 @@ func UnloadRetry(rec *tally.Recorder, name string, tries int) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("modload: %s still busy after %d unload tries: %w", name, tries, err)
+}
+
+// LogLoaded records in w where module name's text was loaded: the address
+// a hung or crashed CPU is found at (registers.txt, an oops RIP) can then
+// be matched to a module that was already unloaded.
+func LogLoaded(w *emit.Writer, name string) {
+	emit.Logf(w, "module %s loaded, .text at %s", name, TextAddr(name))
 }

@@ -51,9 +51,6 @@ type Env struct {
 	// fault in a freed BPF image is named after it, and returns what
 	// stops the watch; nil watches nothing.
 	WatchImages func(context.Context) (stop func())
-	// LogModule logs where a module a sequence loaded has its .text, as
-	// the agent does for every module it loads; nil logs nothing.
-	LogModule func(name string)
 	// Livepatch applies (Attach) and disables (Detach) the livepatch
 	// the ipmodify-mid-update sequences put on deliver.FuncSeq, whose
 	// module the steps name LivepatchModule; nil when it cannot be
@@ -82,13 +79,6 @@ type sequence struct{ Env }
 // logf logs one line of a repro sequence.
 func (sq *sequence) logf(format string, args ...any) {
 	emit.Logf(sq.W, "repro: "+format, args...)
-}
-
-// logModule logs where module name's text was loaded (Env.LogModule).
-func (sq *sequence) logModule(name string) {
-	if sq.LogModule != nil {
-		sq.LogModule(name)
-	}
 }
 
 // watchImages starts the symbol watch (Env.WatchImages) and returns what
@@ -141,7 +131,7 @@ func (sq *sequence) loadDeliver(progs int) (*deliverMod, error) {
 	if err := modload.Load(path, ""); err != nil {
 		return nil, fmt.Errorf("repro: load %s: %w", path, err)
 	}
-	sq.logModule(deliver.ModuleName)
+	modload.LogLoaded(sq.W, deliver.ModuleName)
 	unload := func() {
 		if err := modload.UnloadRetry(tally.New(sq.W, 0), deliver.ModuleName, 20); err != nil {
 			sq.logf("unload %s: %v", deliver.ModuleName, err)
